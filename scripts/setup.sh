@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what kfs needs on a fresh Debian machine, skipping whatever is already there:
+# FUSE 3 (and its headers, for building pyfuse3), the shell tools the tests drive, and a
+# virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="${1:-}"
+debs=(fuse3 libfuse3-dev pkg-config gcc attr)
+[ "$extras" = test ] && debs+=(xxd jq)
+
+missing=()
+for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "kfs setup: installing ${missing[*]}" >&2
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+# Reinstall only when pyproject.toml changed since the last install.
+stamp=".venv/.kfs-installed${extras:+-$extras}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "kfs setup: installing Python packages into .venv" >&2
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  touch "$stamp"
+fi

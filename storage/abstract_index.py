@@ -1,0 +1,141 @@
+"""The memory-mapped, preallocated index file shared by the offset and time indexes
+(Kafka's ``AbstractIndex``).
+
+An index file is a flat array of fixed-size big-endian entries with no header and no
+terminator: every slot up to the file length counts as an entry. While its segment is active the
+file is preallocated (zero-filled) to ``segment.index.bytes`` rounded down to the entry size; on
+roll and close it is trimmed to ``entries × entry_size`` so that a reader can trust it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from pathlib import Path
+
+
+class AbstractIndex:
+    """Base of :class:`OffsetIndex` and :class:`TimeIndex`.
+
+    Subclasses set ``ENTRY_SIZE`` and implement ``_key(slot)`` (the value binary searches run on).
+    Mutations are serialized by the owning log; lookups may run concurrently with appends.
+    """
+
+    ENTRY_SIZE = 0
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool):
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.writable = writable
+        self._lock = threading.Lock()
+        self._mmap: mmap.mmap | None = None
+        self._length = 0
+        newly_created = False
+        if writable and not self.path.exists():
+            self.path.touch()
+            newly_created = True
+        if self.path.exists():
+            self._length = self.path.stat().st_size
+        if newly_created:
+            self._set_length(self._round_down(max_index_size))
+        self._remap()
+        # Every slot of an existing file is an entry (Kafka sets the position to the rounded limit).
+        self._entries = 0 if newly_created else self._length // self.ENTRY_SIZE
+
+    # -- sizing -----------------------------------------------------------------------------
+
+    def _round_down(self, size: int) -> int:
+        return size - size % self.ENTRY_SIZE
+
+    def _set_length(self, length: int) -> None:
+        os.truncate(self.path, length)
+        self._length = length
+
+    def _remap(self) -> None:
+        """Map the whole file. The old map is dropped, not closed: a concurrent reader may still
+        hold it and only ever touches slots below ``entries``, which stay inside the file."""
+        if self._length == 0:
+            self._mmap = None
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        with open(self.path, "r+b" if self.writable else "rb") as f:
+            self._mmap = mmap.mmap(f.fileno(), self._length, access=access)
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.ENTRY_SIZE
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    def resize(self, new_size: int) -> None:
+        """Set the file length to ``new_size`` rounded down to the entry size, keeping the
+        entries (``AbstractIndex.resize``): used to trim on roll and to re-expand on load."""
+        with self._lock:
+            length = self._round_down(new_size)
+            if length == self._length or not self.writable:
+                return
+            if self._mmap is not None:
+                self._mmap.flush()
+            self._set_length(max(length, self._entries * self.ENTRY_SIZE))
+            self._remap()
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self._entries * self.ENTRY_SIZE)
+
+    def reset(self, max_index_size: int) -> None:
+        """Drop every entry and re-expand to the max size (``AbstractIndex.reset``)."""
+        self._truncate_to_entries(0)
+        self.resize(max_index_size)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+
+    # -- reading and writing slots ----------------------------------------------------------
+
+    def _write_slot(self, slot: int, data: bytes) -> None:
+        pos = slot * self.ENTRY_SIZE
+        self._mmap[pos : pos + self.ENTRY_SIZE] = data
+
+    def _key(self, slot: int) -> int:
+        raise NotImplementedError
+
+    def _largest_lower_bound_slot(self, target: int, key=None) -> int:
+        """The last slot whose key is <= target, or -1 (``largestLowerBoundSlotFor``).
+
+        Kafka searches a warm tail first to stay in the page cache; the result is the same."""
+        key = key or self._key
+        hi = self._entries - 1
+        if hi < 0 or key(0) > target:
+            return -1
+        lo = 0
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def flush(self) -> None:
+        if self._mmap is not None and self.writable:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        """Trim to the valid entries and release the map (``AbstractIndex.close``)."""
+        self.trim_to_valid_size()
+        self.flush()
+        self._mmap = None
+
+    def delete(self) -> None:
+        self._mmap = None
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,172 @@
+"""Kafka's log config names, units and defaults in one place (Kafka's ``LogConfig``).
+
+Settings come from two files in the backing directory, both in Java ``.properties`` syntax:
+
+* ``server.properties`` — broker-level keys (``log.segment.bytes``, ``compression.type``, ...),
+  with Kafka's synonyms resolved in Kafka's order (``log.roll.ms`` before ``log.roll.hours``);
+* ``<topic>.topic.properties`` — per-topic overrides with the topic-level keys
+  (``segment.bytes``, ``compression.type``, ...), as ``kafka-configs --entity-type topics`` sets them.
+
+Kafka ignores plain files at the top of a log directory, so a broker can adopt the directory as is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import javaproperties
+
+from storage.errors import InvalidConfigError
+from storage.records import CompressionType, TimestampType
+
+SERVER_PROPERTIES = "server.properties"
+TOPIC_PROPERTIES_SUFFIX = ".topic.properties"
+
+_HOUR_MS = 3_600_000
+_MINUTE_MS = 60_000
+
+
+@dataclasses.dataclass(frozen=True)
+class LogConfig:
+    """The settings of one partition log. Sizes are bytes, durations milliseconds."""
+
+    segment_bytes: int = 1_073_741_824  # segment.bytes
+    segment_ms: int = 604_800_000  # segment.ms (7 days)
+    segment_jitter_ms: int = 0  # segment.jitter.ms
+    segment_index_bytes: int = 10_485_760  # segment.index.bytes
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    max_message_bytes: int = 1_048_588  # max.message.bytes (largest record batch)
+    compression_type: str = "producer"  # compression.type
+    compression_gzip_level: int = -1  # compression.gzip.level
+    compression_lz4_level: int = 9  # compression.lz4.level
+    compression_zstd_level: int = 3  # compression.zstd.level
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    batch_size: int = 16_384  # the producer's batch.size: how kfs groups appended records
+
+    @property
+    def codec(self) -> CompressionType:
+        """The codec kfs's own appends write. ``producer`` keeps the producer's codec; kfs is
+        the producer and writes uncompressed batches, as the console producer does by default."""
+        if self.compression_type == "producer":
+            return CompressionType.NONE
+        return CompressionType.for_name(self.compression_type)
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level for :attr:`codec`, or None for the codec's default."""
+        level = {
+            CompressionType.GZIP: self.compression_gzip_level,
+            CompressionType.LZ4: self.compression_lz4_level,
+            CompressionType.ZSTD: self.compression_zstd_level,
+        }.get(self.codec)
+        return None if level == -1 else level
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return (
+            TimestampType.LOG_APPEND_TIME
+            if self.message_timestamp_type == "LogAppendTime"
+            else TimestampType.CREATE_TIME
+        )
+
+
+# topic key -> (field, broker keys in Kafka's order of precedence with a unit multiplier, minimum)
+_INT_KEYS = {
+    "segment.bytes": ("segment_bytes", (("log.segment.bytes", 1),), 14),
+    "segment.ms": ("segment_ms", (("log.roll.ms", 1), ("log.roll.hours", _HOUR_MS)), 1),
+    "segment.jitter.ms": (
+        "segment_jitter_ms",
+        (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOUR_MS)),
+        0,
+    ),
+    "segment.index.bytes": ("segment_index_bytes", (("log.index.size.max.bytes", 1),), 4),
+    "index.interval.bytes": ("index_interval_bytes", (("log.index.interval.bytes", 1),), 0),
+    "max.message.bytes": ("max_message_bytes", (("message.max.bytes", 1),), 0),
+    "compression.gzip.level": ("compression_gzip_level", (("compression.gzip.level", 1),), -1),
+    "compression.lz4.level": ("compression_lz4_level", (("compression.lz4.level", 1),), 1),
+    "compression.zstd.level": ("compression_zstd_level", (("compression.zstd.level", 1),), -131072),
+    "batch.size": ("batch_size", (("batch.size", 1),), 1),
+}
+_STR_KEYS = {
+    "compression.type": (
+        "compression_type",
+        ("compression.type",),
+        ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
+    "message.timestamp.type": (
+        "message_timestamp_type",
+        ("log.message.timestamp.type",),
+        ("CreateTime", "LogAppendTime"),
+    ),
+}
+
+
+def _parse_int(key: str, text: str, minimum: int, multiplier: int = 1) -> int:
+    try:
+        value = int(text.strip()) * multiplier
+    except ValueError:
+        raise InvalidConfigError(f"{key}={text!r}: not an integer") from None
+    if value < minimum:
+        raise InvalidConfigError(f"{key}={value}: must be at least {minimum}")
+    return value
+
+
+def _parse_choice(key: str, text: str, choices: tuple[str, ...]) -> str:
+    value = text.strip()
+    if value not in choices:
+        raise InvalidConfigError(f"{key}={value!r}: must be one of {', '.join(choices)}")
+    return value
+
+
+def broker_overrides(props: dict[str, str]) -> dict[str, object]:
+    """LogConfig field values from broker keys (``server.properties``), first synonym winning."""
+    out: dict[str, object] = {}
+    for field, synonyms, minimum in _INT_KEYS.values():
+        for key, multiplier in synonyms:
+            if key in props:
+                out[field] = _parse_int(key, props[key], minimum, multiplier)
+                break
+    for field, synonyms, choices in _STR_KEYS.values():
+        for key in synonyms:
+            if key in props:
+                out[field] = _parse_choice(key, props[key], choices)
+                break
+    return out
+
+
+def topic_overrides(props: dict[str, str]) -> dict[str, object]:
+    """LogConfig field values from topic-level keys; unknown keys raise InvalidConfigError."""
+    out: dict[str, object] = {}
+    for key, text in props.items():
+        if key in _INT_KEYS:
+            field, _, minimum = _INT_KEYS[key]
+            out[field] = _parse_int(key, text, minimum)
+        elif key in _STR_KEYS:
+            field, _, choices = _STR_KEYS[key]
+            out[field] = _parse_choice(key, text, choices)
+        else:
+            raise InvalidConfigError(f"unknown topic config {key!r}")
+    return out
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java ``.properties`` file as a dict; an absent file is empty."""
+    try:
+        with open(path, encoding="latin-1") as f:
+            return javaproperties.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+def load_broker_config(backing_dir: Path) -> dict[str, object]:
+    """The broker-level overrides of ``BACKING_DIR/server.properties``."""
+    return broker_overrides(read_properties(backing_dir / SERVER_PROPERTIES))
+
+
+def load_log_config(backing_dir: Path, topic: str, broker: dict[str, object]) -> LogConfig:
+    """The effective LogConfig of ``topic``: Kafka defaults < broker keys < topic keys.
+
+    Raises InvalidConfigError for a bad value or an unknown topic key."""
+    topic_props = read_properties(backing_dir / f"{topic}{TOPIC_PROPERTIES_SUFFIX}")
+    return LogConfig(**{**broker, **topic_overrides(topic_props)})

@@ -1,0 +1,51 @@
+"""Errors raised by the log engine, named after the Kafka exceptions they mirror.
+
+Callers at the edge (the mount, the CLI) map them to errno values; I/O failures from the
+operating system (ENOSPC, EIO, ...) are raised as the plain ``OSError`` they are.
+"""
+
+
+class KafkaStorageError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class CorruptRecordError(KafkaStorageError):
+    """Bytes that are not a valid record batch: bad CRC, bad size, truncated or undecodable
+    records (Kafka's ``CorruptRecordException``)."""
+
+
+class InvalidRecordError(KafkaStorageError):
+    """A record or batch that is well-formed but violates a rule (Kafka's
+    ``InvalidRecordException``), e.g. an unknown compression codec id."""
+
+
+class RecordTooLargeError(KafkaStorageError):
+    """A record batch larger than ``max.message.bytes`` or ``segment.bytes`` (Kafka's
+    ``RecordTooLargeException`` / ``RecordBatchTooLargeException``)."""
+
+
+class InvalidTopicError(KafkaStorageError):
+    """A topic or partition directory name that breaks Kafka's naming rules
+    (``Topic.validate``, ``LocalLog.parseTopicPartitionName``)."""
+
+
+class UnknownTopicOrPartitionError(KafkaStorageError):
+    """No such partition in the backing directory (Kafka's
+    ``UnknownTopicOrPartitionException``)."""
+
+
+class PartitionExistsError(KafkaStorageError):
+    """Creating a partition that is already there."""
+
+
+class OffsetOutOfRangeError(KafkaStorageError):
+    """An offset outside [log start offset, log end offset] (Kafka's
+    ``OffsetOutOfRangeException``)."""
+
+
+class ReadOnlyLogError(KafkaStorageError):
+    """A write to a log opened read-only."""
+
+
+class InvalidConfigError(KafkaStorageError):
+    """A config value Kafka would refuse (Kafka's ``ConfigException``)."""

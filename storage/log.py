@@ -1,0 +1,366 @@
+"""The partition log: ordered segments, append, read by offset and by time, roll
+(Kafka's ``UnifiedLog`` and ``LocalLog``, for one partition directory).
+
+Thread safety: appends, rolls and truncation hold the log's lock; reads work on a snapshot of
+the segment list and never look past the log end offset published after an append completes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+from storage.config import LogConfig
+from storage.errors import ReadOnlyLogError, RecordTooLargeError
+from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, TimestampType, build_batch
+from storage.records.varint import size_of_varint
+from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment, filename_prefix, now_ms
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_LOG = re.compile(r"(\d{20})\.log")
+# An upper bound of a keyless, headerless record's bytes beyond its value: length, attributes,
+# timestamp delta, offset delta, key length, value length and header count varints (§2.5).
+_RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 1 + 5 + 1
+
+
+class _BatchCache:
+    """The decoded records of recently read batches, so that a lookup followed by reads of
+    neighbouring offsets (``ls``, ``cat`` in a loop) decodes each batch once."""
+
+    def __init__(self, capacity: int = 256):
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[int, int], list[Record]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int]) -> list[Record] | None:
+        with self._lock:
+            records = self._entries.get(key)
+            if records is not None:
+                self._entries.move_to_end(key)
+            return records
+
+    def put(self, key: tuple[int, int], records: list[Record]) -> None:
+        with self._lock:
+            self._entries[key] = records
+            if len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+class Log:
+    """The log of one partition directory ``<topic>-<N>/``.
+
+    Opening loads every segment; the last one is the active segment, whose indexes are
+    re-expanded to ``segment.index.bytes`` (as Kafka's LogLoader). ``recover=True`` (no clean
+    shutdown marker) revalidates the active segment and cuts off a torn tail.
+    """
+
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
+                 writable: bool = True, recover: bool = False):
+        self.dir = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.writable = writable
+        self._lock = threading.RLock()
+        self._cache = _BatchCache()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._load(recover)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _segment_bases(self) -> list[int]:
+        return sorted(
+            int(m.group(1)) for p in self.dir.iterdir() if (m := _SEGMENT_LOG.fullmatch(p.name))
+        )
+
+    def _load(self, recover: bool) -> None:
+        bases = self._segment_bases()
+        if not bases:
+            if not self.writable:
+                self._leo = 0
+                return
+            bases = [0]
+        missing_index = {
+            b for b in bases if not (self.dir / (filename_prefix(b) + INDEX_SUFFIX)).exists()
+        }
+        segments = [LogSegment(self.dir, b, self.config, self.writable) for b in bases]
+        self._set_segments(segments)
+        if self.writable:
+            for segment in segments:
+                if segment.base_offset in missing_index or (recover and segment is segments[-1]):
+                    segment.recover()
+            segments[-1].resize_indexes(self.config.segment_index_bytes)
+        self._leo = segments[-1].read_next_offset()
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        # Readers take these lists without the lock: publish new lists, never mutate old ones.
+        self._bases = [s.base_offset for s in segments]
+        self._segments = segments
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset a reader may ask for: the first segment's base offset."""
+        return self._bases[0] if self._bases else 0
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (one past the last batch's last offset)."""
+        return self._leo
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    # -- appending --------------------------------------------------------------------------
+
+    def append(self, values: Sequence[bytes], keys: Sequence[bytes | None] | None = None) -> int:
+        """Append one record per value, all-or-nothing, as a producer would: grouped into
+        batches of at most ``batch.size`` bytes, at the topic's ``compression.type``, stamped
+        now (epoch ms; CreateTime, or LogAppendTime per ``message.timestamp.type``).
+
+        ``keys`` is None (null keys) or one key (bytes or None) per value. Returns the offset
+        of the first record. Raises ReadOnlyLogError; RecordTooLargeError when a record's batch
+        would exceed ``max.message.bytes`` (nothing is written); OSError from the disk (the log
+        is truncated back to where it was)."""
+        if not self.writable:
+            raise ReadOnlyLogError(f"{self.name} is read-only")
+        if keys is not None and len(keys) != len(values):
+            raise ValueError("keys and values differ in length")
+        if not values:
+            return self._leo
+        self._check_record_sizes(values, keys)
+        chunks = self._plan_batches(values, keys)
+        timestamp = now_ms()
+        log_append = self.config.timestamp_type == TimestampType.LOG_APPEND_TIME
+        with self._lock:
+            first = offset = self._leo
+            try:
+                for start, end in chunks:
+                    data = build_batch(
+                        offset, values[start:end], None if keys is None else keys[start:end],
+                        timestamp, codec=self.config.codec, level=self.config.compression_level,
+                        timestamp_type=self.config.timestamp_type,
+                        log_append_time=timestamp if log_append else None,
+                    )
+                    last = offset + end - start - 1
+                    self._append_chunk(data, offset, last, timestamp, last)
+                    offset = last + 1
+            except BaseException:
+                if self._leo != first:
+                    self.truncate_to(first)
+                raise
+            return first
+
+    def append_batches(self, data: bytes) -> int:
+        """Append already-built v2 batches with their offsets as they are, as a follower does
+        (one ``LogSegment.append`` for the whole chunk). The first offset must be >= the log
+        end offset. Returns the new log end offset. Raises CorruptRecordError for a bad batch."""
+        if not self.writable:
+            raise ReadOnlyLogError(f"{self.name} is read-only")
+        first = last = max_ts = shallow = None
+        pos = 0
+        while pos < len(data):
+            batch = RecordBatch(memoryview(data)[pos:])
+            batch.ensure_valid()
+            first = batch.base_offset if first is None else first
+            last = batch.last_offset
+            if max_ts is None or batch.max_timestamp > max_ts:
+                max_ts, shallow = batch.max_timestamp, batch.last_offset
+            pos += batch.size_in_bytes
+        if first is None:
+            return self._leo
+        with self._lock:
+            if first < self._leo:
+                raise ValueError(f"offset {first} is below the log end offset {self._leo}")
+            self._append_chunk(bytes(data), first, last, max_ts, shallow)
+            return self._leo
+
+    def _check_record_sizes(self, values, keys) -> None:
+        limit = min(self.config.max_message_bytes, self.config.segment_bytes)
+        longest_key = max(map(len, filter(None, keys)), default=0) if keys else 0
+        if max(map(len, values)) + longest_key + _RECORD_OVERHEAD_BOUND + RECORD_BATCH_OVERHEAD <= limit:
+            return
+        for i, value in enumerate(values):
+            key = keys[i] if keys else None
+            size = RECORD_BATCH_OVERHEAD + _record_size(key, value)
+            if size > limit:
+                raise RecordTooLargeError(
+                    f"the record at line {i + 1} is {size} bytes as a batch, more than"
+                    f" max.message.bytes={self.config.max_message_bytes}"
+                    f" (segment.bytes={self.config.segment_bytes})"
+                )
+
+    def _plan_batches(self, values, keys) -> list[tuple[int, int]]:
+        """Cut the records into [start, end) runs whose batches stay within ``batch.size`` (a
+        larger record goes alone), like the producer's RecordAccumulator."""
+        if keys is None:
+            bounds = [len(v) + _RECORD_OVERHEAD_BOUND for v in values]
+        else:
+            bounds = [len(v) + len(k or b"") + _RECORD_OVERHEAD_BOUND for v, k in zip(values, keys)]
+        ends = list(itertools.accumulate(bounds))
+        cap = min(self.config.batch_size, self.config.max_message_bytes, self.config.segment_bytes)
+        room = max(cap - RECORD_BATCH_OVERHEAD, 1)
+        chunks, start, before = [], 0, 0
+        while start < len(values):
+            end = max(bisect.bisect_right(ends, before + room, lo=start), start + 1)
+            chunks.append((start, end))
+            before, start = ends[end - 1], end
+        return chunks
+
+    def _append_chunk(self, data: bytes, first_offset: int, last_offset: int,
+                      max_timestamp: int, shallow_offset: int) -> None:
+        if len(data) > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"a {len(data)}-byte append exceeds segment.bytes={self.config.segment_bytes}"
+            )
+        segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset)
+        segment.append(last_offset, max_timestamp, shallow_offset, data)
+        self._leo = last_offset + 1
+
+    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int) -> LogSegment:
+        """Roll when the active segment says so (``UnifiedLog.maybeRoll``); the new base offset
+        is max(first offset of the append, log end offset)."""
+        segment = self.active_segment
+        if segment.should_roll(size, max_timestamp, last_offset, now_ms()):
+            segment = self.roll(max(first_offset, self._leo))
+        return segment
+
+    def roll(self, new_base: int | None = None) -> LogSegment:
+        """Close the active segment for appends and start a new one at ``new_base`` (default:
+        the log end offset) (``UnifiedLog.roll``)."""
+        with self._lock:
+            new_base = self._leo if new_base is None else new_base
+            active = self.active_segment
+            if active.base_offset == new_base and active.size == 0:
+                return active  # Kafka reuses an empty active segment with the same base
+            active.on_become_inactive()
+            segment = LogSegment(self.dir, new_base, self.config, writable=True)
+            self._set_segments(self._segments + [segment])
+            log.info("rolled %s to a new segment at offset %d", self.name, new_base)
+            return segment
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or after ``offset`` (whole batches) and every segment whose
+        base offset is larger (``LocalLog.truncateTo``)."""
+        with self._lock:
+            keep = [s for s in self._segments if s.base_offset <= offset] or self._segments[:1]
+            for segment in self._segments[len(keep):]:
+                segment.delete()
+            self._set_segments(keep)
+            self.active_segment.truncate_to(offset)
+            self._cache.clear()
+            self._leo = self.active_segment.read_next_offset()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _segment_for(self, offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[i] if i >= 0 else None
+
+    def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch) -> list[Record]:
+        key = (segment.base_offset, position)
+        records = self._cache.get(key)
+        if records is None:
+            records = segment.read_records(position, header)
+            self._cache.put(key, records)
+        return records
+
+    def read(self, offset: int) -> Record | None:
+        """The record at ``offset``, or None when there is none: below the log start offset, at
+        or past the log end offset, a gap left by compaction, or a control record. Raises
+        CorruptRecordError for a batch whose CRC or layout is bad."""
+        if offset < self.log_start_offset or offset >= self._leo:
+            return None
+        segment = self._segment_for(offset)
+        found = segment.find_batch(offset) if segment else None
+        if found is None or found[1].is_control_batch:
+            return None
+        records = self._batch_records(segment, *found)
+        i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
+        return records[i] if i < len(records) and records[i].offset == offset else None
+
+    def records_from(self, offset: int, limit: int) -> list[Record]:
+        """Up to ``limit`` data records with offsets >= ``offset``, in offset order (gaps and
+        control records skipped)."""
+        offset = max(offset, self.log_start_offset)
+        out: list[Record] = []
+        if offset >= self._leo or limit <= 0:
+            return out
+        segments, leo = self._segments, self._leo
+        first = bisect.bisect_right(self._bases, offset) - 1
+        for segment in segments[max(first, 0):]:
+            start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
+            for position, header in segment.scan_batches(start):
+                if header.last_offset < offset or header.is_control_batch:
+                    continue
+                for record in self._batch_records(segment, position, header):
+                    if offset <= record.offset < leo:
+                        out.append(record)
+                        if len(out) >= limit:
+                            return out
+        return out
+
+    def find_offset_by_timestamp(self, timestamp: int) -> Record | None:
+        """The first record with timestamp >= ``timestamp`` (epoch ms), as Kafka's ListOffsets
+        answers (``UnifiedLog.fetchOffsetByTimestamp``): the first segment whose largest
+        timestamp reaches the target, then its time index, offset index and a scan. None when
+        no record qualifies or ``timestamp`` is negative."""
+        if timestamp < 0:
+            return None
+        start = self.log_start_offset
+        for segment in self._segments:
+            if segment.largest_timestamp >= timestamp:
+                record = segment.find_offset_by_timestamp(timestamp, start, self._batch_records)
+                if record is not None and record.offset < self._leo:
+                    return record
+        return None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the active segment's files."""
+        with self._lock:
+            if self.writable:
+                self.active_segment.flush()
+
+    def close(self) -> None:
+        """Close every segment; the active one gets its final time-index entry and trimmed
+        indexes, so the directory is what Kafka expects after a clean shutdown."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._set_segments([])
+
+
+def _record_size(key: bytes | None, value: bytes | None) -> int:
+    """Bytes of a one-record batch's record with no headers (offset and timestamp delta 0)."""
+    klen = -1 if key is None else len(key)
+    vlen = -1 if value is None else len(value)
+    body = 1 + 1 + 1 + size_of_varint(klen) + max(klen, 0) + size_of_varint(vlen) + max(vlen, 0) + 1
+    return size_of_varint(body) + body

@@ -1,0 +1,360 @@
+"""Compression codecs framed exactly as Kafka's writers frame them (``CompressionType``,
+``GzipCompression``, ``SnappyCompression``, ``Lz4Compression``/``Lz4BlockOutputStream``,
+``ZstdCompression`` in ``org.apache.kafka.common.compress``).
+
+The compressors themselves are the libraries' (zlib, python-snappy, lz4, zstandard); only the
+framing around them is written here, because the framing is what Kafka's readers depend on:
+
+* gzip: one RFC 1952 member with ``java.util.zip.GZIPOutputStream``'s header (MTIME 0, XFL 0,
+  OS 0xff), zlib level 6 by default.
+* snappy: snappy-java's ``SnappyOutputStream`` stream (16-byte xerial header, then big-endian
+  length-prefixed raw blocks of at most 32 KiB of input each).
+* lz4: the LZ4 frame ``Lz4BlockOutputStream`` writes (FLG 0x60, BD 0x40: independent 64 KiB
+  blocks, no checksums, no content size), fast compressor at the default level 9, LZ4-HC for
+  any other level.
+* zstd: one streamed frame (no content size, no checksum), level 3 by default.
+
+Readers accept what Kafka's readers accept; a corrupt stream raises CorruptRecordError.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import threading
+import zlib
+
+import lz4.block
+import lz4.frame
+import snappy
+import zstandard
+
+from storage.errors import CorruptRecordError, InvalidConfigError, InvalidRecordError
+
+__all__ = ["CompressionType", "compress", "decompress"]
+
+
+class CompressionType(enum.IntEnum):
+    """Codec id stored in bits 0-2 of a batch's attributes (Kafka's ``CompressionType``)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def kafka_name(self) -> str:
+        """Kafka's name of the codec: 'none', 'gzip', 'snappy', 'lz4' or 'zstd'."""
+        return self.name.lower()
+
+    @classmethod
+    def for_id(cls, codec_id: int) -> "CompressionType":
+        """The codec with attribute id ``codec_id`` (``CompressionType.forId``).
+
+        Raises InvalidRecordError for an unknown id (5-7).
+        """
+        try:
+            return cls(codec_id)
+        except ValueError:
+            raise InvalidRecordError(f"Unknown compression type id: {codec_id}") from None
+
+    @classmethod
+    def for_name(cls, name: str) -> "CompressionType":
+        """The codec for a ``compression.type`` value: 'uncompressed' or 'none', 'gzip',
+        'snappy', 'lz4', 'zstd' (case-sensitive, as Kafka's config validation).
+
+        'producer' is not a codec (it means "keep the producer's"); callers handle it before
+        calling this. Raises InvalidConfigError for anything else.
+        """
+        codec = _BY_NAME.get(name) if isinstance(name, str) else None
+        if codec is None:
+            raise InvalidConfigError(f"Unknown compression name: {name!r}")
+        return codec
+
+
+_BY_NAME = {
+    "uncompressed": CompressionType.NONE,
+    "none": CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
+
+# Kafka's level ranges and defaults (compression.{gzip,lz4,zstd}.level).
+GZIP_DEFAULT_LEVEL = -1  # Deflater.DEFAULT_COMPRESSION, i.e. zlib level 6
+LZ4_DEFAULT_LEVEL = 9
+ZSTD_DEFAULT_LEVEL = 3
+ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL = -131072, 22
+
+
+def compress(codec: int, data, level: int | None = None, *, magic: int = 2) -> bytes:
+    """Compress ``data`` (bytes-like) into the stream Kafka's writer for ``codec`` produces.
+
+    ``level`` None means Kafka's default (gzip -1 = 6, lz4 9, zstd 3); snappy has no level.
+    ``magic`` only matters for lz4: magic 0 batches carry Kafka's historical wrong header
+    checksum. Codec NONE returns the bytes unchanged. Raises InvalidConfigError for a level
+    Kafka would refuse and InvalidRecordError for an unknown codec id.
+    """
+    codec = CompressionType.for_id(codec)
+    if codec == CompressionType.NONE:
+        return bytes(data)
+    if codec == CompressionType.GZIP:
+        return _gzip_compress(data, _check_level(level, GZIP_DEFAULT_LEVEL, 1, 9, codec, -1))
+    if codec == CompressionType.SNAPPY:
+        return _snappy_compress(data)
+    if codec == CompressionType.LZ4:
+        return _lz4_compress(data, _check_level(level, LZ4_DEFAULT_LEVEL, 1, 17, codec), magic)
+    level = _check_level(level, ZSTD_DEFAULT_LEVEL, ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL, codec)
+    return _zstd_compress(data, level)
+
+
+def decompress(codec: int, data, *, magic: int = 2) -> bytes:
+    """Decompress one Kafka-written stream of ``codec`` from ``data`` (bytes or memoryview).
+
+    Accepts what Kafka's readers accept: concatenated gzip members; xerial snappy streams,
+    concatenated ones and headerless raw snappy; LZ4 frames (for ``magic`` 0 the header
+    checksum is not verified, as Kafka); one or more zstd frames with or without a content size.
+    Raises CorruptRecordError for a corrupt or truncated stream, InvalidRecordError for an
+    unknown codec id.
+    """
+    codec = CompressionType.for_id(codec)
+    if codec == CompressionType.NONE:
+        return bytes(data)
+    decoder = _DECODERS[codec]
+    try:
+        return decoder(data, magic) if codec == CompressionType.LZ4 else decoder(data)
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # any library failure on these bytes means a corrupt stream
+        raise CorruptRecordError(
+            f"corrupt {codec.kafka_name} stream ({len(data)} bytes): "
+            f"{type(exc).__name__}: {exc}") from exc
+
+
+def _check_level(level, default, low, high, codec, extra=None) -> int:
+    if level is None:
+        return default
+    if isinstance(level, bool) or not isinstance(level, int) or not (
+            low <= level <= high or level == extra):
+        raise InvalidConfigError(f"invalid {codec.kafka_name} compression level: {level!r}")
+    return level
+
+
+# gzip: java.util.zip.GZIPOutputStream writes MTIME 0, XFL 0 and OS 0xff (JDK 16+) whatever
+# the level, so the header is written here rather than by zlib (which sets XFL/OS itself).
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+_GZIP_TRAILER = struct.Struct("<II")
+
+
+def _gzip_compress(data, level: int) -> bytes:
+    deflater = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflater.compress(data) + deflater.flush()
+    trailer = _GZIP_TRAILER.pack(zlib.crc32(data), len(data) & 0xFFFFFFFF)
+    return b"".join((GZIP_HEADER, body, trailer))
+
+
+def _gzip_decompress(data) -> bytes:
+    # GZIPInputStream reads concatenated members and ignores trailing bytes that do not
+    # start another member; zlib (wbits 31) checks each member's CRC-32 and size.
+    out = []
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out.append(inflater.decompress(rest))
+        if not inflater.eof:
+            raise CorruptRecordError("truncated gzip stream")
+        rest = inflater.unused_data
+        if rest[:2] != b"\x1f\x8b":
+            return b"".join(out)
+
+
+# snappy: snappy-java's SnappyOutputStream (xerial) framing, 32 KiB of input per block.
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+SNAPPY_HEADER = SNAPPY_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"
+SNAPPY_BLOCK_SIZE = 32 * 1024
+_SNAPPY_MAGIC_HEAD = 0x82534E41  # the magic's first 4 bytes read as a chunk length
+_SNAPPY_MAX_CHUNK = 512 * 1024 * 1024
+_INT32_BE = struct.Struct(">i")
+
+
+def _snappy_compress(data) -> bytes:
+    view = memoryview(data).cast("B")
+    parts = [SNAPPY_HEADER]
+    pack = _INT32_BE.pack
+    for start in range(0, len(view), SNAPPY_BLOCK_SIZE):
+        block = snappy.compress(view[start:start + SNAPPY_BLOCK_SIZE])
+        parts.append(pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_decompress(data) -> bytes:
+    # SnappyInputStream: no xerial magic (or under 16 bytes) => the whole input is one raw
+    # block; otherwise chunks, where a "length" equal to the magic's head starts another
+    # concatenated stream.
+    data = bytes(data)
+    if not data:
+        raise CorruptRecordError("empty snappy stream")
+    if len(data) < 16 or not data.startswith(SNAPPY_MAGIC):
+        return snappy.uncompress(data)
+    _check_snappy_version(data, 0)
+    out = []
+    pos, end = 16, len(data)
+    while end - pos >= 4:  # snappy-java stops silently before a partial length
+        (length,) = _INT32_BE.unpack_from(data, pos)
+        pos += 4
+        if length == _SNAPPY_MAGIC_HEAD - (1 << 32):
+            if end - pos < 12:
+                raise CorruptRecordError("insufficient header size in a concatenated snappy stream")
+            if data[pos - 4:pos + 4] != SNAPPY_MAGIC:
+                break
+            _check_snappy_version(data, pos - 4)
+            pos += 12
+            continue
+        if length < 0 or length > _SNAPPY_MAX_CHUNK:
+            raise CorruptRecordError(f"invalid snappy chunk length {length}")
+        if end - pos < length:
+            raise CorruptRecordError(
+                f"truncated snappy chunk: {length} bytes declared, {end - pos} left")
+        out.append(snappy.uncompress(data[pos:pos + length]))
+        pos += length
+    return b"".join(out)
+
+
+def _check_snappy_version(data: bytes, pos: int) -> None:
+    (version,) = _INT32_BE.unpack_from(data, pos + 8)
+    if version < 1:
+        raise CorruptRecordError(f"incompatible snappy stream version {version}")
+
+
+# lz4: Lz4BlockOutputStream's frame. Header = magic, FLG 0x60 (version 01, independent
+# blocks), BD 0x40 (64 KiB blocks), HC = second byte of xxh32(descriptor); for magic 0 Kafka
+# hashed the magic too (KAFKA-3160), which gives 0x1a.
+LZ4_HEADER = b"\x04\x22\x4d\x18\x60\x40\x82"
+LZ4_HEADER_MAGIC_V0 = b"\x04\x22\x4d\x18\x60\x40\x1a"
+LZ4_END_MARK = b"\x00\x00\x00\x00"
+LZ4_BLOCK_SIZE = 64 * 1024
+_LZ4_STORED = 0x80000000
+_UINT32_LE = struct.Struct("<I")
+
+
+def _lz4_compress(data, level: int, magic: int) -> bytes:
+    # lz4-java: the default level 9 picks the fast compressor, any other level LZ4-HC.
+    if level == LZ4_DEFAULT_LEVEL:
+        kwargs = {"mode": "default"}
+    else:
+        kwargs = {"mode": "high_compression", "compression": level}
+    view = memoryview(data).cast("B")
+    parts = [LZ4_HEADER_MAGIC_V0 if magic == 0 else LZ4_HEADER]
+    pack = _UINT32_LE.pack
+    for start in range(0, len(view), LZ4_BLOCK_SIZE):
+        chunk = view[start:start + LZ4_BLOCK_SIZE]
+        block = lz4.block.compress(chunk, store_size=False, **kwargs)
+        if len(block) >= len(chunk):  # incompressible: store it, high bit set
+            parts.append(pack(len(chunk) | _LZ4_STORED))
+            parts.append(chunk)
+        else:
+            parts.append(pack(len(block)))
+            parts.append(block)
+    parts.append(LZ4_END_MARK)
+    return b"".join(parts)
+
+
+def _lz4_decompress(data, magic: int) -> bytes:
+    if magic == 0:
+        data = _lz4_fix_header_checksum(bytes(data))
+    return lz4.frame.decompress(data)
+
+
+def _lz4_fix_header_checksum(data: bytes) -> bytes:
+    # Kafka does not verify HC for magic 0; rewrite it so lz4.frame's check passes.
+    if len(data) < 7 or data[:4] != LZ4_HEADER[:4]:
+        return data
+    descriptor_len = 10 if data[4] & 0x08 else 2  # + 8-byte content size when flagged
+    hc = 6 + descriptor_len
+    if len(data) <= hc:
+        return data
+    checksum = (_xxh32(data[4:hc]) >> 8) & 0xFF
+    return data[:hc] + bytes((checksum,)) + data[hc + 1:]
+
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 of a short input (the LZ4 frame descriptor, at most 15 bytes here)."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            for i in range(4):
+                lane = int.from_bytes(data[pos:pos + 4], "little")
+                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
+                pos += 4
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while pos + 4 <= n:
+        h = (h + int.from_bytes(data[pos:pos + 4], "little") * _P3) & _M32
+        h = (_rotl(h, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        h = (h + data[pos] * _P5) & _M32
+        h = (_rotl(h, 11) * _P1) & _M32
+        pos += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+# zstd: zstd-jni streams the records through ZSTD_compressStream2 without a pledged size,
+# so the frame has no content size; compressobj() does the same. Contexts are per thread
+# because zstandard's are not thread-safe and the mount decodes on worker threads.
+_zstd_local = threading.local()
+
+
+def _zstd_compress(data, level: int) -> bytes:
+    cache = _zstd_local.__dict__.setdefault("compressors", {})
+    cctx = cache.get(level)
+    if cctx is None:
+        cctx = cache[level] = zstandard.ZstdCompressor(
+            level=level, write_checksum=False, write_content_size=False)
+    stream = cctx.compressobj()
+    return stream.compress(data) + stream.flush()
+
+
+def _zstd_decompress(data) -> bytes:
+    # ZstdInputStream decodes consecutive frames and fails on a truncated one or trailing junk.
+    dctx = getattr(_zstd_local, "decompressor", None)
+    if dctx is None:
+        dctx = _zstd_local.decompressor = zstandard.ZstdDecompressor()
+    out = []
+    rest = data
+    while True:
+        stream = dctx.decompressobj()
+        out.append(stream.decompress(rest))
+        if not stream.eof:
+            raise CorruptRecordError("truncated zstd frame")
+        rest = stream.unused_data
+        if not rest:
+            return b"".join(out)
+
+
+_DECODERS = {
+    CompressionType.GZIP: _gzip_decompress,
+    CompressionType.SNAPPY: _snappy_decompress,
+    CompressionType.LZ4: _lz4_decompress,
+    CompressionType.ZSTD: _zstd_decompress,
+}

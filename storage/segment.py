@@ -1,0 +1,340 @@
+"""One log segment: a ``.log`` of record batches plus its offset and time indexes
+(Kafka's ``LogSegment``).
+
+Positions are byte offsets in the ``.log``; offsets are Kafka offsets; timestamps epoch ms.
+The segment appends whole batches and keeps ``size`` at the end of the last whole batch, so a
+concurrent reader, bounded by ``size``, never sees half a batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.offset_index import IndexOffsetOverflowError, OffsetIndex
+from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch
+from storage.time_index import TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_INT32_MAX = 2**31 - 1
+_SCAN_BLOCK = 64 * 1024  # bytes read at a time while walking batch headers
+_RECOVER_BLOCK = 8 * 1024 * 1024  # bytes read at a time while validating whole batches
+
+
+def filename_prefix(offset: int) -> str:
+    """The 20-digit, zero-padded file name prefix of a base offset (``LogFileUtils``)."""
+    return f"{offset:020d}"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """A segment opened from ``directory`` at ``base_offset``.
+
+    ``writable=False`` never changes a byte on disk (missing index files read as empty).
+    Raises OSError when the files cannot be opened.
+    """
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, writable: bool):
+        self.base_offset = base_offset
+        self.config = config
+        self.writable = writable
+        prefix = Path(directory) / filename_prefix(base_offset)
+        self.log_path = prefix.with_suffix(LOG_SUFFIX)
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self._fd = os.open(self.log_path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            prefix.with_suffix(INDEX_SUFFIX), base_offset, config.segment_index_bytes, writable
+        )
+        self.time_index = TimeIndex(
+            prefix.with_suffix(TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes, writable
+        )
+        self._bytes_since_last_index_entry = 0
+        self._max_ts_and_offset: tuple[int, int] | None = None  # loaded lazily, as Kafka
+        self._rolling_based_timestamp: int | None = None
+        self.created_ms = now_ms()
+        jitter = min(config.segment_jitter_ms, config.segment_ms)
+        self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+
+    # -- timestamps -------------------------------------------------------------------------
+
+    @property
+    def max_timestamp_and_offset_so_far(self) -> tuple[int, int]:
+        """(largest timestamp, last offset of the first batch carrying it); from the last
+        time-index entry until an append says more (``maxTimestampAndOffsetSoFar``)."""
+        if self._max_ts_and_offset is None:
+            self._max_ts_and_offset = self.time_index.last_entry
+        return self._max_ts_and_offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the .log mtime when no record has one
+        (``LogSegment.largestTimestamp``); epoch ms."""
+        ts = self.max_timestamp_and_offset_so_far[0]
+        if ts >= 0:
+            return ts
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    def _load_first_batch_timestamp(self) -> int:
+        if self._rolling_based_timestamp is None:
+            for _, batch in self.scan_batches(0):
+                self._rolling_based_timestamp = batch.max_timestamp
+                break
+        return -1 if self._rolling_based_timestamp is None else self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """Record time since the first batch, or wall time since creation when the segment has
+        no timestamps (``LogSegment.timeWaitedForRoll``)."""
+        first = self._load_first_batch_timestamp()
+        return message_timestamp - first if first >= 0 else now - self.created_ms
+
+    def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now: int) -> bool:
+        """Kafka's ``LogSegment.shouldRoll``: full by size, by time (``segment.ms`` minus
+        jitter), by index, or the incoming offsets do not fit a relative int32."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(now, max_timestamp)
+            > self.config.segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > self.config.segment_bytes - messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.offset_index.can_append_offset(max_offset)
+        )
+
+    # -- appending --------------------------------------------------------------------------
+
+    def append(self, largest_offset: int, largest_timestamp: int,
+               shallow_offset_of_max_timestamp: int, data: bytes) -> None:
+        """Append whole record batches (``LogSegment.append``).
+
+        ``data`` holds one or more batches; ``largest_offset`` is the last offset in it;
+        ``shallow_offset_of_max_timestamp`` the last offset of the first batch carrying
+        ``largest_timestamp``. Adds an index entry (largest offset → position before the
+        append) when more than ``index.interval.bytes`` were appended since the last one.
+        Raises IndexOffsetOverflowError, ValueError (the segment would pass 2 GiB) and OSError
+        (the .log is cut back to its old size first, so nothing half-written remains)."""
+        if not data:
+            return
+        position = self.size
+        self.offset_index.relative_offset(largest_offset)
+        if position + len(data) > _INT32_MAX:
+            raise ValueError(f"segment {self.log_path} would exceed 2 GiB")
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self._write_at(data, position)
+        self.size = position + len(data)
+        if largest_timestamp > self.max_timestamp_and_offset_so_far[0]:
+            self._max_ts_and_offset = (largest_timestamp, shallow_offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(data)
+
+    def _write_at(self, data: bytes, position: int) -> None:
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], position + written)
+        except OSError:
+            os.ftruncate(self._fd, position)
+            raise
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """``size`` bytes of the .log from ``position`` (short only at the end of the file)."""
+        return os.pread(self._fd, size, position)
+
+    def scan_batches(self, position: int, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
+        """Yield (position, header-only RecordBatch) for each whole batch from ``position`` up
+        to ``end`` (default: the segment size), stopping silently at a partial batch, as
+        Kafka's ``FileLogInputStream``. Raises CorruptRecordError for an impossible size."""
+        end = self.size if end is None else end
+        block, block_pos = b"", position
+        while position + RECORD_BATCH_OVERHEAD <= end:
+            rel = position - block_pos
+            if rel < 0 or rel + RECORD_BATCH_OVERHEAD > len(block):
+                block, block_pos, rel = self.read_at(position, _SCAN_BLOCK), position, 0
+            batch = RecordBatch(block, rel)
+            if position + batch.size_in_bytes > end:
+                return
+            yield position, batch
+            position += batch.size_in_bytes
+
+    def find_batch(self, offset: int, start_position: int | None = None) -> tuple[int, RecordBatch] | None:
+        """(position, header) of the first batch whose last offset >= ``offset``, found by
+        the offset index then a forward scan (``LogSegment.translateOffset``); None if none."""
+        if start_position is None:
+            start_position = self.offset_index.lookup(offset)[1]
+        for position, batch in self.scan_batches(start_position):
+            if batch.last_offset >= offset:
+                return position, batch
+        return None
+
+    def read_records(self, position: int, header: RecordBatch) -> list[Record]:
+        """Every record of the batch at ``position``, CRC-checked and decompressed.
+        Raises CorruptRecordError / InvalidRecordError."""
+        data = self.read_at(position, header.size_in_bytes)
+        batch = RecordBatch(data)
+        batch.ensure_valid()
+        return batch.records()
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch, or the base offset when empty
+        (``LogSegment.readNextOffset``)."""
+        next_offset = self.base_offset
+        start = self.offset_index.lookup(self.offset_index.last_offset)[1]
+        for _, batch in self.scan_batches(start):
+            next_offset = batch.next_offset
+        return next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int,
+                                 read_records=None) -> Record | None:
+        """The first data record with timestamp >= ``timestamp`` and offset >=
+        ``starting_offset`` (``LogSegment.findOffsetByTimestamp``): time index, then offset
+        index, then a scan of the batches whose max timestamp reaches the target. Control
+        batches are skipped: no consumer ever sees them."""
+        read_records = read_records or self.read_records
+        indexed_offset = self.time_index.lookup(timestamp)[1]
+        position = self.offset_index.lookup(max(indexed_offset, starting_offset))[1]
+        for pos, batch in self.scan_batches(position):
+            if batch.max_timestamp >= timestamp and not batch.is_control_batch:
+                for record in read_records(self, pos, batch):
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        return record
+        return None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """On roll: the final time-index entry, then trim both indexes
+        (``LogSegment.onBecomeInactiveSegment``)."""
+        self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def recover(self) -> int:
+        """Rebuild both indexes from the .log and cut off a torn or corrupt tail
+        (``LogSegment.recover``). Returns the number of bytes truncated."""
+        self.offset_index.reset(self.config.segment_index_bytes)
+        self.time_index.reset(self.config.segment_index_bytes)
+        self._max_ts_and_offset = None
+        self.size = os.fstat(self._fd).st_size
+        valid_bytes = last_index_entry = 0
+        try:
+            for position, batch in self._iter_whole_batches(0):
+                batch.ensure_valid()
+                self.offset_index.relative_offset(batch.last_offset)
+                if batch.max_timestamp > self.max_timestamp_and_offset_so_far[0]:
+                    self._max_ts_and_offset = (batch.max_timestamp, batch.last_offset)
+                if position - last_index_entry > self.config.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, position)
+                    self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far)
+                    last_index_entry = position
+                valid_bytes = position + batch.size_in_bytes
+        except (CorruptRecordError, InvalidRecordError, IndexOffsetOverflowError) as e:
+            log.warning("found invalid data in %s at byte %d: %s", self.log_path, valid_bytes, e)
+        truncated = self.size - valid_bytes
+        if truncated > 0:
+            log.warning("truncating %s from %d to %d bytes", self.log_path, self.size, valid_bytes)
+            os.ftruncate(self._fd, valid_bytes)
+            self.size = valid_bytes
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def _iter_whole_batches(self, position: int) -> Iterator[tuple[int, RecordBatch]]:
+        """Like :meth:`scan_batches` but each RecordBatch holds the whole batch (for CRC
+        checks), read in large blocks."""
+        end = self.size
+        while position + RECORD_BATCH_OVERHEAD <= end:
+            block = self.read_at(position, _RECOVER_BLOCK)
+            rel = 0
+            while rel + RECORD_BATCH_OVERHEAD <= len(block):
+                size = RecordBatch(block, rel).size_in_bytes
+                if rel + size > len(block):
+                    break
+                yield position + rel, RecordBatch(memoryview(block)[rel : rel + size])
+                rel += size
+            if rel == 0:  # one batch larger than the block, or torn at the end of the file
+                size = RecordBatch(block, 0).size_in_bytes
+                if position + size > end:
+                    return
+                yield position, RecordBatch(self.read_at(position, size))
+                rel = size
+            position += rel
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding offsets >= ``offset`` (whole batches) and their index
+        entries (``LogSegment.truncateTo``). Returns the bytes removed."""
+        found = self.find_batch(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.config.segment_index_bytes)
+        if found is None:
+            return 0
+        position = found[0]
+        truncated = self.size - position
+        os.ftruncate(self._fd, position)
+        self.size = position
+        if position == 0:
+            self.created_ms = now_ms()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._load_largest_timestamp()
+        return truncated
+
+    def _load_largest_timestamp(self) -> None:
+        """The max timestamp from the last time-index entry plus a scan of what follows it
+        (``LogSegment.loadLargestTimestamp``)."""
+        self._max_ts_and_offset = self.time_index.last_entry
+        start = self.offset_index.lookup(self._max_ts_and_offset[1])[1]
+        for _, batch in self.scan_batches(start):
+            if batch.max_timestamp > self._max_ts_and_offset[0]:
+                self._max_ts_and_offset = (batch.max_timestamp, batch.last_offset)
+
+    def flush(self) -> None:
+        """fsync the .log and the indexes."""
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Final time-index entry (if the max is known), trim, close (``LogSegment.close``)."""
+        if self.writable:
+            if self._max_ts_and_offset is not None:
+                self.time_index.maybe_append(*self._max_ts_and_offset, skip_full_check=True)
+            self.offset_index.close()
+            self.time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def delete(self) -> None:
+        """Close and remove the segment's files."""
+        os.close(self._fd)
+        self._fd = -1
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
