@@ -30,6 +30,18 @@ _SEGMENT_LOG = re.compile(r"(\d{20})\.log")
 _RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 1 + 5 + 1
 
 
+def _overhead_bound(value_bits: int) -> int:
+    """Bytes beyond the value of a keyless, headerless record whose value length has
+    ``value_bits`` bits, in a batch stamped with one timestamp (delta 0) and fewer than 2**20
+    records (offset delta within 3 bytes)."""
+    longest = (1 << value_bits) - 1
+    body = 1 + 1 + 3 + 1 + size_of_varint(longest) + longest + 1
+    return size_of_varint(body) + body - longest
+
+
+_OVERHEAD_BY_BITS = [_overhead_bound(bits) for bits in range(32)]
+
+
 class _BatchCache:
     """The decoded records of recently read batches, so that a lookup followed by reads of
     neighbouring offsets (``ls``, ``cat`` in a loop) decodes each batch once."""
@@ -219,10 +231,10 @@ class Log:
     def _plan_batches(self, values, keys) -> list[tuple[int, int]]:
         """Cut the records into [start, end) runs whose batches stay within ``batch.size`` (a
         larger record goes alone), like the producer's RecordAccumulator."""
-        if keys is None:
-            bounds = [len(v) + _RECORD_OVERHEAD_BOUND for v in values]
-        else:
-            bounds = [len(v) + len(k or b"") + _RECORD_OVERHEAD_BOUND for v, k in zip(values, keys)]
+        table = _OVERHEAD_BY_BITS
+        bounds = [n + table[n.bit_length()] for n in map(len, values)]
+        if keys is not None:
+            bounds = [b + len(k or b"") + 5 for b, k in zip(bounds, keys)]
         ends = list(itertools.accumulate(bounds))
         cap = min(self.config.batch_size, self.config.max_message_bytes, self.config.segment_bytes)
         room = max(cap - RECORD_BATCH_OVERHEAD, 1)

@@ -1,0 +1,45 @@
+"""Sans-IO codec of Kafka's record batch format v2: varints, compression framing, batches.
+
+Everything takes and returns bytes/memoryviews; nothing here touches a file.
+"""
+
+from storage.records.batch import (
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+    build_batch,
+    iter_batches,
+)
+from storage.records.compression import CompressionType, compress, decompress
+from storage.records.record import Record, TimestampType
+from storage.records.varint import (
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+    size_of_varint,
+    size_of_varlong,
+)
+
+__all__ = [
+    "HEADER_STRUCT",
+    "LOG_OVERHEAD",
+    "MAGIC_OFFSET",
+    "RECORD_BATCH_OVERHEAD",
+    "CompressionType",
+    "Record",
+    "RecordBatch",
+    "TimestampType",
+    "build_batch",
+    "compress",
+    "decode_varint",
+    "decode_varlong",
+    "decompress",
+    "encode_varint",
+    "encode_varlong",
+    "iter_batches",
+    "size_of_varint",
+    "size_of_varlong",
+]

@@ -1,0 +1,633 @@
+"""Record batches, magic v2 (Kafka's ``DefaultRecordBatch``, ``DefaultRecord`` and
+``MemoryRecordsBuilder``), sans-IO: functions take and return bytes/memoryviews.
+
+Layout (all integers big-endian)::
+
+    0 baseOffset int64 | 8 batchLength int32 (= size - 12) | 12 partitionLeaderEpoch int32
+    16 magic int8 = 2 | 17 crc uint32: CRC-32C of bytes [21, size) | 21 attributes int16
+    23 lastOffsetDelta int32 | 27 baseTimestamp int64 | 35 maxTimestamp int64
+    43 producerId int64 | 51 producerEpoch int16 | 53 baseSequence int32 | 57 recordsCount int32
+    61 records, or one compressed stream of them
+
+Each record: length varint (bytes after it), attributes int8 (0), timestampDelta varlong,
+offsetDelta varint, key (varint length, -1 = null, then bytes), value (same), header count
+varint, then per header a key (varint length >= 0, UTF-8) and a value (varint length, -1 = null).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Iterator, Sequence
+
+from crc32c import crc32c
+
+from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.records.compression import CompressionType, compress, decompress
+from storage.records.record import Record, TimestampType
+from storage.records.varint import encode_varint, encode_varlong
+
+__all__ = [
+    "RECORD_BATCH_OVERHEAD",
+    "LOG_OVERHEAD",
+    "MAGIC_OFFSET",
+    "HEADER_STRUCT",
+    "RecordBatch",
+    "iter_batches",
+    "build_batch",
+]
+
+# Header geometry (DefaultRecordBatch / Records constants).
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+RECORD_BATCH_OVERHEAD = HEADER_STRUCT.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
+LENGTH_OFFSET = 8
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+LEGACY_RECORD_OVERHEAD_V0 = 14  # smallest possible batchLength/messageSize of any format
+CURRENT_MAGIC = 2
+assert RECORD_BATCH_OVERHEAD == 61
+
+# Attribute bits (low byte of the int16 at offset 21).
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+NO_TIMESTAMP = -1
+_INT32_MAX = 0x7FFFFFFF
+
+# The header split where the CRC goes: [0, 21) is outside the CRC, [21, 61) inside.
+_HEAD = struct.Struct(">qiibI")
+_TAIL = struct.Struct(">hiqqqhii")
+_INT32 = struct.Struct(">i")
+
+
+class RecordBatch:
+    """A v2 batch header parsed from ``buf[pos:pos + 61]`` (``DefaultRecordBatch``).
+
+    Only the 61 header bytes are needed to construct it; :meth:`ensure_valid` and
+    :meth:`records` need the whole batch (``size_in_bytes`` bytes from ``pos``). ``buf`` is
+    bytes, bytearray, memoryview or mmap and is kept by reference, not copied.
+
+    Raises CorruptRecordError if fewer than 61 bytes are available or the declared size is
+    below 61, InvalidRecordError if the magic is not 2 (v0/v1 are read elsewhere).
+    """
+
+    __slots__ = (
+        "_buf", "_pos", "base_offset", "batch_length", "size_in_bytes",
+        "partition_leader_epoch", "magic", "crc", "attributes", "last_offset_delta",
+        "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence",
+        "records_count",
+    )
+
+    def __init__(self, buf, pos: int = 0) -> None:
+        available = len(buf) - pos
+        if available < RECORD_BATCH_OVERHEAD:
+            # Dispatch on the magic first (pitfall 3): a short v0/v1 message is not corrupt.
+            if available > MAGIC_OFFSET and buf[pos + MAGIC_OFFSET] != CURRENT_MAGIC:
+                _raise_bad_magic(buf[pos + MAGIC_OFFSET], pos)
+            raise CorruptRecordError(
+                f"record batch header at position {pos} needs {RECORD_BATCH_OVERHEAD} bytes, "
+                f"only {max(available, 0)} available")
+        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic,
+         self.crc, attributes, self.last_offset_delta, self.base_timestamp,
+         self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
+         self.records_count) = HEADER_STRUCT.unpack_from(buf, pos)
+        if self.magic != CURRENT_MAGIC:
+            _raise_bad_magic(self.magic, pos)
+        self.size_in_bytes = self.batch_length + LOG_OVERHEAD
+        if self.size_in_bytes < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"Record batch is corrupt (the size {self.size_in_bytes} is smaller than the "
+                f"minimum allowed overhead {RECORD_BATCH_OVERHEAD})")
+        # Kafka reads (byte) getShort(21): only the low byte carries flags (pitfall 1).
+        self.attributes = attributes & 0xFF
+        self._buf = buf
+        self._pos = pos
+
+    # -- derived header fields -----------------------------------------------------------
+
+    @property
+    def last_offset(self) -> int:
+        """baseOffset + lastOffsetDelta (kept by compaction even if that record is gone)."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def last_sequence(self) -> int:
+        """baseSequence + lastOffsetDelta, wrapping at 2**31; -1 without a sequence."""
+        return _increment_sequence(self.base_sequence, self.last_offset_delta)
+
+    @property
+    def compression_type(self) -> CompressionType:
+        """Codec of the records section. Raises InvalidRecordError for ids 5-7."""
+        return CompressionType.for_id(self.attributes & COMPRESSION_CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.attributes & TIMESTAMP_TYPE_MASK:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control_batch(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        """True when baseTimestamp holds the cleaner's delete horizon (epoch ms)."""
+        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.records_count}, size={self.size_in_bytes}, "
+            f"codec={self.attributes & COMPRESSION_CODEC_MASK}, attributes={self.attributes:#04x}, "
+            f"base_timestamp={self.base_timestamp}, max_timestamp={self.max_timestamp}, "
+            f"producer_id={self.producer_id})"
+        )
+
+    # -- whole-batch operations ----------------------------------------------------------
+
+    def _check_complete(self) -> None:
+        available = len(self._buf) - self._pos
+        if available < self.size_in_bytes:
+            raise CorruptRecordError(
+                f"record batch at offset {self.base_offset} is truncated: "
+                f"{self.size_in_bytes} bytes declared, {available} available")
+
+    def ensure_valid(self) -> None:
+        """Check the size and the CRC-32C over [21, size) (``DefaultRecordBatch.ensureValid``).
+
+        Needs the whole batch in ``buf``. Raises CorruptRecordError (with the stored and
+        computed CRC on a mismatch).
+        """
+        self._check_complete()
+        start = self._pos + ATTRIBUTES_OFFSET
+        computed = crc32c(memoryview(self._buf)[start:self._pos + self.size_in_bytes])
+        if computed != self.crc:
+            raise CorruptRecordError(
+                f"Record batch at offset {self.base_offset} is corrupt "
+                f"(stored crc = {self.crc}, computed crc = {computed})")
+
+    def records(self) -> list[Record]:
+        """All records of the batch, decompressed, in order (``DefaultRecordBatch.iterator``).
+
+        Does not check the CRC (see :meth:`ensure_valid`). An empty batch (count 0) yields
+        nothing without looking at its body, as Kafka. Raises CorruptRecordError for a negative
+        count, a record whose declared length is not consumed exactly, fewer records than
+        declared or bytes left after the last one; InvalidRecordError for an unknown codec.
+        """
+        count = self.records_count
+        if count == 0:
+            return []
+        if count < 0:
+            raise CorruptRecordError(f"Found invalid record count {count} in magic v2 batch")
+        self._check_complete()
+        start = self._pos + RECORD_BATCH_OVERHEAD
+        end = self._pos + self.size_in_bytes
+        buf = self._buf
+        codec = self.attributes & COMPRESSION_CODEC_MASK
+        if codec:
+            data = decompress(CompressionType.for_id(codec), memoryview(buf)[start:end])
+        elif type(buf) is bytes:
+            data = buf[start:end]
+        else:
+            data = bytes(memoryview(buf)[start:end])
+        append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        return _decode_records(
+            data, count, self.base_offset, self.base_timestamp, append_time, self.base_sequence)
+
+
+def _raise_bad_magic(magic: int, pos: int):
+    raise InvalidRecordError(
+        f"record batch at position {pos} has magic {magic}; only magic 2 is read here")
+
+
+def _increment_sequence(sequence: int, increment: int) -> int:
+    # DefaultRecordBatch.incrementSequence: wraps past Integer.MAX_VALUE to 0.
+    if sequence < 0:
+        return -1
+    if sequence > _INT32_MAX - increment:
+        return increment - (_INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def iter_batches(buf, pos: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
+    """Yield a RecordBatch for each whole batch in ``buf[pos:end]`` (``FileLogInputStream``).
+
+    Stops silently at a partial trailing batch (fewer than 17 bytes left, or fewer than the
+    declared size). Raises CorruptRecordError for a declared size below the smallest possible
+    message (14) or below 61, InvalidRecordError for a batch whose magic is not 2.
+    """
+    end = len(buf) if end is None else min(end, len(buf))
+    unpack_length = _INT32.unpack_from
+    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
+        (length,) = unpack_length(buf, pos + LENGTH_OFFSET)
+        if length < LEGACY_RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"Found record size {length} smaller than minimum record overhead "
+                f"({LEGACY_RECORD_OVERHEAD_V0}) at position {pos}")
+        if pos > end - LOG_OVERHEAD - length:
+            return
+        batch = RecordBatch(buf, pos)
+        yield batch
+        pos += batch.size_in_bytes
+
+
+# -- decoding ---------------------------------------------------------------------------
+
+# Zigzag value of each one-byte varint (0x00..0x7f).
+_ZIGZAG1 = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
+_NO_HEADERS = ()
+
+
+def _slow_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Zigzag varint (max_bytes 5) or varlong (10) at data[pos], wrapped as Java does.
+
+    Raises CorruptRecordError when too long, IndexError when it runs off ``data``."""
+    value = shift = 0
+    for i in range(pos, pos + max_bytes):
+        b = data[i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            value &= 0xFFFFFFFF if max_bytes == 5 else 0xFFFFFFFFFFFFFFFF
+            return (value >> 1) ^ -(value & 1), i + 1
+        shift += 7
+    raise CorruptRecordError(
+        f"{'varint' if max_bytes == 5 else 'varlong'} longer than {max_bytes} bytes "
+        f"at position {pos} of the records")
+
+
+def _read_headers(data: bytes, pos: int, count: int) -> tuple[tuple, int]:
+    if count < 0:
+        raise CorruptRecordError(f"Found invalid number of record headers {count}")
+    if count > len(data) - pos:
+        raise CorruptRecordError(
+            f"Found invalid number of record headers. {count} is larger than the remaining "
+            "size of the buffer")
+    headers = []
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            n = _ZIGZAG1[b]
+            pos += 1
+        else:
+            n, pos = _slow_varint(data, pos, 5)
+        if n < 0:
+            raise CorruptRecordError(f"Invalid negative header key size {n}")
+        # Java's new String(bytes, UTF_8) replaces malformed input rather than failing.
+        key = data[pos:pos + n].decode("utf-8", "replace")
+        pos += n
+        b = data[pos]
+        if b < 0x80:
+            n = _ZIGZAG1[b]
+            pos += 1
+        else:
+            n, pos = _slow_varint(data, pos, 5)
+        if n >= 0:
+            value = data[pos:pos + n]
+            pos += n
+        else:
+            value = None
+        headers.append((key, value))
+    return tuple(headers), pos
+
+
+def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
+                    append_time: int | None, base_sequence: int) -> list[Record]:
+    """Decode ``count`` records from the (uncompressed) records section ``data``.
+
+    The hot loop of every read: one-byte varints are decoded inline through a table and two-byte
+    ones with inline arithmetic; anything longer goes through ``_slow_varint``.
+    """
+    zz = _ZIGZAG1
+    slow = _slow_varint
+    new = tuple.__new__
+    record_cls = Record
+    no_headers = _NO_HEADERS
+    log_append = append_time is not None
+    timestamp_type = TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME
+    with_sequence = base_sequence >= 0
+    sequence = -1
+    out = []
+    append = out.append
+    end = len(data)
+    pos = 0
+    try:
+        for _ in range(count):
+            # length: the size of the rest of the record
+            b = data[pos]
+            if b < 0x80:
+                size = zz[b]
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    size = (u >> 1) ^ -(u & 1)
+                    pos += 2
+                else:
+                    size, pos = slow(data, pos, 5)
+            start = pos
+            if size < 0 or start + size > end:
+                raise CorruptRecordError(
+                    f"Invalid record size: expected {size} bytes in record payload, but the "
+                    f"records have only {end - start} bytes left")
+            # attributes (unused) then timestampDelta (a varlong)
+            b = data[pos + 1]
+            if b < 0x80:
+                timestamp_delta = zz[b]
+                pos += 2
+            else:
+                timestamp_delta, pos = slow(data, pos + 1, 10)
+            # offsetDelta
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zz[b]
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    offset_delta = (u >> 1) ^ -(u & 1)
+                    pos += 2
+                else:
+                    offset_delta, pos = slow(data, pos, 5)
+            # key: any negative length is null, as DefaultRecord.readFrom
+            b = data[pos]
+            if b == 1:
+                key = None
+                pos += 1
+            else:
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                else:
+                    n, pos = slow(data, pos, 5)
+                if n >= 0:
+                    key = data[pos:pos + n]
+                    pos += n
+                else:
+                    key = None
+            # value
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    n = (u >> 1) ^ -(u & 1)
+                    pos += 2
+                else:
+                    n, pos = slow(data, pos, 5)
+            if n >= 0:
+                value = data[pos:pos + n]
+                pos += n
+            else:
+                value = None
+            # headers
+            b = data[pos]
+            if b == 0:
+                headers = no_headers
+                pos += 1
+            else:
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                else:
+                    n, pos = slow(data, pos, 5)
+                headers, pos = _read_headers(data, pos, n)
+            if pos - start != size:
+                raise CorruptRecordError(
+                    f"Invalid record size: expected to read {size} bytes in record payload, "
+                    f"but instead read {pos - start}")
+            if with_sequence:
+                sequence = _increment_sequence(base_sequence, offset_delta)
+            append(new(record_cls, (
+                base_offset + offset_delta,
+                append_time if log_append else base_timestamp + timestamp_delta,
+                timestamp_type, key, value, headers, sequence)))
+    except IndexError:
+        raise CorruptRecordError(
+            f"Incorrect declared batch size, premature EOF reached after {len(out)} of "
+            f"{count} records") from None
+    if pos != end:
+        raise CorruptRecordError(
+            f"Incorrect declared batch size, {end - pos} bytes still remaining after "
+            f"{count} records")
+    return out
+
+
+# -- encoding ---------------------------------------------------------------------------
+
+# Varint bytes of 0.._TABLE_SIZE-1 and, per offset delta i, the record bytes between the
+# length and the key length when the timestamp delta is 0: attributes 0, tsDelta 0,
+# offsetDelta i, null key (-1). Built once; about 1.3 MB.
+_TABLE_SIZE = 1 << 14
+_VARINT = [encode_varint(i) for i in range(_TABLE_SIZE)]
+_NULL_KEY_MID = [b"\x00\x00" + _VARINT[i] + b"\x01" for i in range(_TABLE_SIZE)]
+_NULL_KEY_MID_LEN = [len(m) for m in _NULL_KEY_MID]
+# For a value of length n: bytes it adds after the key, i.e. varint(n) + n + header count 0.
+_VALUE_TAIL_LEN = [len(_VARINT[n]) + n + 1 for n in range(_TABLE_SIZE)]
+
+
+def _encode_null_key_records(values: Sequence[bytes]) -> bytes:
+    """The common case: null keys, no headers, every timestamp delta 0, offsets 0..n-1."""
+    varint = _VARINT
+    tail_len = _VALUE_TAIL_LEN
+    parts = []
+    extend = parts.extend
+    for mid, mid_len, value in zip(_NULL_KEY_MID, _NULL_KEY_MID_LEN, values):
+        n = len(value)
+        extend((varint[mid_len + tail_len[n]], mid, varint[n], value, b"\x00"))
+    return b"".join(parts)
+
+
+def _varint(n: int, table=_VARINT, size=_TABLE_SIZE) -> bytes:
+    return table[n] if 0 <= n < size else encode_varint(n)
+
+
+def _varlong(n: int, table=_VARINT, size=_TABLE_SIZE) -> bytes:
+    return table[n] if 0 <= n < size else encode_varlong(n)
+
+
+def _encode_records(values, keys, timestamp_deltas, headers, offset_deltas) -> bytes:
+    """Any records: keys/headers None or one per value; timestamp deltas an int or a list."""
+    varint = _varint
+    varlong = _varlong
+    parts = []
+    append = parts.append
+    constant_delta = isinstance(timestamp_deltas, int)
+    if constant_delta:
+        ts_bytes = varlong(timestamp_deltas)
+    for i, value in enumerate(values):
+        offset_delta = i if offset_deltas is None else offset_deltas[i]
+        body = [b"\x00", ts_bytes if constant_delta else varlong(timestamp_deltas[i]),
+                varint(offset_delta)]
+        key = None if keys is None else keys[i]
+        if key is None:
+            body.append(b"\x01")
+        else:
+            body += (varint(len(key)), key)
+        if value is None:
+            body.append(b"\x01")
+        else:
+            body += (varint(len(value)), value)
+        record_headers = None if headers is None else headers[i]
+        if not record_headers:
+            body.append(b"\x00")
+        else:
+            body.append(varint(len(record_headers)))
+            for header_key, header_value in record_headers:
+                if not isinstance(header_key, str):
+                    raise TypeError(f"header keys must be str, not {type(header_key).__name__}")
+                encoded = header_key.encode("utf-8")
+                body += (varint(len(encoded)), encoded)
+                if header_value is None:
+                    body.append(b"\x01")
+                else:
+                    body += (varint(len(header_value)), header_value)
+        record = b"".join(body)
+        append(varint(len(record)))
+        append(record)
+    return b"".join(parts)
+
+
+def now_ms() -> int:
+    """Wall-clock time in epoch milliseconds (``System.currentTimeMillis``)."""
+    return time.time_ns() // 1_000_000
+
+
+def _check_timestamp(timestamp: int) -> None:
+    if timestamp < NO_TIMESTAMP:
+        raise ValueError(f"Invalid negative timestamp {timestamp}")
+
+
+def build_batch(
+    base_offset: int,
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    timestamps: int | Sequence[int] | None = None,
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+    *,
+    codec: int = CompressionType.NONE,
+    level: int | None = None,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    log_append_time: int | None = None,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    offset_deltas: Sequence[int] | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """Encode one v2 batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does.
+
+    Columnar input, one entry per record: ``values`` (bytes or None); ``keys`` None (all
+    null) or bytes/None per record; ``timestamps`` epoch ms, one int for every record, a
+    sequence (one per record, each >= -1), or None for now; ``headers`` None or a sequence of
+    ``(str, bytes | None)`` pairs per record; ``offset_deltas`` None (0..n-1) or strictly
+    increasing ints >= 0 (a compacted batch keeps its gaps; lastOffsetDelta is the last one).
+
+    baseTimestamp is the first record's timestamp (or ``delete_horizon_ms``, which also sets
+    attribute bit 6, as the cleaner does); maxTimestamp is the largest timestamp, or
+    ``log_append_time`` (required then) for ``TimestampType.LOG_APPEND_TIME``. The records
+    section is compressed with ``codec`` at ``level`` (None = Kafka's default).
+
+    Returns the batch bytes (``size = batchLength + 12``). Raises ValueError for empty
+    ``values``, mismatched lengths, bad offsets or timestamps, or a field out of range;
+    InvalidConfigError for a bad level; InvalidRecordError for an unknown codec.
+    """
+    count = len(values)
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    codec = CompressionType.for_id(codec)
+    timestamp_type = TimestampType(timestamp_type)
+    for name, column in (("keys", keys), ("headers", headers), ("offset_deltas", offset_deltas)):
+        if column is not None and len(column) != count:
+            raise ValueError(f"{name} has {len(column)} entries for {count} values")
+
+    if timestamps is None:
+        timestamps = now_ms()
+    if isinstance(timestamps, int):
+        _check_timestamp(timestamps)
+        first_timestamp = max_timestamp = timestamps
+    else:
+        if len(timestamps) != count:
+            raise ValueError(f"timestamps has {len(timestamps)} entries for {count} values")
+        first_timestamp, max_timestamp = timestamps[0], max(timestamps)
+        _check_timestamp(min(timestamps))
+    base_timestamp = first_timestamp if delete_horizon_ms is None else delete_horizon_ms
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        if log_append_time is None:
+            raise ValueError("a LogAppendTime batch needs log_append_time")
+        max_timestamp = log_append_time
+    elif timestamp_type != TimestampType.CREATE_TIME:
+        raise ValueError("TimestampType must be set for magic >= 0")
+
+    if offset_deltas is None:
+        last_offset_delta = count - 1
+    else:
+        _check_offset_deltas(offset_deltas)
+        last_offset_delta = offset_deltas[-1]
+    if last_offset_delta > _INT32_MAX:
+        raise ValueError(f"offset delta {last_offset_delta} does not fit in an int32")
+
+    if (keys is None and headers is None and offset_deltas is None
+            and isinstance(timestamps, int) and timestamps == base_timestamp
+            and count <= _TABLE_SIZE and None not in values
+            and max(map(len, values)) < _TABLE_SIZE):
+        records = _encode_null_key_records(values)
+    else:
+        if isinstance(timestamps, int):
+            timestamp_deltas = timestamps - base_timestamp
+        else:
+            timestamp_deltas = [t - base_timestamp for t in timestamps]
+        records = _encode_records(values, keys, timestamp_deltas, headers, offset_deltas)
+
+    attributes = codec
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    if codec:
+        records = compress(codec, records, level)
+
+    try:
+        tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
+                          producer_id, producer_epoch, base_sequence, count)
+        head = _HEAD.pack(base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
+                          partition_leader_epoch, CURRENT_MAGIC, crc32c(records, crc32c(tail)))
+    except struct.error as exc:
+        raise ValueError(f"batch header field out of range: {exc}") from None
+    return b"".join((head, tail, records))
+
+
+def _check_offset_deltas(offset_deltas: Sequence[int]) -> None:
+    previous = -1
+    for delta in offset_deltas:
+        if delta <= previous:
+            raise ValueError(
+                f"Illegal offset delta {delta} following {previous} "
+                "(offsets must increase monotonically)")
+        previous = delta

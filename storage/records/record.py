@@ -1,0 +1,55 @@
+"""One decoded record and its timestamp type (Kafka's ``DefaultRecord``, ``TimestampType``)."""
+
+from __future__ import annotations
+
+import enum
+import typing
+
+__all__ = ["TimestampType", "Record"]
+
+
+class TimestampType(enum.IntEnum):
+    """What a batch's timestamps mean (Kafka's ``TimestampType``); bit 3 of the attributes."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def kafka_name(self) -> str:
+        """Kafka's display name: 'NoTimestampType', 'CreateTime' or 'LogAppendTime'."""
+        return _KAFKA_NAMES[self]
+
+    @classmethod
+    def for_name(cls, name: str) -> "TimestampType":
+        """The type named ``name`` ('CreateTime', 'LogAppendTime', 'NoTimestampType'), as
+        ``TimestampType.forName``. Raises ValueError for anything else."""
+        for member, kafka_name in _KAFKA_NAMES.items():
+            if kafka_name == name:
+                return member
+        raise ValueError(f"Invalid timestamp type {name!r}")
+
+
+_KAFKA_NAMES = {
+    TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}
+
+
+class Record(typing.NamedTuple):
+    """One record of a batch, as Kafka's ``DefaultRecord`` reports it.
+
+    ``timestamp`` is epoch milliseconds (-1 = none); in a LogAppendTime batch it is the batch's
+    maxTimestamp whatever the stored delta. ``timestamp_type`` is a ``TimestampType`` value.
+    ``headers`` is a tuple of ``(key: str, value: bytes | None)`` pairs. ``sequence`` is the
+    producer sequence (baseSequence + offset delta, wrapping at 2**31), or -1 without one.
+    """
+
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    sequence: int

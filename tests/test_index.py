@@ -1,0 +1,143 @@
+"""Offset and time index files against the reference (§5, §6): layout, preallocation,
+lookups, truncation, and the rules Kafka's AbstractIndex/OffsetIndex/TimeIndex enforce."""
+
+import struct
+
+import pytest
+
+from storage.offset_index import IndexOffsetOverflowError, InvalidOffsetError, OffsetIndex
+from storage.time_index import TimeIndex
+
+
+def test_offset_index_entry_layout_matches_reference(tmp_path):
+    # §5.1: base 1000, (offset 1057, position 4210) -> 00 00 00 39 00 00 10 72
+    index = OffsetIndex(tmp_path / "x.index", 1000, 10_485_760, writable=True)
+    index.append(1057, 4210)
+    index.close()
+    assert (tmp_path / "x.index").read_bytes() == bytes.fromhex("0000003900001072")
+
+
+def test_new_index_files_are_preallocated_to_max_size_rounded_down(tmp_path):
+    offset_index = OffsetIndex(tmp_path / "a.index", 0, 10_485_760, writable=True)
+    time_index = TimeIndex(tmp_path / "a.timeindex", 0, 10_485_760, writable=True)
+    assert (tmp_path / "a.index").stat().st_size == 10_485_760
+    assert (tmp_path / "a.timeindex").stat().st_size == 10_485_756
+    assert offset_index.max_entries == 1_310_720 and time_index.max_entries == 873_813
+    assert offset_index.entries == time_index.entries == 0
+
+
+def test_trim_then_reopen_counts_every_slot(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", 100, 4096, writable=True)
+    for i in range(5):
+        index.append(100 + 10 * i, 1000 * i)
+    index.close()
+    assert (tmp_path / "a.index").stat().st_size == 40
+    reopened = OffsetIndex(tmp_path / "a.index", 100, 4096, writable=False)
+    assert reopened.entries == 5
+    assert [reopened.entry(i) for i in range(5)] == [(100 + 10 * i, 1000 * i) for i in range(5)]
+
+
+def test_offset_lookup_is_largest_entry_at_or_below_target(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", 50, 4096, writable=True)
+    for offset, position in [(60, 100), (70, 200), (90, 300)]:
+        index.append(offset, position)
+    assert index.lookup(49) == (50, 0)  # below everything: (base, 0)
+    assert index.lookup(59) == (50, 0)
+    assert index.lookup(60) == (60, 100)
+    assert index.lookup(89) == (70, 200)
+    assert index.lookup(10**9) == (90, 300)
+
+
+def test_offset_index_rejects_non_increasing_and_overflowing_offsets(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", 0, 4096, writable=True)
+    index.append(5, 0)
+    with pytest.raises(InvalidOffsetError):
+        index.append(5, 10)
+    with pytest.raises(IndexOffsetOverflowError):
+        index.append(2**31, 20)
+
+
+def test_offset_index_full_at_max_entries(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", 0, 20, writable=True)  # 20 -> 16 bytes, 2 slots
+    index.append(1, 0)
+    assert not index.is_full()
+    index.append(2, 10)
+    assert index.is_full()
+    with pytest.raises(IndexError):
+        index.append(3, 20)
+
+
+def test_offset_index_truncate_to(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", 0, 4096, writable=True)
+    for offset in (10, 20, 30):
+        index.append(offset, offset * 10)
+    index.truncate_to(20)
+    assert index.entries == 1 and index.last_offset == 10
+    index.truncate_to(15)
+    assert index.entries == 1
+    index.truncate_to(0)
+    assert index.entries == 0 and index.last_offset == 0
+
+
+def test_time_index_entry_layout_and_strictly_larger_rule(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", 1000, 4096, writable=True)
+    index.maybe_append(1700000000000, 1005)
+    index.maybe_append(1700000000000, 1009)  # same timestamp: no entry
+    index.maybe_append(1700000000500, 1012)
+    assert index.entries == 2
+    index.close()
+    data = (tmp_path / "a.timeindex").read_bytes()
+    assert data == struct.pack(">qi", 1700000000000, 5) + struct.pack(">qi", 1700000000500, 12)
+
+
+def test_time_index_empty_has_virtual_last_entry_and_ignores_no_timestamp(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", 7, 4096, writable=True)
+    assert index.last_entry == (-1, 7)
+    index.maybe_append(-1, 9)  # v0 data (ts -1) never produces entries
+    assert index.entries == 0
+    assert index.lookup(123) == (-1, 7)
+
+
+def test_time_index_rejects_going_backwards(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", 0, 4096, writable=True)
+    index.maybe_append(100, 10)
+    with pytest.raises(InvalidOffsetError):
+        index.maybe_append(200, 9)
+    with pytest.raises(ValueError):
+        index.maybe_append(50, 11)
+
+
+def test_time_index_reserves_last_slot(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", 0, 36, writable=True)  # 3 slots
+    index.maybe_append(10, 1)
+    assert not index.is_full()
+    index.maybe_append(20, 2)
+    assert index.is_full()  # entries >= max_entries - 1
+    with pytest.raises(IndexError):
+        index.maybe_append(30, 3)
+    index.maybe_append(30, 3, skip_full_check=True)  # the final entry on roll still fits
+    assert index.entries == 3
+
+
+def test_time_index_lookup_and_truncate(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", 0, 4096, writable=True)
+    for ts, offset in [(100, 3), (200, 7), (300, 12)]:
+        index.maybe_append(ts, offset)
+    assert index.lookup(99) == (-1, 0)
+    assert index.lookup(250) == (200, 7)
+    assert index.lookup(300) == (300, 12)
+    index.truncate_to(7)  # drops entries whose offset >= 7
+    assert index.entries == 1 and index.last_entry == (100, 3)
+
+
+def test_read_only_index_never_creates_files(tmp_path):
+    index = OffsetIndex(tmp_path / "missing.index", 0, 4096, writable=False)
+    assert index.entries == 0 and index.lookup(5) == (0, 0)
+    assert not (tmp_path / "missing.index").exists()
+
+
+def test_sanity_check_detects_bad_length(tmp_path):
+    path = tmp_path / "bad.index"
+    path.write_bytes(b"\0" * 12)
+    with pytest.raises(ValueError):
+        OffsetIndex(path, 0, 4096, writable=False).sanity_check()

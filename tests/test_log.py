@@ -1,0 +1,290 @@
+"""The partition log: appends, index and roll rules of Kafka's LogSegment/UnifiedLog (§5.3,
+§6.2, §8.2 of the reference), reads by offset and time, reopening and recovery."""
+
+import os
+import struct
+
+import pytest
+
+from storage import LogConfig, LogManager
+from storage.errors import (
+    InvalidTopicError,
+    PartitionExistsError,
+    ReadOnlyLogError,
+    RecordTooLargeError,
+)
+from storage.log import Log
+from storage.records import RecordBatch, build_batch
+from storage.segment import filename_prefix
+
+
+def open_log(path, **config):
+    path.mkdir(exist_ok=True)
+    return Log(path, "t", 0, LogConfig(**config))
+
+
+def batch(base, n, ts, size=100):
+    """A batch of ``n`` records of ``size``-byte values, every record stamped ``ts``."""
+    return build_batch(base, [bytes([65 + i % 26]) * size for i in range(n)], None, ts)
+
+
+def index_entries(path, fmt):
+    data = path.read_bytes()
+    size = struct.calcsize(fmt)
+    return [struct.unpack_from(fmt, data, i) for i in range(0, len(data), size)]
+
+
+def test_append_assigns_offsets_and_reads_back(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    assert log.append([b"hello"]) == 0
+    assert log.append([b"a", b"b", b"c"], keys=[b"k1", None, b""]) == 1
+    assert log.log_end_offset == 4
+    rec = log.read(2)
+    assert (rec.offset, rec.key, rec.value) == (2, None, b"b")
+    assert log.read(1).key == b"k1" and log.read(3).key == b""
+    assert log.read(4) is None and log.read(-1) is None
+    assert [r.value for r in log.records_from(1, 10)] == [b"a", b"b", b"c"]
+    assert [r.value for r in log.records_from(0, 2)] == [b"hello", b"a"]
+
+
+def test_timestamps_are_append_time_in_epoch_ms(tmp_path):
+    import time
+
+    log = open_log(tmp_path / "t-0")
+    before = time.time_ns() // 10**6
+    log.append([b"x"])
+    after = time.time_ns() // 10**6
+    assert before <= log.read(0).timestamp <= after
+
+
+def test_appends_group_records_into_batches_of_batch_size(tmp_path):
+    log = open_log(tmp_path / "t-0", batch_size=16384)
+    values = [b"v" * 100 for _ in range(1000)]
+    log.append(values)
+    data = (tmp_path / "t-0" / f"{filename_prefix(0)}.log").read_bytes()
+    sizes, pos, counts = [], 0, []
+    while pos < len(data):
+        b = RecordBatch(data, pos)
+        sizes.append(b.size_in_bytes)
+        counts.append(b.records_count)
+        pos += b.size_in_bytes
+    assert sum(counts) == 1000
+    assert len(sizes) > 1 and max(sizes) <= 16384
+    assert all(s > 0.95 * 16384 for s in sizes[:-1])  # nearly full batches before the last
+
+
+def test_offset_index_entry_rule(tmp_path):
+    # §5.3: an entry (last offset of the append, position before it) is added only when more
+    # than index.interval.bytes were appended since the last entry; the first append never is.
+    log = open_log(tmp_path / "t-0", index_interval_bytes=1000)
+    positions, offset, pos = [], 0, 0
+    for n in (3, 3, 12, 1, 20, 2):
+        data = batch(offset, n, 1000 + offset)
+        positions.append((offset + n - 1, pos, len(data)))
+        log.append_batches(data)
+        offset += n
+        pos += len(data)
+    expected, since = [], 0
+    for last_offset, position, size in positions:
+        if since > 1000:
+            expected.append((last_offset, position))
+            since = 0
+        since += size
+    log.close()
+    got = index_entries(tmp_path / "t-0" / f"{filename_prefix(0)}.index", ">ii")
+    assert got == expected and expected
+
+
+def test_time_index_tracks_max_timestamp_so_far(tmp_path):
+    # §6.2: entries (max timestamp so far, last offset of the first batch carrying it), only
+    # at offset-index points, strictly increasing; a final entry on close.
+    log = open_log(tmp_path / "t-0", index_interval_bytes=0)
+    timestamps = [500, 300, 800, 800, 700, 900, 100]
+    for i, ts in enumerate(timestamps):
+        log.append_batches(batch(i * 2, 2, ts))
+    log.close()
+    got = index_entries(tmp_path / "t-0" / f"{filename_prefix(0)}.timeindex", ">qi")
+    # entries are attempted from the second append on (first append never indexed)
+    expected, max_ts, max_off = [], -1, -1
+    for i, ts in enumerate(timestamps):
+        if ts > max_ts:
+            max_ts, max_off = ts, i * 2 + 1
+        if i >= 1 and (not expected or max_ts > expected[-1][0]):
+            expected.append((max_ts, max_off))
+    assert got == expected
+    assert got[-1] == (900, 11)
+
+
+def test_roll_on_segment_bytes_and_new_base_is_log_end_offset(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=2000)
+    for i in range(30):
+        log.append([b"x" * 150])
+    bases = sorted(int(p.name[:20]) for p in (tmp_path / "t-0").glob("*.log"))
+    assert len(bases) > 2 and bases[0] == 0
+    for base in bases[1:]:
+        assert log.read(base).offset == base  # every segment starts at its first record
+    for p in (tmp_path / "t-0").glob("*.log"):
+        assert p.stat().st_size <= 2000
+    assert [log.read(i).value for i in range(30)] == [b"x" * 150] * 30
+
+
+def test_roll_on_segment_ms_uses_record_timestamps(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_ms=1000)
+    log.append_batches(batch(0, 1, 10_000))
+    log.append_batches(batch(1, 1, 10_900))  # 900 ms after the first batch: same segment
+    log.append_batches(batch(2, 1, 11_001))  # 1001 ms: roll
+    bases = sorted(int(p.name[:20]) for p in (tmp_path / "t-0").glob("*.log"))
+    assert bases == [0, 2]
+
+
+def test_roll_when_index_is_full_trims_and_adds_final_time_entry(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_index_bytes=36, index_interval_bytes=0)
+    for i in range(10):
+        log.append_batches(batch(i, 1, 1000 + i))
+    segs = sorted((tmp_path / "t-0").glob("*.log"))
+    assert len(segs) > 2
+    first = tmp_path / "t-0" / f"{filename_prefix(0)}"
+    offsets = index_entries(first.with_suffix(".index"), ">ii")
+    times = index_entries(first.with_suffix(".timeindex"), ">qi")
+    assert len(offsets) <= 4 and len(times) <= 3
+    # the final time-index entry names the segment's true max timestamp
+    next_base = int(segs[1].name[:20])
+    assert times[-1] == (1000 + next_base - 1, next_base - 1)
+    # the active segment's indexes are preallocated
+    active = segs[-1].with_suffix("")
+    assert active.with_suffix(".index").stat().st_size == 32
+    assert active.with_suffix(".timeindex").stat().st_size == 36
+
+
+def test_reopen_resumes_at_log_end_offset(tmp_path):
+    mgr = LogManager(tmp_path)
+    log = mgr.create("orders-0")
+    log.append([b"a", b"b"])
+    log.append([b"c"])
+    mgr.close()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert (tmp_path / "orders-0" / f"{filename_prefix(0)}.index").stat().st_size == 0
+    mgr = LogManager(tmp_path)
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()  # consumed at startup, as Kafka
+    log = mgr.get("orders-0")
+    assert log.log_end_offset == 3
+    assert log.append([b"d"]) == 3
+    assert [log.read(i).value for i in range(4)] == [b"a", b"b", b"c", b"d"]
+    mgr.close()
+
+
+def test_unclean_open_cuts_torn_tail(tmp_path):
+    mgr = LogManager(tmp_path)
+    log = mgr.create("orders-0")
+    log.append([b"one"])
+    log.append([b"two"])
+    mgr.close()
+    os.remove(tmp_path / ".kafka_cleanshutdown")
+    path = tmp_path / "orders-0" / f"{filename_prefix(0)}.log"
+    whole = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(batch(2, 1, 5)[:40])  # a torn batch, as after a crash mid-write
+    mgr = LogManager(tmp_path)
+    log = mgr.get("orders-0")
+    assert path.stat().st_size == whole
+    assert log.log_end_offset == 2
+    assert log.append([b"three"]) == 2
+    assert log.read(2).value == b"three"
+    mgr.close()
+
+
+def test_read_only_manager_changes_nothing(tmp_path):
+    mgr = LogManager(tmp_path)
+    mgr.create("orders-0").append([b"x"])
+    mgr.close()
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    ro = LogManager(tmp_path, read_only=True)
+    log = ro.get("orders-0")
+    assert log.read(0).value == b"x"
+    with pytest.raises(ReadOnlyLogError):
+        log.append([b"y"])
+    with pytest.raises(ReadOnlyLogError):
+        ro.create("other-0")
+    ro.close()
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_create_validates_names_and_shares_topic_id(tmp_path):
+    mgr = LogManager(tmp_path)
+    for bad in ("orders", "-0", "orders-x", "orders-01", "a b-0", "../x-0", "x" * 250 + "-0", "..-0"):
+        with pytest.raises(InvalidTopicError):
+            mgr.create(bad)
+    mgr.create("my.orders_v2-0")
+    mgr.create("my.orders_v2-1")
+    with pytest.raises(PartitionExistsError):
+        mgr.create("my.orders_v2-0")
+    meta0 = (tmp_path / "my.orders_v2-0" / "partition.metadata").read_text()
+    meta1 = (tmp_path / "my.orders_v2-1" / "partition.metadata").read_text()
+    assert meta0 == meta1 and meta0.startswith("version: 0\ntopic_id: ") and not meta0.endswith("\n")
+    assert len(meta0.split("topic_id: ")[1]) == 22
+    assert mgr.partition_names() == ["my.orders_v2-0", "my.orders_v2-1"]
+    mgr.close()
+
+
+def test_oversized_record_is_refused_and_nothing_is_written(tmp_path):
+    log = open_log(tmp_path / "t-0", max_message_bytes=1000)
+    log.append([b"ok"])
+    size = log.size_in_bytes
+    with pytest.raises(RecordTooLargeError):
+        log.append([b"small", b"y" * 1000])
+    assert log.log_end_offset == 1 and log.size_in_bytes == size
+
+
+def test_failed_write_truncates_back(tmp_path, monkeypatch):
+    log = open_log(tmp_path / "t-0", batch_size=200)
+    log.append([b"keep"])
+    size = log.size_in_bytes
+    from storage import segment as segment_module
+
+    calls = {"n": 0}
+    real_pwrite = os.pwrite
+
+    def failing_pwrite(fd, data, pos):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(28, "No space left on device")
+        return real_pwrite(fd, data, pos)
+
+    monkeypatch.setattr(segment_module.os, "pwrite", failing_pwrite)
+    with pytest.raises(OSError) as err:
+        log.append([b"z" * 150] * 5)  # several batches; the third write fails
+    assert err.value.errno == 28
+    monkeypatch.undo()
+    assert log.log_end_offset == 1 and log.size_in_bytes == size
+    assert log.read(1) is None
+    assert log.append([b"after"]) == 1
+
+
+def test_find_offset_by_timestamp_is_list_offsets(tmp_path):
+    log = open_log(tmp_path / "t-0", index_interval_bytes=0, segment_bytes=600)
+    timestamps = [100, 300, 200, 200, 500, 400, 600]
+    for i, ts in enumerate(timestamps):
+        log.append_batches(batch(i, 1, ts))
+    assert log.segment_count > 1
+    for target in range(0, 700, 25):
+        expected = next((i for i, ts in enumerate(timestamps) if ts >= target), None)
+        rec = log.find_offset_by_timestamp(target)
+        assert (rec.offset if rec else None) == expected, target
+    assert log.find_offset_by_timestamp(601) is None
+
+
+def test_config_from_server_and_topic_properties(tmp_path):
+    (tmp_path / "server.properties").write_text(
+        "log.segment.bytes=5000\nlog.roll.hours=2\ncompression.type=zstd\n"
+    )
+    (tmp_path / "orders.topic.properties").write_text("segment.bytes = 3000\n")
+    mgr = LogManager(tmp_path)
+    orders = mgr.create("orders-0")
+    other = mgr.create("other-0")
+    assert orders.config.segment_bytes == 3000 and other.config.segment_bytes == 5000
+    assert other.config.segment_ms == 7_200_000
+    other.append([b"compress me " * 50])
+    data = (tmp_path / "other-0" / f"{filename_prefix(0)}.log").read_bytes()
+    assert RecordBatch(data).compression_type.kafka_name == "zstd"
+    assert other.read(0).value == b"compress me " * 50
+    mgr.close()
