@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import time
+from itertools import repeat
 from typing import Iterator, Sequence
 
 from crc32c import crc32c
@@ -248,9 +249,18 @@ def iter_batches(buf, pos: int = 0, end: int | None = None) -> Iterator[RecordBa
 
 # -- decoding ---------------------------------------------------------------------------
 
-# Zigzag value of each one-byte varint (0x00..0x7f).
+# Zigzag value of each one-byte varint b (0x00..0x7f): _ZIGZAG1[b].
 _ZIGZAG1 = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
+# Zigzag value of each two-byte varint (b1 >= 0x80, b2 < 0x80): _ZIGZAG2[b2][b1]. The row of
+# a b2 >= 0x80 (a longer varint) is None, so indexing it raises TypeError: the fast loop then
+# hands the record over to the general one.
+_ZIGZAG2 = tuple(
+    (None,) * 0x80 + tuple(
+        (u >> 1) ^ -(u & 1) for u in range(b2 << 7, (b2 << 7) + 0x80))
+    for b2 in range(0x80)
+) + (None,) * 0x80
 _NO_HEADERS = ()
+_SEQUENCE_WRAP = 1 << 31
 
 
 def _slow_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -271,6 +281,7 @@ def _slow_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
 
 
 def _read_headers(data: bytes, pos: int, count: int) -> tuple[tuple, int]:
+    """``count`` headers from data[pos] -> (((key, value), ...), position after them)."""
     if count < 0:
         raise CorruptRecordError(f"Found invalid number of record headers {count}")
     if count > len(data) - pos:
@@ -279,23 +290,13 @@ def _read_headers(data: bytes, pos: int, count: int) -> tuple[tuple, int]:
             "size of the buffer")
     headers = []
     for _ in range(count):
-        b = data[pos]
-        if b < 0x80:
-            n = _ZIGZAG1[b]
-            pos += 1
-        else:
-            n, pos = _slow_varint(data, pos, 5)
+        n, pos = _slow_varint(data, pos, 5)
         if n < 0:
             raise CorruptRecordError(f"Invalid negative header key size {n}")
         # Java's new String(bytes, UTF_8) replaces malformed input rather than failing.
         key = data[pos:pos + n].decode("utf-8", "replace")
         pos += n
-        b = data[pos]
-        if b < 0x80:
-            n = _ZIGZAG1[b]
-            pos += 1
-        else:
-            n, pos = _slow_varint(data, pos, 5)
+        n, pos = _slow_varint(data, pos, 5)
         if n >= 0:
             value = data[pos:pos + n]
             pos += n
@@ -309,11 +310,12 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                     append_time: int | None, base_sequence: int) -> list[Record]:
     """Decode ``count`` records from the (uncompressed) records section ``data``.
 
-    The hot loop of every read: one-byte varints are decoded inline through a table and two-byte
-    ones with inline arithmetic; anything longer goes through ``_slow_varint``.
+    The hot loop of every read, so it is written for the interpreter: one- and two-byte
+    varints are decoded inline through tables (longer ones make it hand the rest over to
+    ``_decode_records_from``), values are sliced once, records are built with tuple.__new__.
     """
-    zz = _ZIGZAG1
-    slow = _slow_varint
+    zz1 = _ZIGZAG1
+    zz2 = _ZIGZAG2
     new = tuple.__new__
     record_cls = Record
     no_headers = _NO_HEADERS
@@ -327,122 +329,154 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
     pos = 0
     try:
         for _ in range(count):
-            # length: the size of the rest of the record
+            record_start = pos
+            # length of the rest of the record
             b = data[pos]
             if b < 0x80:
-                size = zz[b]
+                size = zz1[b]
                 pos += 1
             else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    size = (u >> 1) ^ -(u & 1)
-                    pos += 2
-                else:
-                    size, pos = slow(data, pos, 5)
-            start = pos
-            if size < 0 or start + size > end:
-                raise CorruptRecordError(
-                    f"Invalid record size: expected {size} bytes in record payload, but the "
-                    f"records have only {end - start} bytes left")
-            # attributes (unused) then timestampDelta (a varlong)
+                size = zz2[data[pos + 1]][b]
+                pos += 2
+            record_end = pos + size
+            if record_end > end:  # (a negative size fails the check at the end)
+                break  # the general loop raises the error
+            # attributes (unused), then timestampDelta: a varlong, often wider than 2 bytes
             b = data[pos + 1]
             if b < 0x80:
-                timestamp_delta = zz[b]
+                timestamp_delta = zz1[b]
                 pos += 2
             else:
-                timestamp_delta, pos = slow(data, pos + 1, 10)
-            # offsetDelta
+                timestamp_delta, pos = _slow_varint(data, pos + 1, 10)
             b = data[pos]
             if b < 0x80:
-                offset_delta = zz[b]
+                offset_delta = zz1[b]
                 pos += 1
             else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    offset_delta = (u >> 1) ^ -(u & 1)
-                    pos += 2
-                else:
-                    offset_delta, pos = slow(data, pos, 5)
-            # key: any negative length is null, as DefaultRecord.readFrom
+                offset_delta = zz2[data[pos + 1]][b]
+                pos += 2
+            # key: any negative length means null, as in DefaultRecord.readFrom
             b = data[pos]
             if b == 1:
                 key = None
                 pos += 1
             else:
                 if b < 0x80:
-                    n = zz[b]
+                    n = zz1[b]
                     pos += 1
                 else:
-                    n, pos = slow(data, pos, 5)
+                    n = zz2[data[pos + 1]][b]
+                    pos += 2
                 if n >= 0:
                     key = data[pos:pos + n]
                     pos += n
                 else:
                     key = None
-            # value
             b = data[pos]
             if b < 0x80:
-                n = zz[b]
+                n = zz1[b]
                 pos += 1
             else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    n = (u >> 1) ^ -(u & 1)
-                    pos += 2
-                else:
-                    n, pos = slow(data, pos, 5)
+                n = zz2[data[pos + 1]][b]
+                pos += 2
             if n >= 0:
                 value = data[pos:pos + n]
                 pos += n
             else:
                 value = None
-            # headers
-            b = data[pos]
-            if b == 0:
+            if data[pos] == 0:
                 headers = no_headers
                 pos += 1
             else:
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                else:
-                    n, pos = slow(data, pos, 5)
+                n, pos = _slow_varint(data, pos, 5)
                 headers, pos = _read_headers(data, pos, n)
-            if pos - start != size:
-                raise CorruptRecordError(
-                    f"Invalid record size: expected to read {size} bytes in record payload, "
-                    f"but instead read {pos - start}")
+            if pos != record_end:
+                break
             if with_sequence:
-                sequence = _increment_sequence(base_sequence, offset_delta)
+                sequence = base_sequence + offset_delta
+                if sequence >= _SEQUENCE_WRAP:
+                    sequence -= _SEQUENCE_WRAP
             append(new(record_cls, (
                 base_offset + offset_delta,
                 append_time if log_append else base_timestamp + timestamp_delta,
                 timestamp_type, key, value, headers, sequence)))
+        else:
+            if pos == end:
+                return out
+            record_start = pos
+    except (TypeError, IndexError):
+        pass  # a varint longer than 2 bytes, or bytes missing: the general loop decides
+    _decode_records_from(data, record_start, count - len(out), base_offset, base_timestamp,
+                         append_time, base_sequence, out)
+    return out
+
+
+def _decode_records_from(data: bytes, pos: int, count: int, base_offset: int,
+                         base_timestamp: int, append_time: int | None, base_sequence: int,
+                         out: list) -> None:
+    """The general record loop (any varint width), appending to ``out``; it raises the
+    CorruptRecordError Kafka's reader would (``DefaultRecord.readFrom``)."""
+    varint = _slow_varint
+    log_append = append_time is not None
+    timestamp_type = TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME
+    end = len(data)
+    try:
+        for _ in range(count):
+            size, pos = varint(data, pos, 5)
+            start = pos
+            if size < 0 or start + size > end:
+                raise CorruptRecordError(
+                    f"Invalid record size: expected {size} bytes in record payload, but the "
+                    f"records have only {end - start} bytes left")
+            timestamp_delta, pos = varint(data, pos + 1, 10)  # after the attributes byte
+            offset_delta, pos = varint(data, pos, 5)
+            n, pos = varint(data, pos, 5)
+            key = None
+            if n >= 0:
+                key = data[pos:pos + n]
+                pos += n
+            n, pos = varint(data, pos, 5)
+            value = None
+            if n >= 0:
+                value = data[pos:pos + n]
+                pos += n
+            n, pos = varint(data, pos, 5)
+            if n:
+                headers, pos = _read_headers(data, pos, n)
+            else:
+                headers = _NO_HEADERS
+            if pos - start != size:
+                raise CorruptRecordError(
+                    f"Invalid record size: expected to read {size} bytes in record payload, "
+                    f"but instead read {pos - start}")
+            out.append(Record(
+                base_offset + offset_delta,
+                append_time if log_append else base_timestamp + timestamp_delta,
+                timestamp_type, key, value, headers,
+                _increment_sequence(base_sequence, offset_delta)))
     except IndexError:
         raise CorruptRecordError(
-            f"Incorrect declared batch size, premature EOF reached after {len(out)} of "
-            f"{count} records") from None
+            f"Incorrect declared batch size, premature EOF reached after {len(out)} records"
+        ) from None
     if pos != end:
         raise CorruptRecordError(
-            f"Incorrect declared batch size, {end - pos} bytes still remaining after "
-            f"{count} records")
-    return out
+            f"Incorrect declared batch size, {end - pos} bytes still remaining after the "
+            "last record")
 
 
 # -- encoding ---------------------------------------------------------------------------
 
-# Varint bytes of 0.._TABLE_SIZE-1 and, per offset delta i, the record bytes between the
-# length and the key length when the timestamp delta is 0: attributes 0, tsDelta 0,
-# offsetDelta i, null key (-1). Built once; about 1.3 MB.
-_TABLE_SIZE = 1 << 14
-_VARINT = [encode_varint(i) for i in range(_TABLE_SIZE)]
-_NULL_KEY_MID = [b"\x00\x00" + _VARINT[i] + b"\x01" for i in range(_TABLE_SIZE)]
+# Varint bytes of 0.._TABLE_SIZE-1 (every one- and two-byte varint) and, per offset delta i,
+# the record bytes between the length and the key length when the timestamp delta is 0:
+# attributes 0, tsDelta 0, offsetDelta i, null key (-1). About 1 MB, built in a few ms.
+_TABLE_SIZE = 1 << 13
+_VARINT = [bytes((z,)) for z in range(0, 0x80, 2)] + [
+    bytes((z & 0x7F | 0x80, z >> 7)) for z in range(0x80, _TABLE_SIZE << 1, 2)]
+_NULL_KEY_MID = [b"\x00\x00" + v + b"\x01" for v in _VARINT]
 _NULL_KEY_MID_LEN = [len(m) for m in _NULL_KEY_MID]
 # For a value of length n: bytes it adds after the key, i.e. varint(n) + n + header count 0.
-_VALUE_TAIL_LEN = [len(_VARINT[n]) + n + 1 for n in range(_TABLE_SIZE)]
+_VALUE_TAIL_LEN = [len(v) + n + 1 for n, v in enumerate(_VARINT)]
+assert all(_VARINT[n] == encode_varint(n) for n in (0, 63, 64, 8191))
 
 
 def _encode_null_key_records(values: Sequence[bytes]) -> bytes:
@@ -461,49 +495,52 @@ def _varint(n: int, table=_VARINT, size=_TABLE_SIZE) -> bytes:
     return table[n] if 0 <= n < size else encode_varint(n)
 
 
-def _varlong(n: int, table=_VARINT, size=_TABLE_SIZE) -> bytes:
-    return table[n] if 0 <= n < size else encode_varlong(n)
+def _encode_headers(record_headers) -> bytes:
+    """Header count and headers of one record: varint count, then per header a varint key
+    length (>= 0), the UTF-8 key, and a varint value length (-1 = null) with the value."""
+    parts = [_varint(len(record_headers))]
+    for header_key, header_value in record_headers:
+        if not isinstance(header_key, str):
+            raise TypeError(f"header keys must be str, not {type(header_key).__name__}")
+        encoded = header_key.encode("utf-8")
+        parts += (_varint(len(encoded)), encoded)
+        if header_value is None:
+            parts.append(b"\x01")
+        else:
+            parts += (_varint(len(header_value)), header_value)
+    return b"".join(parts)
 
 
 def _encode_records(values, keys, timestamp_deltas, headers, offset_deltas) -> bytes:
-    """Any records: keys/headers None or one per value; timestamp deltas an int or a list."""
-    varint = _varint
-    varlong = _varlong
+    """Any records (``DefaultRecord.writeTo``): keys/headers/offset_deltas None or one entry
+    per value; timestamp_deltas one int for all or one per value."""
+    table, size = _VARINT, _TABLE_SIZE
+    n = len(values)
+    keys = repeat(None, n) if keys is None else keys
+    headers = repeat(None, n) if headers is None else headers
+    offset_deltas = range(n) if offset_deltas is None else offset_deltas
+    if isinstance(timestamp_deltas, int):
+        timestamp_deltas = repeat(timestamp_deltas, n)
     parts = []
-    append = parts.append
-    constant_delta = isinstance(timestamp_deltas, int)
-    if constant_delta:
-        ts_bytes = varlong(timestamp_deltas)
-    for i, value in enumerate(values):
-        offset_delta = i if offset_deltas is None else offset_deltas[i]
-        body = [b"\x00", ts_bytes if constant_delta else varlong(timestamp_deltas[i]),
-                varint(offset_delta)]
-        key = None if keys is None else keys[i]
+    extend = parts.extend
+    for value, key, timestamp_delta, offset_delta, record_headers in zip(
+            values, keys, timestamp_deltas, offset_deltas, headers):
+        ts_bytes = (table[timestamp_delta] if 0 <= timestamp_delta < size
+                    else encode_varlong(timestamp_delta))
+        od_bytes = table[offset_delta] if offset_delta < size else encode_varint(offset_delta)
         if key is None:
-            body.append(b"\x01")
+            key_len, key = b"\x01", b""
         else:
-            body += (varint(len(key)), key)
+            key_len = table[len(key)] if len(key) < size else encode_varint(len(key))
         if value is None:
-            body.append(b"\x01")
+            value_len, value = b"\x01", b""
         else:
-            body += (varint(len(value)), value)
-        record_headers = None if headers is None else headers[i]
-        if not record_headers:
-            body.append(b"\x00")
-        else:
-            body.append(varint(len(record_headers)))
-            for header_key, header_value in record_headers:
-                if not isinstance(header_key, str):
-                    raise TypeError(f"header keys must be str, not {type(header_key).__name__}")
-                encoded = header_key.encode("utf-8")
-                body += (varint(len(encoded)), encoded)
-                if header_value is None:
-                    body.append(b"\x01")
-                else:
-                    body += (varint(len(header_value)), header_value)
-        record = b"".join(body)
-        append(varint(len(record)))
-        append(record)
+            value_len = table[len(value)] if len(value) < size else encode_varint(len(value))
+        header_bytes = _encode_headers(record_headers) if record_headers else b"\x00"
+        length = (1 + len(ts_bytes) + len(od_bytes) + len(key_len) + len(key)
+                  + len(value_len) + len(value) + len(header_bytes))
+        extend((table[length] if length < size else encode_varint(length), b"\x00", ts_bytes,
+                od_bytes, key_len, key, value_len, value, header_bytes))
     return b"".join(parts)
 
 
@@ -535,6 +572,7 @@ def build_batch(
     is_transactional: bool = False,
     is_control: bool = False,
     offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
     delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode one v2 batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does.
@@ -543,7 +581,9 @@ def build_batch(
     null) or bytes/None per record; ``timestamps`` epoch ms, one int for every record, a
     sequence (one per record, each >= -1), or None for now; ``headers`` None or a sequence of
     ``(str, bytes | None)`` pairs per record; ``offset_deltas`` None (0..n-1) or strictly
-    increasing ints >= 0 (a compacted batch keeps its gaps; lastOffsetDelta is the last one).
+    increasing ints >= 0 (a compacted batch keeps its gaps). lastOffsetDelta is the last
+    offset delta, or ``last_offset_delta`` (>= it) when the cleaner keeps the original batch's
+    last offset (``MemoryRecordsBuilder.overrideLastOffset``).
 
     baseTimestamp is the first record's timestamp (or ``delete_horizon_ms``, which also sets
     attribute bit 6, as the cleaner does); maxTimestamp is the largest timestamp, or
@@ -582,10 +622,15 @@ def build_batch(
         raise ValueError("TimestampType must be set for magic >= 0")
 
     if offset_deltas is None:
-        last_offset_delta = count - 1
+        last_record_delta = count - 1
     else:
         _check_offset_deltas(offset_deltas)
-        last_offset_delta = offset_deltas[-1]
+        last_record_delta = offset_deltas[-1]
+    if last_offset_delta is None:
+        last_offset_delta = last_record_delta
+    elif last_offset_delta < last_record_delta:
+        raise ValueError(
+            f"last_offset_delta {last_offset_delta} is below the last record's {last_record_delta}")
     if last_offset_delta > _INT32_MAX:
         raise ValueError(f"offset delta {last_offset_delta} does not fit in an int32")
 

@@ -27,6 +27,7 @@ import zlib
 import lz4.block
 import lz4.frame
 import snappy
+import xxhash
 import zstandard
 
 from storage.errors import CorruptRecordError, InvalidConfigError, InvalidRecordError
@@ -272,55 +273,18 @@ def _lz4_fix_header_checksum(data: bytes) -> bytes:
     # Kafka does not verify HC for magic 0; rewrite it so lz4.frame's check passes.
     if len(data) < 7 or data[:4] != LZ4_HEADER[:4]:
         return data
-    descriptor_len = 10 if data[4] & 0x08 else 2  # + 8-byte content size when flagged
-    hc = 6 + descriptor_len
+    descriptor_len = 10 if data[4] & 0x08 else 2  # FLG, BD (+ 8-byte content size if flagged)
+    hc = 4 + descriptor_len
     if len(data) <= hc:
         return data
-    checksum = (_xxh32(data[4:hc]) >> 8) & 0xFF
+    checksum = (xxhash.xxh32_intdigest(data[4:hc]) >> 8) & 0xFF
     return data[:hc] + bytes((checksum,)) + data[hc + 1:]
 
 
-_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-_M32 = 0xFFFFFFFF
-
-
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def _xxh32(data: bytes, seed: int = 0) -> int:
-    """XXH32 of a short input (the LZ4 frame descriptor, at most 15 bytes here)."""
-    n = len(data)
-    pos = 0
-    if n >= 16:
-        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed, (seed - _P1) & _M32]
-        while pos + 16 <= n:
-            for i in range(4):
-                lane = int.from_bytes(data[pos:pos + 4], "little")
-                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
-                pos += 4
-        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
-    else:
-        h = (seed + _P5) & _M32
-    h = (h + n) & _M32
-    while pos + 4 <= n:
-        h = (h + int.from_bytes(data[pos:pos + 4], "little") * _P3) & _M32
-        h = (_rotl(h, 17) * _P4) & _M32
-        pos += 4
-    while pos < n:
-        h = (h + data[pos] * _P5) & _M32
-        h = (_rotl(h, 11) * _P1) & _M32
-        pos += 1
-    h ^= h >> 15
-    h = (h * _P2) & _M32
-    h ^= h >> 13
-    h = (h * _P3) & _M32
-    h ^= h >> 16
-    return h
-
-
-# zstd: zstd-jni streams the records through ZSTD_compressStream2 without a pledged size,
-# so the frame has no content size; compressobj() does the same. Contexts are per thread
+# zstd: zstd-jni streams the records through ZSTD_compressStream2 without a pledged size, so
+# the frame has no content size; on close Kafka's BufferedOutputStream flushes (ending the
+# last data block) before endStream writes an empty last block. compressobj() with a block
+# flush then a frame flush does the same, which gives Kafka's bytes. Contexts are per thread
 # because zstandard's are not thread-safe and the mount decodes on worker threads.
 _zstd_local = threading.local()
 
@@ -332,7 +296,8 @@ def _zstd_compress(data, level: int) -> bytes:
         cctx = cache[level] = zstandard.ZstdCompressor(
             level=level, write_checksum=False, write_content_size=False)
     stream = cctx.compressobj()
-    return stream.compress(data) + stream.flush()
+    return b"".join((stream.compress(data), stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK),
+                     stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)))
 
 
 def _zstd_decompress(data) -> bytes:
