@@ -1,0 +1,148 @@
+"""Lines (and keys) out of ``write()`` chunks: the framing behind ``append`` and ``append-keyed``.
+
+Pure bytes in, bytes out; no FUSE and no storage here.  The rules mirror
+``kafka-console-producer``'s line reader: every newline-terminated line is one record, the newline
+is not part of the value, an empty line is an empty value, and a final line without a newline is
+still a record (stored when the file is closed).  Only ``\\n`` ends a line; a ``\\r`` before it
+stays in the value (records are bytes, not text).
+
+Keys (``append-keyed``) follow the console producer's ``parse.key=true``: the line is split at the
+*first* occurrence of ``key.separator`` (default TAB); the key may be empty, the value may contain
+further separators, and a line without the separator is refused (the console producer throws
+"No key separator found"; the mount answers EINVAL and stores nothing of that write).
+"""
+
+from __future__ import annotations
+
+DEFAULT_KEY_SEPARATOR = b"\t"
+
+
+class KeySeparatorMissingError(ValueError):
+    """A keyed line without the key separator (the mount maps it to EINVAL)."""
+
+
+class AbandonedLineError(Exception):
+    """A write carrying bytes of a line that an earlier failed write abandoned."""
+
+
+class LineFramer:
+    """Splits one open file's stream of ``write()`` chunks into lines.
+
+    A line may span any number of chunks, split anywhere.  ``feed`` returns the lines completed
+    by a chunk; ``finish`` returns the trailing partial line at close.
+
+    Failure rule (no record is ever a piece of a line): when storing what a chunk produced
+    fails, the caller calls ``abandon(chunk)``.  The partial line held before the chunk, the
+    chunk's own lines and, unless the chunk ended with a newline, the rest of the line it was in
+    are dropped: every later ``feed`` raises AbandonedLineError (its chunk dropped too) until a
+    chunk that ends with a newline has been refused.  ``finish`` does not end that state: the
+    kernel flushes on every close() of any descriptor sharing the open file (a writer that
+    forked and exited), and the next writer may still be continuing the abandoned line.  A
+    retry of the failed write is refused as well, which is safe: it cannot be told apart from
+    a continuation.
+
+    Cost is one ``bytes.split`` per chunk (no per-byte Python work); a long partial line is kept
+    as a list of pieces and joined once, so a line spanning many chunks stays linear.
+    """
+
+    __slots__ = ("_parts", "_pending_len", "_abandoned")
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._pending_len = 0
+        self._abandoned = False
+
+    @property
+    def pending_len(self) -> int:
+        """Bytes of the partial line held so far (0 right after a newline)."""
+        return self._pending_len
+
+    @property
+    def abandoned(self) -> bool:
+        """True while the rest of an abandoned line is being refused."""
+        return self._abandoned
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The complete lines (without their ``\\n``) that ``chunk`` finishes, in order.
+        AbandonedLineError (chunk dropped) while an abandoned line is being refused."""
+        if type(chunk) is not bytes:  # memoryview/bytearray; bytes(b) of bytes would be free anyway
+            chunk = bytes(chunk)
+        if self._abandoned:
+            self._abandoned = not chunk.endswith(b"\n")
+            raise AbandonedLineError("this write continues a line abandoned by a failed write")
+        if b"\n" not in chunk:
+            if chunk:
+                self._parts.append(chunk)
+                self._pending_len += len(chunk)
+            return []
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        if self._parts:
+            lines[0] = b"".join(self._parts) + lines[0]
+        self._parts = [tail] if tail else []
+        self._pending_len = len(tail)
+        return lines
+
+    def abandon(self, chunk: bytes) -> None:
+        """The lines of the last ``feed(chunk)`` could not be stored: drop the partial line and,
+        unless ``chunk`` ended with a newline, refuse the rest of its line."""
+        self._parts = []
+        self._pending_len = 0
+        self._abandoned = not bytes(chunk).endswith(b"\n")
+
+    def finish(self) -> bytes | None:
+        """The trailing partial line (without newline), or None when there is none (or when
+        the line was abandoned); the framer holds no partial line afterwards."""
+        if not self._parts:
+            return None
+        line = b"".join(self._parts)
+        self._parts = []
+        self._pending_len = 0
+        return line
+
+
+def split_key(line: bytes, separator: bytes = DEFAULT_KEY_SEPARATOR) -> tuple[bytes, bytes]:
+    """``key<SEP>value`` -> ``(key, value)``, split at the first separator.
+    KeySeparatorMissingError when the separator is absent."""
+    key, sep, value = line.partition(separator)
+    if not sep:
+        raise KeySeparatorMissingError(f"no key separator {separator!r} in line")
+    return key, value
+
+
+def split_keys(
+    lines: list[bytes], separator: bytes = DEFAULT_KEY_SEPARATOR
+) -> tuple[list[bytes], list[bytes]]:
+    """Keys and values of keyed lines, as two parallel lists (ready for ``Log.append``).
+    KeySeparatorMissingError if any line lacks the separator: all lines or none."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    add_key, add_value = keys.append, values.append
+    for line in lines:
+        key, sep, value = line.partition(separator)
+        if not sep:
+            raise KeySeparatorMissingError(f"no key separator {separator!r} in line")
+        add_key(key)
+        add_value(value)
+    return keys, values
+
+
+def parse_separator(text: str) -> bytes:
+    """The ``--key-separator`` option as bytes: taken literally, except that the escapes
+    ``\\t`` and ``\\\\`` stand for TAB and backslash (a shell cannot easily type a TAB).
+    ValueError if empty or containing a newline (lines end at newlines)."""
+    out = []
+    i = 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in "t\\":
+            out.append("\t" if text[i + 1] == "t" else "\\")
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    sep = "".join(out).encode("utf-8", "surrogateescape")
+    if not sep:
+        raise ValueError("the key separator must not be empty")
+    if b"\n" in sep:
+        raise ValueError("the key separator must not contain a newline")
+    return sep

@@ -1,0 +1,314 @@
+"""``kfs`` command line: ``kfs mount [options] BACKING_DIR MOUNTPOINT``.
+
+Without ``-f`` the command behaves like sshfs: it returns (status 0) only once the mount serves,
+and the file system keeps running in a detached background process.  It does so by re-running
+itself with ``--foreground`` in a new session and waiting on a pipe for one byte written after
+``pyfuse3.init`` succeeded (or for the child's error text / exit status, reported as one line
+on stderr with exit status 1).
+
+The serve loop ends cleanly on SIGTERM, SIGINT, SIGHUP and on ``fusermount3 -u MOUNTPOINT``;
+then the mount is released and ``LogManager.close()`` runs (Kafka's clean shutdown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable
+
+from .append import parse_separator
+
+log = logging.getLogger("kfs")
+
+READY = b"R"
+FAILED = b"E"
+# How long the background launcher waits for the mount to serve before giving up.
+READY_TIMEOUT_S = 120.0
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as ``kfs: error: <message>``, exit status 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kfs",
+        description="Kafka partition logs (Apache Kafka's own on-disk format) as plain files.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    mount = sub.add_parser(
+        "mount",
+        help="mount a backing directory of Kafka partition directories",
+        description=(
+            "Mount BACKING_DIR (a directory of <topic>-<N> Kafka partition directories; created "
+            "if missing) at MOUNTPOINT. Returns once the mount serves; the file system keeps "
+            "running in the background until `fusermount3 -u MOUNTPOINT` (or SIGTERM)."
+        ),
+    )
+    mount.add_argument("backing_dir", metavar="BACKING_DIR")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    mount.add_argument("-f", "--foreground", action="store_true",
+                       help="serve in the foreground (Ctrl-C or fusermount3 -u ends it)")
+    mount.add_argument("--read-only", action="store_true",
+                       help="mount read-only: nothing on disk changes (mkdir and appends get EROFS)")
+    mount.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                       help="logging threshold (default: warning)")
+    mount.add_argument("--log-file", metavar="PATH",
+                       help="append log messages to PATH (default: stderr in the foreground, "
+                            "discarded in the background)")
+    mount.add_argument("--key-separator", metavar="SEP", default="\\t",
+                       help="what splits key from value in lines written to append-keyed, like "
+                            "kafka-console-producer's key.separator (default: TAB; the escapes "
+                            "\\t and \\\\ are understood)")
+    mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    mount.set_defaults(func=cmd_mount)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``kfs`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"kfs: error: {exc}", file=sys.stderr)
+        return 1
+
+
+# --------------------------------------------------------------------------- mount
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    try:
+        separator = parse_separator(args.key_separator)
+    except ValueError as exc:
+        raise CliError(f"--key-separator: {exc}") from None
+    backing = os.path.abspath(args.backing_dir)
+    mountpoint = os.path.abspath(args.mountpoint)
+    check_paths(backing, mountpoint, args.read_only)
+    if args.foreground:
+        return serve(backing, mountpoint, args, separator)
+    return launch_background(backing, mountpoint, args)
+
+
+def check_paths(backing: str, mountpoint: str, read_only: bool) -> None:
+    """CliError with a clear message for paths that cannot work."""
+    if not os.path.exists(mountpoint):
+        raise CliError(f"mountpoint {mountpoint} does not exist")
+    if not os.path.isdir(mountpoint):
+        raise CliError(f"mountpoint {mountpoint} is not a directory")
+    if os.path.exists(backing):
+        if not os.path.isdir(backing):
+            raise CliError(f"backing directory {backing} is not a directory")
+    elif read_only:
+        raise CliError(f"backing directory {backing} does not exist (and --read-only cannot create it)")
+    elif not os.path.isdir(os.path.dirname(backing)):
+        raise CliError(f"backing directory {backing} cannot be created: its parent does not exist")
+    real_backing, real_mnt = os.path.realpath(backing), os.path.realpath(mountpoint)
+    if os.path.commonpath([real_backing, real_mnt]) == real_mnt:
+        # The daemon would read its own mount and deadlock.
+        raise CliError(f"backing directory {backing} must not be the mountpoint or inside it")
+
+
+def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, ready_fd: int) -> list[str]:
+    cmd = [sys.executable, "-m", "kfs", "mount", "--foreground", f"--ready-fd={ready_fd}",
+           f"--log-level={args.log_level}", f"--key-separator={args.key_separator}"]
+    if args.read_only:
+        cmd.append("--read-only")
+    if args.log_file:
+        cmd.append(f"--log-file={os.path.abspath(args.log_file)}")
+    return cmd + ["--", backing, mountpoint]
+
+
+def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -> int:
+    """Start the serving process detached (new session, cwd /, stdio off the terminal) and
+    return 0 once it reports that the mount serves; CliError otherwise."""
+    read_fd, write_fd = os.pipe()
+    env = dict(os.environ)
+    # The child must import this very kfs (and storage) even when it is not installed.
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    try:
+        child = subprocess.Popen(
+            _child_command(backing, mountpoint, args, write_fd),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(write_fd,), start_new_session=True, cwd="/", env=env,
+        )
+    finally:
+        os.close(write_fd)
+    try:
+        message = _read_until_eof(read_fd, READY_TIMEOUT_S)
+    finally:
+        os.close(read_fd)
+    if message is None:
+        child.kill()
+        child.wait()
+        raise CliError(f"the mount did not become ready within {READY_TIMEOUT_S:.0f} s")
+    if message.startswith(READY):
+        return 0
+    if message.startswith(FAILED):
+        child.wait()
+        raise CliError(message[1:].decode("utf-8", "replace").strip())
+    status = child.wait()
+    raise CliError(f"the mount process exited with status {status} before serving"
+                   + (f" (see {args.log_file})" if args.log_file else " (rerun with -f to see why)"))
+
+
+def _read_until_eof(fd: int, timeout: float) -> bytes | None:
+    """All bytes from ``fd`` until EOF, or None on timeout."""
+    deadline = time.monotonic() + timeout
+    chunks = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        readable, _, _ = select.select([fd], [], [], remaining)
+        if not readable:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _setup_logging(level: str, log_file: str | None) -> None:
+    handler: logging.Handler
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper()))
+
+
+class _Reporter:
+    """Tells the launcher (if any) how start-up went: one READY byte, or FAILED + text."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    def _send(self, data: bytes) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.write(self._fd, data)
+        except OSError:
+            pass  # the launcher is gone; nothing to tell
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def ready(self) -> None:
+        self._send(READY)
+
+    def failed(self, message: str) -> None:
+        self._send(FAILED + message.encode("utf-8", "replace"))
+
+
+@contextlib.contextmanager
+def _capture_stderr(sink: list[str]):
+    """Collect what C code (libfuse) prints on fd 2 while the block runs, and pass it on."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace").strip()
+            if text:
+                sink.append(text)
+                print(text, file=sys.stderr)
+
+
+def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: bytes) -> int:
+    """Mount and serve until unmounted or signalled; returns the exit status."""
+    _setup_logging(args.log_level, args.log_file)
+    reporter = _Reporter(args.ready_fd)
+    try:
+        import pyfuse3
+        import trio
+
+        from storage import LogManager
+
+        from .fs import KafkaFs
+    except ImportError as exc:
+        reporter.failed(f"cannot load kfs: {exc}")
+        raise CliError(f"cannot load kfs: {exc}") from None
+
+    try:
+        mgr = LogManager(backing, read_only=args.read_only)
+    except Exception as exc:  # noqa: BLE001 - any failure to open is reported as one line
+        log.debug("opening %s failed", backing, exc_info=True)
+        message = f"cannot open backing directory {backing}: {exc}"
+        reporter.failed(message)
+        raise CliError(message) from None
+
+    fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator)
+    options = set(pyfuse3.default_options) | {"fsname=kfs", "subtype=kfs", "noatime"}
+    if args.read_only:
+        options.add("ro")
+    libfuse_said: list[str] = []
+    try:
+        with _capture_stderr(libfuse_said):
+            pyfuse3.init(fs, mountpoint, options)
+    except Exception as exc:  # noqa: BLE001
+        mgr.close()
+        detail = "; ".join(libfuse_said) or str(exc)
+        message = f"cannot mount at {mountpoint}: {detail}"
+        reporter.failed(message)
+        raise CliError(message) from None
+
+    log.info("serving %s at %s%s", backing, mountpoint, " (read-only)" if args.read_only else "")
+    failed = True
+    try:
+        trio.run(_serve_loop, pyfuse3, reporter.ready)
+        failed = False
+    except Exception:
+        log.exception("the serve loop failed")
+    finally:
+        reporter.failed("the serve loop ended before it was ready")  # no-op once ready was sent
+        pyfuse3.close(unmount=True)
+        pending = fs.pending_partial_lines()
+        if pending:
+            log.warning("dropped %d bytes of partial lines from files still open at shutdown", pending)
+        try:
+            mgr.close()
+        except Exception:  # noqa: BLE001 - report, and exit non-zero
+            log.exception("closing the logs failed")
+            failed = True
+        log.info("unmounted %s", mountpoint)
+    return 1 if failed else 0
+
+
+async def _serve_loop(pyfuse3, ready: Callable[[], None]) -> None:
+    import trio
+
+    # Catch the signals before announcing readiness, so a prompt SIGTERM still unmounts cleanly.
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_terminate_on_signal, pyfuse3, signals)
+            ready()
+            await pyfuse3.main()  # returns on fusermount3 -u or after terminate()
+            nursery.cancel_scope.cancel()
+
+
+async def _terminate_on_signal(pyfuse3, signals) -> None:
+    async for signum in signals:
+        log.info("received %s, unmounting", signal.Signals(signum).name)
+        pyfuse3.terminate()
+        return

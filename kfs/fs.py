@@ -1,0 +1,773 @@
+"""The FUSE file system: a thin pyfuse3 adapter over ``storage.LogManager``.
+
+Layout (every path maps to one storage call)::
+
+    /                                   partitions; ``mkdir /<topic>-<N>`` creates one
+    /<topic>-<N>/by-offset/<offset>     regular file 0444: the record value (null -> empty),
+                                        st_size exact, st_mtime = record timestamp, xattrs below
+    /<topic>-<N>/by-offset/             lists the offsets in order
+    /<topic>-<N>/by-time/<epoch-ms>     symlink to ../by-offset/<o>, o = first record with
+                                        timestamp >= t (Kafka ListOffsets); ENOENT when none
+    /<topic>-<N>/append                 write-only: one record (null key) per line
+    /<topic>-<N>/append-keyed           write-only: ``key<SEP>value`` lines (console producer's
+                                        parse.key / key.separator); a line without SEP -> EINVAL
+
+Writes ignore the file offset (``>>`` semantics).  All complete lines of one ``write()`` request
+become one ``Log.append`` call (all or nothing); the trailing partial line is stored by ``flush``,
+which the kernel sends on *every* ``close()`` of a descriptor (so a dup'd or inherited descriptor
+closed mid-line ends that line early, as with any per-close flush).  A write that fails drops
+the line it is in, whole: no record is ever a piece of a line (see ``LineFramer``).
+``echo x > append`` (O_TRUNC) and ``truncate -s 0 append`` are accepted and change nothing.
+
+Freshness: readdir is never cached and failed lookups are not remembered, so a new record shows
+up in the very next ``ls``/``cat``; the append files have entry/attr timeouts of 0 and no page
+cache; record files and the directories' own names/attributes never change, so they keep long
+timeouts (and records the page cache).  Every call that may touch the disk runs in a worker thread
+(``trio.to_thread.run_sync``): pyfuse3 serves all requests on one trio thread.
+
+Errors: every handler goes through ``_fuse_errors``, the one place that turns storage errors and
+OSErrors into errnos (see ``errno_for``).
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import functools
+import itertools
+import json
+import logging
+import os
+import stat
+import time
+from bisect import bisect_left
+from collections import OrderedDict
+from typing import Any, Callable
+
+import pyfuse3
+import trio
+
+from storage import errors as serr
+from storage import TimestampType
+
+from . import inodes
+from .append import (
+    DEFAULT_KEY_SEPARATOR,
+    AbandonedLineError,
+    KeySeparatorMissingError,
+    LineFramer,
+    split_keys,
+)
+from .inodes import Kind
+
+log = logging.getLogger(__name__)
+
+# Records are immutable: let the kernel keep their entries, attributes and pages.
+RECORD_TIMEOUT = 3600.0
+# Directory names and attributes are fixed for the mount's life (see KafkaFs._fixed_attr);
+# caching them saves a LOOKUP and a GETATTR per directory on every path walk.
+DIR_TIMEOUT = 3600.0
+# by-offset/ listing: records fetched per worker-thread call, bounded by their value bytes.
+LIST_CHUNK_MAX = 1024
+LIST_CHUNK_MIN = 16
+LIST_CHUNK_BYTES = 8 << 20
+
+ENOATTR = pyfuse3.ENOATTR
+
+
+# --------------------------------------------------------------------------- errno mapping
+
+_ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
+    (serr.UnknownTopicOrPartitionError, errno.ENOENT),
+    (serr.OffsetOutOfRangeError, errno.ENOENT),
+    (serr.InvalidTopicError, errno.EINVAL),
+    (serr.PartitionExistsError, errno.EEXIST),
+    (serr.RecordTooLargeError, errno.EFBIG),
+    (serr.ReadOnlyLogError, errno.EROFS),
+    (KeySeparatorMissingError, errno.EINVAL),
+    (OverflowError, errno.EOVERFLOW),
+)
+
+
+def errno_for(exc: BaseException) -> int:
+    """The errno a FUSE reply carries for ``exc``.
+
+    UnknownTopicOrPartition/OffsetOutOfRange -> ENOENT, InvalidTopic -> EINVAL,
+    PartitionExists -> EEXIST, RecordTooLarge -> EFBIG, ReadOnlyLog -> EROFS, a keyed line
+    without separator -> EINVAL, an offset beyond the inode space -> EOVERFLOW, OSError -> its
+    own errno (ENOSPC, EIO...), CorruptRecord/InvalidRecord and anything else -> EIO (logged,
+    with a traceback when unexpected).
+    """
+    if isinstance(exc, pyfuse3.FUSEError):
+        return exc.errno
+    for cls, code in _ERRNO_BY_ERROR:
+        if isinstance(exc, cls):
+            return code
+    if isinstance(exc, OSError):
+        if exc.errno:
+            if exc.errno in (errno.EIO, errno.ENOSPC, errno.EDQUOT):
+                log.warning("storage I/O error: %s", exc)
+            return exc.errno
+        log.error("OSError without errno", exc_info=exc)
+        return errno.EIO
+    if isinstance(exc, (serr.CorruptRecordError, serr.InvalidRecordError)):
+        log.error("bad record data on disk: %s", exc)
+        return errno.EIO
+    log.error("unexpected error in a FUSE handler", exc_info=exc)
+    return errno.EIO
+
+
+def _fuse_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Make a handler raise only FUSEError: pyfuse3 ends the whole main loop on any other
+    exception.  trio.Cancelled and KeyboardInterrupt (BaseException) still propagate."""
+
+    @functools.wraps(handler)
+    async def wrapper(*args: Any) -> Any:
+        try:
+            return await handler(*args)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this is the one mapping point
+            raise pyfuse3.FUSEError(errno_for(exc)) from None
+
+    return wrapper
+
+
+def _fail(code: int) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+class RecordCache:
+    """LRU of recently resolved records, keyed by (partition id, offset), bounded both in
+    entries and in value bytes, so lookup -> getattr -> open -> read decodes a record once."""
+
+    def __init__(self, max_entries: int = 1024, max_bytes: int = 64 << 20) -> None:
+        self._items: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._bytes = 0
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+
+    @staticmethod
+    def _cost(record: Any) -> int:
+        return 64 + len(record.value or b"") + len(record.key or b"")
+
+    def get(self, key: tuple[int, int]) -> Any:
+        record = self._items.get(key)
+        if record is not None:
+            self._items.move_to_end(key)
+        return record
+
+    def put(self, key: tuple[int, int], record: Any) -> None:
+        cost = self._cost(record)
+        if cost > self._max_bytes:
+            return
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= self._cost(old)
+        self._items[key] = record
+        self._bytes += cost
+        while len(self._items) > self._max_entries or self._bytes > self._max_bytes:
+            _, evicted = self._items.popitem(last=False)
+            self._bytes -= self._cost(evicted)
+
+
+def _timestamp_type_name(value: int) -> str:
+    try:
+        return TimestampType(value).kafka_name
+    except ValueError:
+        return str(value)
+
+
+def _header_value_json(value: bytes | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+def _headers_json(headers: tuple) -> bytes:
+    pairs = [[key, _header_value_json(value)] for key, value in headers]
+    try:
+        return json.dumps(pairs, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in a header key: fall back to \\u escapes
+        return json.dumps(pairs).encode("ascii")
+
+
+def record_xattrs(topic: str, partition: int, record: Any) -> dict[bytes, bytes]:
+    """The ``user.kafka.*`` attributes of a record file, in listing order (values are bytes;
+    numbers in decimal).  Mirrors what a Kafka consumer sees of a ConsumerRecord."""
+    attrs: dict[bytes, bytes] = {
+        b"user.kafka.topic": topic.encode("utf-8"),
+        b"user.kafka.partition": b"%d" % partition,
+        b"user.kafka.offset": b"%d" % record.offset,
+        b"user.kafka.timestamp": b"%d" % record.timestamp,
+        b"user.kafka.timestampType": _timestamp_type_name(record.timestamp_type).encode(),
+    }
+    if record.key is None:
+        attrs[b"user.kafka.key.null"] = b"true"
+    else:
+        attrs[b"user.kafka.key"] = bytes(record.key)
+    if record.value is None:
+        attrs[b"user.kafka.value.null"] = b"true"
+    attrs[b"user.kafka.headers"] = _headers_json(record.headers)
+    for key, value in record.headers:  # the last header with a key wins, as Headers.lastHeader
+        name = b"user.kafka.header." + key.encode("utf-8", "surrogateescape")
+        if value is None:
+            attrs.pop(name, None)
+        else:
+            attrs[name] = bytes(value)
+    return attrs
+
+
+def partition_xattrs(plog: Any) -> dict[bytes, bytes]:
+    """The ``user.kafka.*`` attributes of a partition directory (may touch the disk)."""
+    return {
+        b"user.kafka.logStartOffset": b"%d" % plog.log_start_offset,
+        b"user.kafka.logEndOffset": b"%d" % plog.log_end_offset,
+        b"user.kafka.sizeInBytes": b"%d" % plog.size_in_bytes,
+        b"user.kafka.segmentCount": b"%d" % plog.segment_count,
+    }
+
+
+def _offset_of(record: Any) -> int:
+    return record.offset
+
+
+def _time_link_target(offset: int) -> bytes:
+    return b"../by-offset/%d" % offset
+
+
+class _RecordHandle:
+    __slots__ = ("value",)
+
+    def __init__(self, value: bytes) -> None:
+        self.value = memoryview(value)
+
+
+class _AppendHandle:
+    """One open ``append``/``append-keyed`` file: its own framer, writes serialized in order."""
+
+    __slots__ = ("log", "keyed", "framer", "lock", "max_line", "abandon_errno")
+
+    def __init__(self, plog: Any, keyed: bool, max_line: int) -> None:
+        self.log = plog
+        self.keyed = keyed
+        self.framer = LineFramer()
+        self.lock = trio.Lock()  # FIFO: requests are stored in the order they arrived
+        self.max_line = max_line
+        self.abandon_errno = errno.EIO  # what refused continuations of an abandoned line get
+
+
+class _DirHandle:
+    __slots__ = ("node", "names", "records", "records_from", "run_limit")
+
+    def __init__(self, node: inodes.Node) -> None:
+        self.node = node
+        self.names: list[str] | None = None  # root listing snapshot (cookies = index + 1)
+        self.records: list[Any] = []  # by-offset: a contiguous run of records_from()
+        self.records_from = -1  # the offset that run was fetched from
+        self.run_limit = LIST_CHUNK_MAX  # records per records_from() call, sized by value bytes
+
+
+# --------------------------------------------------------------------------- the file system
+
+
+class KafkaFs(pyfuse3.Operations):
+    """pyfuse3 Operations over a ``storage.LogManager``.
+
+    ``mgr``: the open LogManager (the caller closes it after the serve loop ends).
+    ``backing_dir``: its directory (``statfs`` reports that file system's space).
+    ``read_only``: refuse mkdir and writes with EROFS (pass ``ro`` to FUSE as well).
+    ``key_separator``: the bytes that split ``append-keyed`` lines (default TAB).
+    """
+
+    def __init__(
+        self,
+        mgr: Any,
+        backing_dir: str | os.PathLike,
+        *,
+        read_only: bool = False,
+        key_separator: bytes = DEFAULT_KEY_SEPARATOR,
+    ) -> None:
+        super().__init__()
+        self._mgr = mgr
+        self._backing_dir = os.fspath(backing_dir)
+        self._read_only = read_only
+        self._sep = key_separator
+        self._ids = inodes.PartitionIds()
+        self._logs: dict[int, Any] = {}
+        self._cache = RecordCache()
+        self._handles: dict[int, Any] = {}
+        self._next_fh = itertools.count(1)
+        self._uid = os.getuid()
+        self._gid = os.getgid()
+        self._mount_ns = time.time_ns()
+
+    # ---- partitions
+
+    async def _log_by_pid(self, pid: int) -> Any:
+        plog = self._logs.get(pid)
+        if plog is None:
+            try:
+                name = self._ids.name_of(pid)
+            except KeyError:
+                raise _fail(errno.ENOENT) from None
+            plog = await trio.to_thread.run_sync(self._mgr.get, name)
+            self._logs[pid] = plog
+        return plog
+
+    async def _lookup_partition(self, name: bytes) -> int:
+        """The pid of an existing partition called ``name``; ENOENT otherwise."""
+        try:
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _fail(errno.ENOENT) from None
+        pid = self._ids.get(text)
+        if pid is not None and pid in self._logs:
+            return pid
+        try:
+            plog = await trio.to_thread.run_sync(self._mgr.get, text)
+        except (serr.UnknownTopicOrPartitionError, serr.InvalidTopicError):
+            raise _fail(errno.ENOENT) from None
+        pid = self._ids.id_for(text)
+        self._logs[pid] = plog
+        return pid
+
+    async def _record(self, pid: int, offset: int) -> Any:
+        """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent."""
+        record = self._cache.get((pid, offset))
+        if record is None:
+            plog = await self._log_by_pid(pid)
+            record = await trio.to_thread.run_sync(plog.read, offset)
+            if record is None:
+                raise _fail(errno.ENOENT)
+            self._cache.put((pid, offset), record)
+        return record
+
+    # ---- attributes
+
+    def _attr(
+        self, ino: int, mode: int, timeout: float, size: int = 0, mtime_ns: int | None = None
+    ) -> pyfuse3.EntryAttributes:
+        """Attributes owned by the mounting user; times default to the mount time."""
+        attr = pyfuse3.EntryAttributes()
+        attr.st_ino = ino
+        attr.generation = 0
+        attr.entry_timeout = timeout
+        attr.attr_timeout = timeout
+        attr.st_mode = mode
+        attr.st_nlink = 2 if stat.S_ISDIR(mode) else 1
+        attr.st_uid = self._uid
+        attr.st_gid = self._gid
+        attr.st_rdev = 0
+        attr.st_size = size
+        attr.st_blksize = 4096
+        attr.st_blocks = (size + 511) // 512
+        ns = self._mount_ns if mtime_ns is None else mtime_ns
+        attr.st_atime_ns = ns
+        attr.st_mtime_ns = ns
+        attr.st_ctime_ns = ns
+        return attr
+
+    def _fixed_attr(self, node: inodes.Node) -> pyfuse3.EntryAttributes:
+        """Attributes of the root and of a partition's fixed nodes (no I/O).
+
+        Append files: timeouts 0 (written through; never answered from the kernel's cache).
+        Directories: their names and attributes never change while mounted, so the kernel may
+        keep them (DIR_TIMEOUT); what grows is their content, and that is never cached: readdir
+        always reaches us and a failed lookup is not remembered (pyfuse3 replies ENOENT, which
+        the kernel does not cache), so a new record or partition is visible at once.
+        """
+        if node.kind is Kind.ROOT:
+            mode = stat.S_IFDIR | (0o555 if self._read_only else 0o755)
+            return self._attr(inodes.ROOT_INO, mode, DIR_TIMEOUT)
+        ino = inodes.fixed_ino(node.pid, node.kind)
+        if node.kind in inodes.APPEND_KINDS:
+            return self._attr(ino, stat.S_IFREG | 0o220, 0)
+        return self._attr(ino, stat.S_IFDIR | 0o555, DIR_TIMEOUT)
+
+    def _record_attr(self, pid: int, record: Any) -> pyfuse3.EntryAttributes:
+        size = len(record.value) if record.value is not None else 0
+        mtime_ns = max(record.timestamp, 0) * 1_000_000
+        ino = inodes.record_ino(pid, record.offset)
+        return self._attr(ino, stat.S_IFREG | 0o444, RECORD_TIMEOUT, size, mtime_ns)
+
+    def _time_link_attr(self, pid: int, record: Any) -> pyfuse3.EntryAttributes:
+        target = _time_link_target(record.offset)
+        mtime_ns = max(record.timestamp, 0) * 1_000_000
+        ino = inodes.time_link_ino(pid, record.offset)
+        attr = self._attr(ino, stat.S_IFLNK | 0o777, RECORD_TIMEOUT, len(target), mtime_ns)
+        # The name -> offset answer is Kafka's ListOffsets for "now": do not let the kernel keep it.
+        attr.entry_timeout = 0
+        return attr
+
+    def _node(self, ino: int) -> inodes.Node:
+        try:
+            node = inodes.decode(ino)
+        except ValueError:
+            raise _fail(errno.ENOENT) from None
+        if node.kind is not Kind.ROOT:
+            try:
+                self._ids.name_of(node.pid)
+            except KeyError:
+                raise _fail(errno.ENOENT) from None
+        return node
+
+    # ---- lookup / getattr / readlink
+
+    @_fuse_errors
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: Any = None
+    ) -> pyfuse3.EntryAttributes:
+        """Resolve ``name`` in a directory; ENOENT for anything that does not name a node
+        (non-numeric or absent offsets, timestamps past the last record, unknown partitions)."""
+        parent = self._node(parent_inode)
+        kind = parent.kind
+        if kind is Kind.ROOT:
+            pid = await self._lookup_partition(name)
+            return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
+        if kind is Kind.PARTITION:
+            child = inodes.PARTITION_ENTRY_KINDS.get(name)
+            if child is None:
+                raise _fail(errno.ENOENT)
+            return self._fixed_attr(inodes.Node(child, parent.pid))
+        if kind is Kind.BY_OFFSET:
+            offset = inodes.parse_offset_name(name)
+            if offset is None:
+                raise _fail(errno.ENOENT)
+            record = await self._record(parent.pid, offset)
+            return self._record_attr(parent.pid, record)
+        if kind is Kind.BY_TIME:
+            timestamp = inodes.parse_timestamp_name(name)
+            if timestamp is None:
+                raise _fail(errno.ENOENT)
+            plog = await self._log_by_pid(parent.pid)
+            record = await trio.to_thread.run_sync(plog.find_offset_by_timestamp, timestamp)
+            if record is None:
+                raise _fail(errno.ENOENT)
+            self._cache.put((parent.pid, record.offset), record)
+            return self._time_link_attr(parent.pid, record)
+        raise _fail(errno.ENOTDIR)
+
+    @_fuse_errors
+    async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        node = self._node(inode)
+        if node.kind is Kind.RECORD:
+            return self._record_attr(node.pid, await self._record(node.pid, node.offset))
+        if node.kind is Kind.TIME_LINK:
+            return self._time_link_attr(node.pid, await self._record(node.pid, node.offset))
+        return self._fixed_attr(node)
+
+    @_fuse_errors
+    async def setattr(
+        self, inode: int, attr: Any, fields: Any, fh: Any, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        """Accepts, as no-ops, truncation of the append files to 0 (``: > append``) and time
+        updates (``touch``); everything else is EPERM (EROFS on a read-only mount)."""
+        node = self._node(inode)
+        if self._read_only:
+            raise _fail(errno.EROFS)
+        if fields.update_mode or fields.update_uid or fields.update_gid:
+            raise _fail(errno.EPERM)
+        if fields.update_size and not (node.kind in inodes.APPEND_KINDS and attr.st_size == 0):
+            raise _fail(errno.EPERM)
+        return await self.getattr(inode, ctx)
+
+    @_fuse_errors
+    async def readlink(self, inode: int, ctx: Any = None) -> bytes:
+        node = self._node(inode)
+        if node.kind is not Kind.TIME_LINK:
+            raise _fail(errno.EINVAL)
+        return _time_link_target(node.offset)
+
+    async def forget(self, inode_list: Any) -> None:
+        # Inodes are computed, not tracked: nothing to release.
+        return None
+
+    # ---- directories
+
+    @_fuse_errors
+    async def opendir(self, inode: int, ctx: Any = None) -> int:
+        node = self._node(inode)
+        if node.kind not in inodes.DIR_KINDS:
+            raise _fail(errno.ENOTDIR)
+        fh = next(self._next_fh)
+        self._handles[fh] = _DirHandle(node)
+        return fh
+
+    @_fuse_errors
+    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
+        """List a directory.  Cookies (``next_id``) stay valid while the log grows: offset + 1
+        in ``by-offset/``, index + 1 in the root's per-handle snapshot."""
+        handle = self._dir_handle(fh)
+        kind = handle.node.kind
+        if kind is Kind.ROOT:
+            await self._readdir_root(handle, start_id, token)
+        elif kind is Kind.PARTITION:
+            for index, (name, child) in enumerate(inodes.PARTITION_ENTRIES):
+                if index < start_id:
+                    continue
+                attr = self._fixed_attr(inodes.Node(child, handle.node.pid))
+                if not pyfuse3.readdir_reply(token, name, attr, index + 1):
+                    return
+        elif kind is Kind.BY_OFFSET:
+            await self._readdir_offsets(handle, start_id, token)
+        # by-time/ lists nothing: its names are any timestamp.
+
+    async def _readdir_root(self, handle: _DirHandle, start_id: int, token: Any) -> None:
+        if start_id == 0 or handle.names is None:
+            handle.names = await trio.to_thread.run_sync(self._mgr.partition_names)
+        for index in range(start_id, len(handle.names)):
+            name = handle.names[index]
+            attr = self._fixed_attr(inodes.Node(Kind.PARTITION, self._ids.id_for(name)))
+            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), attr, index + 1):
+                return
+
+    async def _readdir_offsets(self, handle: _DirHandle, start_id: int, token: Any) -> None:
+        pid = handle.node.pid
+        # One attributes object for the whole reply: readdir_reply copies it into the buffer,
+        # and a listing can hold millions of entries (this loop is the per-entry cost of ls).
+        attr = self._attr(0, stat.S_IFREG | 0o444, RECORD_TIMEOUT)
+        base = inodes.record_ino(pid, 0)
+        reply = pyfuse3.readdir_reply
+        want = start_id  # cookie = offset + 1, so the next entry has offset >= start_id
+        while True:
+            run, pos = await self._records_at(handle, want)
+            if pos >= len(run):
+                return
+            inodes.record_ino(pid, run[-1].offset)  # OverflowError past the inode space
+            for i in range(pos, len(run)):
+                record = run[i]
+                offset = record.offset
+                size = len(record.value) if record.value is not None else 0
+                ns = record.timestamp * 1_000_000 if record.timestamp > 0 else 0
+                attr.st_ino = base + 2 * offset
+                attr.st_size = size
+                attr.st_blocks = (size + 511) >> 9
+                attr.st_atime_ns = attr.st_mtime_ns = attr.st_ctime_ns = ns
+                if not reply(token, b"%d" % offset, attr, offset + 1):
+                    return
+            want = run[-1].offset + 1
+
+    async def _records_at(self, handle: _DirHandle, want: int) -> tuple[list[Any], int]:
+        """``(run, pos)``: ``run[pos:]`` are the next records with offset >= ``want``, from the
+        handle's buffered run, or from a new run fetched in a worker thread when the buffer
+        does not cover ``want``; ``pos == len(run)`` at the end of the log."""
+        run = handle.records
+        if run and handle.records_from <= want <= run[-1].offset:
+            return run, bisect_left(run, want, key=_offset_of)
+        plog = await self._log_by_pid(handle.node.pid)
+        run = await trio.to_thread.run_sync(plog.records_from, want, handle.run_limit)
+        handle.records, handle.records_from = run, want
+        if run:
+            # records_from decodes values: keep a run's value bytes near LIST_CHUNK_BYTES.
+            avg = sum(len(r.value) for r in run if r.value is not None) // len(run)
+            handle.run_limit = max(LIST_CHUNK_MIN, min(LIST_CHUNK_MAX, LIST_CHUNK_BYTES // max(avg, 1)))
+        return run, 0
+
+    @_fuse_errors
+    async def releasedir(self, fh: int) -> None:
+        self._handles.pop(fh, None)
+
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        return None
+
+    def _dir_handle(self, fh: int) -> _DirHandle:
+        handle = self._handles.get(fh)
+        if not isinstance(handle, _DirHandle):
+            raise _fail(errno.EBADF)
+        return handle
+
+    @_fuse_errors
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: Any
+    ) -> pyfuse3.EntryAttributes:
+        """``mkdir /<topic>-<N>``: create a partition (Kafka's topic and partition name rules).
+        EINVAL for an illegal name, EEXIST, EROFS on a read-only mount, EPERM below the root."""
+        parent = self._node(parent_inode)
+        if self._read_only:
+            raise _fail(errno.EROFS)
+        if parent.kind is not Kind.ROOT:
+            raise _fail(errno.EPERM)
+        try:
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _fail(errno.EINVAL) from None
+        plog = await trio.to_thread.run_sync(self._mgr.create, text)
+        pid = self._ids.id_for(text)
+        self._logs[pid] = plog
+        return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
+
+    # ---- files
+
+    @_fuse_errors
+    async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
+        """Record files open read-only (EACCES otherwise); append files open write-only
+        (EACCES for reading, EROFS on a read-only mount)."""
+        node = self._node(inode)
+        accmode = flags & os.O_ACCMODE
+        if node.kind is Kind.RECORD:
+            if accmode != os.O_RDONLY:
+                raise _fail(errno.EROFS if self._read_only else errno.EACCES)
+            record = await self._record(node.pid, node.offset)
+            fh = next(self._next_fh)
+            self._handles[fh] = _RecordHandle(record.value if record.value is not None else b"")
+            return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+        if node.kind in inodes.APPEND_KINDS:
+            if accmode != os.O_WRONLY:
+                raise _fail(errno.EACCES)
+            if self._read_only:
+                raise _fail(errno.EROFS)
+            plog = await self._log_by_pid(node.pid)
+            max_bytes = plog.config.max_message_bytes  # loaded with the log: no I/O
+            keyed = node.kind is Kind.APPEND_KEYED
+            # A line longer than this can never fit in a batch: refuse it before buffering more.
+            max_line = max_bytes + (len(self._sep) if keyed else 0)
+            fh = next(self._next_fh)
+            self._handles[fh] = _AppendHandle(plog, keyed, max_line)
+            # direct_io: writes reach us as the application wrote them, no page cache to go stale.
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
+        raise _fail(errno.EISDIR if node.kind in inodes.DIR_KINDS else errno.EINVAL)
+
+    @_fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> memoryview:
+        handle = self._handles.get(fh)
+        if not isinstance(handle, _RecordHandle):
+            raise _fail(errno.EBADF)
+        return handle.value[off:off + size]
+
+    @_fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        """Append the complete lines of ``buf`` as records in one ``Log.append`` (all or
+        nothing; ``off`` is ignored: O_APPEND semantics).  EFBIG for a line over
+        max.message.bytes, EINVAL for a keyed line without separator, EROFS, ENOSPC/EIO.
+
+        A failed write abandons the line it ends in (see ``LineFramer``): nothing of a line
+        that touched a failed write is ever stored, and later writes continuing that line fail
+        with the same errno, so no record is ever a piece of a line."""
+        handle = self._append_handle(fh)
+        async with handle.lock:
+            framer = handle.framer
+            try:
+                lines = framer.feed(buf)
+            except AbandonedLineError:
+                raise _fail(handle.abandon_errno) from None
+            try:
+                if framer.pending_len > handle.max_line:
+                    # Refuse early: this line can never fit a batch, and must not fill memory.
+                    raise serr.RecordTooLargeError(f"line longer than {handle.max_line} bytes")
+                if lines:
+                    await trio.to_thread.run_sync(self._store, handle, lines)
+            except Exception as exc:
+                framer.abandon(buf)
+                handle.abandon_errno = errno_for(exc)
+                raise _fail(handle.abandon_errno) from None
+        return len(buf)
+
+    def _store(self, handle: _AppendHandle, lines: list[bytes]) -> int:
+        """Runs in a worker thread: key splitting (append-keyed) and the append itself."""
+        if handle.keyed:
+            keys, values = split_keys(lines, self._sep)
+            return handle.log.append(values, keys)
+        return handle.log.append(lines)
+
+    @_fuse_errors
+    async def flush(self, fh: int) -> None:
+        """Every close(): store the trailing partial line, if any (its error reaches close)."""
+        handle = self._handles.get(fh)
+        if not isinstance(handle, _AppendHandle):
+            return
+        async with handle.lock:
+            tail = handle.framer.finish()
+            if tail is not None:  # on failure the tail is dropped: never stored in pieces
+                await trio.to_thread.run_sync(self._store, handle, [tail])
+
+    @_fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        """fsync(2) on an append file: the partition's active segment reaches the disk."""
+        handle = self._handles.get(fh)
+        if isinstance(handle, _AppendHandle):
+            await trio.to_thread.run_sync(handle.log.flush)
+
+    @_fuse_errors
+    async def release(self, fh: int) -> None:
+        handle = self._handles.pop(fh, None)
+        if isinstance(handle, _AppendHandle) and handle.framer.pending_len:
+            # flush (run by every close) stores the tail, so this should not happen.
+            log.warning("dropping %d bytes of an unstored partial line on release",
+                        handle.framer.pending_len)
+
+    def _append_handle(self, fh: int) -> _AppendHandle:
+        handle = self._handles.get(fh)
+        if not isinstance(handle, _AppendHandle):
+            raise _fail(errno.EBADF)
+        return handle
+
+    def pending_partial_lines(self) -> int:
+        """Bytes of partial lines held by still-open append files (at shutdown they are
+        dropped, never stored half-written)."""
+        handles = self._handles.values()
+        return sum(h.framer.pending_len for h in handles if isinstance(h, _AppendHandle))
+
+    # ---- extended attributes
+
+    async def _xattrs(self, inode: int) -> dict[bytes, bytes]:
+        node = self._node(inode)
+        if node.kind is Kind.RECORD:
+            record = await self._record(node.pid, node.offset)
+            plog = await self._log_by_pid(node.pid)
+            return record_xattrs(plog.topic, plog.partition, record)
+        if node.kind is Kind.PARTITION:
+            plog = await self._log_by_pid(node.pid)
+            return await trio.to_thread.run_sync(partition_xattrs, plog)
+        return {}
+
+    @_fuse_errors
+    async def getxattr(self, inode: int, name: bytes, ctx: Any = None) -> bytes:
+        """A ``user.kafka.*`` attribute; ENOATTR when the node does not have it."""
+        value = (await self._xattrs(inode)).get(name)
+        if value is None:
+            raise _fail(ENOATTR)
+        return value
+
+    @_fuse_errors
+    async def listxattr(self, inode: int, ctx: Any = None) -> list[bytes]:
+        return list(await self._xattrs(inode))
+
+    @_fuse_errors
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
+        raise _fail(errno.EROFS if self._read_only else errno.EPERM)
+
+    @_fuse_errors
+    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
+        raise _fail(errno.EROFS if self._read_only else errno.EPERM)
+
+    # ---- refused namespace changes (records are immutable, partitions are made by mkdir)
+
+    async def _refuse(self, *args: Any) -> Any:
+        raise _fail(errno.EROFS if self._read_only else errno.EPERM)
+
+    create = mknod = symlink = link = unlink = rmdir = rename = _refuse
+
+    # ---- file system
+
+    @_fuse_errors
+    async def statfs(self, ctx: Any = None) -> pyfuse3.StatvfsData:
+        """The backing directory's file system figures (so ``df`` shows real space)."""
+        st = await trio.to_thread.run_sync(os.statvfs, self._backing_dir)
+        out = pyfuse3.StatvfsData()
+        out.f_bsize = st.f_bsize
+        out.f_frsize = st.f_frsize
+        out.f_blocks = st.f_blocks
+        out.f_bfree = st.f_bfree
+        out.f_bavail = st.f_bavail
+        out.f_files = st.f_files
+        out.f_ffree = st.f_ffree
+        out.f_favail = st.f_favail
+        out.f_namemax = 255
+        return out

@@ -1,0 +1,198 @@
+"""Shared fixtures.
+
+``mount``: a factory that mounts a backing directory through the real CLI in background mode
+(``python -m kfs mount ...``, so every use also proves the command returns only once the mount
+serves) and ALWAYS unmounts in teardown: ``fusermount3 -u``, then ``-uz``, then the daemon is
+ended by its pid.  Tests that need it are marked ``fuse`` and skip with the reason when
+``/dev/fuse`` or ``fusermount3`` is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _fuse_missing() -> str | None:
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing (FUSE kernel module not available)"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is missing (install the fuse3 package)"
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return "/dev/fuse is not accessible to this user"
+    return None
+
+
+FUSE_MISSING = _fuse_missing()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fuse: drives a real FUSE mount (needs /dev/fuse and fusermount3)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if FUSE_MISSING is None:
+        return
+    skip = pytest.mark.skip(reason=f"FUSE unavailable: {FUSE_MISSING}")
+    for item in items:
+        if "fuse" in item.keywords:
+            item.add_marker(skip)
+
+
+def kfs_env() -> dict[str, str]:
+    """Environment in which ``python -m kfs`` imports this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def kfs_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kfs", *args]
+
+
+@dataclass
+class Mount:
+    """A live mount: ``path`` the mountpoint, ``backing`` the backing directory, ``log`` the
+    daemon's log file, ``pid`` the serving process."""
+
+    path: Path
+    backing: Path
+    log: Path
+    pid: int | None
+    options: tuple[str, ...] = ()
+    mounted: bool = field(default=True)
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def daemon_pids(mountpoint: Path) -> list[int]:
+    """Pids of kfs serve processes whose last argument is ``mountpoint`` (the ones the
+    fixture started: each test has its own temporary mountpoint)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if b"kfs" in argv and b"--foreground" in argv and argv and argv[-1] == os.fsencode(mountpoint):
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.02)
+    return not _alive(pid)
+
+
+def is_mounted(path: Path) -> bool:
+    target = os.fsencode(os.path.realpath(path))
+    with open("/proc/self/mountinfo", "rb") as f:
+        return any(line.split()[4] == target for line in f)
+
+
+class Mounter:
+    """The ``mount`` fixture's value: call it to mount, ``unmount(m)`` to end a mount early
+    (waiting until the daemon has exited, i.e. ``LogManager.close()`` ran)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.mounts: list[Mount] = []
+        self._count = 0
+
+    def __call__(self, backing: Path | str | None = None, *options: str, mountpoint: Path | None = None) -> Mount:
+        self._count += 1
+        backing = Path(backing) if backing is not None else self.tmp_path / "data"
+        mountpoint = mountpoint or self.tmp_path / f"mnt{self._count}"
+        mountpoint.mkdir(parents=True, exist_ok=True)
+        log = self.tmp_path / f"kfs{self._count}.log"
+        cmd = kfs_command("mount", "--log-level=debug", f"--log-file={log}", *options, str(backing), str(mountpoint))
+        proc = subprocess.run(cmd, cwd=REPO, env=kfs_env(), capture_output=True, timeout=150)
+        pids = daemon_pids(mountpoint)
+        mount = Mount(mountpoint, backing, log, pids[0] if pids else None, options, is_mounted(mountpoint))
+        self.mounts.append(mount)
+        assert proc.returncode == 0, (
+            f"kfs mount failed ({proc.returncode}): {proc.stderr.decode(errors='replace')}\n{mount.log_text()}"
+        )
+        assert proc.stdout == b"", proc.stdout
+        # The CLI returned: the file system must already be mounted and answering.
+        assert mount.mounted, f"{mountpoint} is not a mount point after kfs mount returned"
+        assert mount.pid is not None, "no serving process found"
+        os.stat(mountpoint)
+        return mount
+
+    def unmount(self, mount: Mount, timeout: float = 30.0) -> None:
+        """fusermount3 -u (falling back to -uz), then wait for the daemon to exit cleanly;
+        asserts the unmount was clean."""
+        clean = self._teardown(mount, timeout)
+        assert clean, f"unclean unmount of {mount.path}\n{mount.log_text()}"
+
+    def _teardown(self, mount: Mount, timeout: float = 30.0) -> bool:
+        clean = True
+        if is_mounted(mount.path):
+            res = subprocess.run(["fusermount3", "-u", str(mount.path)], capture_output=True, timeout=30)
+            if res.returncode != 0:
+                clean = False
+                subprocess.run(["fusermount3", "-uz", str(mount.path)], capture_output=True, timeout=30)
+        mount.mounted = False
+        pids = [mount.pid] if mount.pid else []
+        pids += [p for p in daemon_pids(mount.path) if p not in pids]
+        for pid in pids:
+            if wait_for_exit(pid, timeout):
+                continue
+            clean = False
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    break
+                if wait_for_exit(pid, 10):
+                    break
+        return clean
+
+    def close_all(self) -> None:
+        for mount in self.mounts:
+            if mount.mounted or (mount.pid and _alive(mount.pid)):
+                self._teardown(mount)
+            text = mount.log_text()
+            if text:  # shown by pytest when the test failed
+                print(f"----- daemon log {mount.log} -----\n{text[-20000:]}")
+
+
+@pytest.fixture
+def mount(tmp_path):
+    """Factory: ``mount(backing=None, *cli_options)`` -> Mount (see Mounter)."""
+    if FUSE_MISSING is not None:
+        pytest.skip(f"FUSE unavailable: {FUSE_MISSING}")
+    mounter = Mounter(tmp_path)
+    try:
+        yield mounter
+    finally:
+        mounter.close_all()

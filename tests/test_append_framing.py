@@ -1,0 +1,206 @@
+"""Unit tests of kfs.append: lines and keys out of write() chunks (no FUSE, no disk)."""
+
+import random
+import time
+
+import pytest
+
+from kfs.append import (
+    AbandonedLineError,
+    KeySeparatorMissingError,
+    LineFramer,
+    parse_separator,
+    split_key,
+    split_keys,
+)
+
+
+def frame(chunks):
+    framer = LineFramer()
+    lines = []
+    for chunk in chunks:
+        lines.extend(framer.feed(chunk))
+    tail = framer.finish()
+    return lines, tail
+
+
+def test_one_line_per_newline_without_the_newline():
+    assert frame([b"hello\n"]) == ([b"hello"], None)
+    assert frame([b"a\nb\nc\n"]) == ([b"a", b"b", b"c"], None)
+
+
+def test_empty_lines_are_empty_records():
+    assert frame([b"\n\nx\n"]) == ([b"", b"", b"x"], None)
+
+
+def test_carriage_return_is_kept():
+    assert frame([b"a\r\n"]) == ([b"a\r"], None)
+
+
+def test_trailing_partial_line_comes_from_finish():
+    assert frame([b"x\ny"]) == ([b"x"], b"y")
+    assert frame([b"no newline at all"]) == ([], b"no newline at all")
+
+
+def test_finish_empties_the_framer():
+    framer = LineFramer()
+    framer.feed(b"abc")
+    assert framer.finish() == b"abc"
+    assert framer.finish() is None
+    assert framer.pending_len == 0
+
+
+def test_line_spanning_chunks_split_anywhere():
+    data = b"first line\nsecond\n\nthird one is longer than the rest\nlast"
+    expected = data.split(b"\n")
+    for cut_a in range(len(data) + 1):
+        for cut_b in range(cut_a, len(data) + 1, 5):
+            lines, tail = frame([data[:cut_a], data[cut_a:cut_b], data[cut_b:]])
+            assert lines == expected[:-1], (cut_a, cut_b)
+            assert tail == expected[-1]
+
+
+def test_line_spanning_many_chunks():
+    lines, tail = frame([b"x"] * 10000 + [b"\n", b"y"])
+    assert lines == [b"x" * 10000]
+    assert tail == b"y"
+
+
+def test_random_chunkings_match_split():
+    rng = random.Random(7)
+    data = b"".join(rng.choice([b"\n", b"ab", b"c", b"\xff\x00", b"\n\n"]) for _ in range(3000))
+    expected = data.split(b"\n")
+    for _ in range(50):
+        chunks, pos = [], 0
+        while pos < len(data):
+            step = rng.randint(0, 40)
+            chunks.append(data[pos:pos + step])
+            pos += step
+        lines, tail = frame(chunks)
+        assert lines == expected[:-1]
+        assert tail == (expected[-1] or None)
+
+
+def test_pending_len_counts_the_partial_line():
+    framer = LineFramer()
+    framer.feed(b"abc")
+    framer.feed(b"de")
+    assert framer.pending_len == 5
+    framer.feed(b"f\ngh")
+    assert framer.pending_len == 2
+
+
+def test_abandon_drops_the_partial_line_and_the_chunks_lines():
+    framer = LineFramer()
+    assert framer.feed(b"par") == []
+    assert framer.feed(b"tial\nnext\n") == [b"partial", b"next"]
+    framer.abandon(b"tial\nnext\n")  # storing them failed; the chunk ended a line
+    assert not framer.abandoned
+    assert framer.feed(b"fresh\n") == [b"fresh"]
+    assert framer.finish() is None
+
+
+def test_abandon_mid_line_refuses_the_rest_of_that_line():
+    framer = LineFramer()
+    framer.feed(b"head-of-a-long-line")
+    framer.abandon(b"-more")  # the write that made it too long failed
+    assert framer.abandoned
+    with pytest.raises(AbandonedLineError):
+        framer.feed(b"still the same line")
+    assert framer.abandoned
+    with pytest.raises(AbandonedLineError):  # ends the line, and is refused too
+        framer.feed(b"end of it\nand a good one\n")
+    assert not framer.abandoned
+    assert framer.feed(b"accepted again\n") == [b"accepted again"]
+    assert framer.finish() is None
+
+
+def test_nothing_of_an_abandoned_line_comes_out_of_finish():
+    framer = LineFramer()
+    framer.feed(b"a partial line")
+    framer.abandon(b" that failed")
+    assert framer.pending_len == 0
+    assert framer.finish() is None  # close: the abandoned line is gone, not stored in pieces
+    # Another descriptor of the same open file may still continue that line.
+    assert framer.abandoned
+    with pytest.raises(AbandonedLineError):
+        framer.feed(b"\n")
+    assert framer.feed(b"x\n") == [b"x"]
+
+
+def test_abandon_of_a_chunk_with_a_new_partial_tail_refuses_its_continuation():
+    framer = LineFramer()
+    framer.feed(b"good\nbad-tail")
+    framer.abandon(b"good\nbad-tail")
+    with pytest.raises(AbandonedLineError):
+        framer.feed(b"-continued\n")
+    assert framer.feed(b"ok\n") == [b"ok"]
+
+
+def test_framer_accepts_memoryview_and_bytearray():
+    framer = LineFramer()
+    assert framer.feed(memoryview(b"a\nb")) == [b"a"]
+    assert framer.feed(bytearray(b"c\n")) == [b"bc"]
+
+
+def test_throughput_128k_chunk_of_100_byte_lines():
+    line = b"x" * 99 + b"\n"
+    chunk = line * (131072 // 100) + b"y" * (131072 % 100)
+    framer = LineFramer()
+    framer.feed(chunk)  # warm up
+    runs = []
+    for _ in range(20):
+        start = time.perf_counter()
+        lines = framer.feed(chunk)
+        runs.append(time.perf_counter() - start)
+        assert len(lines) == 1310
+    # The target is a few hundred µs; allow for a noisy machine.
+    assert min(runs) < 0.002, f"best of 20: {min(runs) * 1e6:.0f} µs"
+
+
+def test_split_key_at_first_separator():
+    assert split_key(b"k\tv") == (b"k", b"v")
+    assert split_key(b"k\tv\twith tab") == (b"k", b"v\twith tab")
+    assert split_key(b"\tv") == (b"", b"v")
+    assert split_key(b"k\t") == (b"k", b"")
+    assert split_key(b"k:v", b":") == (b"k", b"v")
+    assert split_key(b"k::v", b"::") == (b"k", b"v")
+
+
+def test_split_key_without_separator_is_an_error():
+    with pytest.raises(KeySeparatorMissingError):
+        split_key(b"no separator here")
+    with pytest.raises(ValueError):  # it is a ValueError too
+        split_key(b"k:v")
+
+
+def test_split_keys_all_or_nothing():
+    assert split_keys([b"a\t1", b"b\t2"]) == ([b"a", b"b"], [b"1", b"2"])
+    assert split_keys([]) == ([], [])
+    with pytest.raises(KeySeparatorMissingError):
+        split_keys([b"a\t1", b"oops", b"c\t3"])
+
+
+def test_split_keys_throughput():
+    lines = [b"key-%06d\t" % i + b"v" * 88 for i in range(1310)]
+    start = time.perf_counter()
+    for _ in range(10):
+        keys, values = split_keys(lines)
+    per_chunk = (time.perf_counter() - start) / 10
+    assert keys[5] == b"key-000005" and values[5] == b"v" * 88
+    assert per_chunk < 0.005, f"{per_chunk * 1e6:.0f} µs per 128 KiB of keyed lines"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("\t", b"\t"), ("\\t", b"\t"), (":", b":"), ("::", b"::"), ("\\\\", b"\\"),
+     ("a\\tb", b"a\tb"), ("\\x", b"\\x"), ("é", "é".encode())],
+)
+def test_parse_separator(text, expected):
+    assert parse_separator(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "\n", "a\nb"])
+def test_parse_separator_refuses_empty_and_newline(text):
+    with pytest.raises(ValueError):
+        parse_separator(text)

@@ -1,0 +1,129 @@
+"""Unit tests of kfs.inodes: the computed inode numbering (no FUSE, no disk)."""
+
+import pytest
+
+from kfs import inodes
+from kfs.inodes import Kind, Node
+
+
+FIXED = [Kind.PARTITION, Kind.BY_OFFSET, Kind.BY_TIME, Kind.APPEND, Kind.APPEND_KEYED]
+
+
+def test_root_is_fuse_root_inode():
+    assert inodes.ROOT_INO == 1
+    assert inodes.decode(1) == Node(Kind.ROOT)
+
+
+@pytest.mark.parametrize("pid", [1, 2, 77, inodes.MAX_PID])
+@pytest.mark.parametrize("kind", FIXED)
+def test_fixed_nodes_round_trip(pid, kind):
+    ino = inodes.fixed_ino(pid, kind)
+    assert inodes.decode(ino) == Node(kind, pid)
+    assert ino < 2**64
+
+
+@pytest.mark.parametrize("pid", [1, 3, inodes.MAX_PID])
+@pytest.mark.parametrize("offset", [0, 1, 2, 12345, 2**31, inodes.MAX_OFFSET - 1])
+def test_record_and_time_link_round_trip(pid, offset):
+    rec = inodes.record_ino(pid, offset)
+    link = inodes.time_link_ino(pid, offset)
+    assert link == rec + 1
+    assert inodes.decode(rec) == Node(Kind.RECORD, pid, offset)
+    assert inodes.decode(link) == Node(Kind.TIME_LINK, pid, offset)
+    assert rec < 2**64 and link < 2**64
+
+
+def test_example_numbering_from_the_design():
+    # ino = (pid << 44) | (16 + 2*offset) for the record file, +1 for the by-time symlink.
+    assert inodes.record_ino(1, 0) == (1 << 44) | 16
+    assert inodes.record_ino(2, 5) == (2 << 44) | 26
+    assert inodes.time_link_ino(2, 5) == (2 << 44) | 27
+
+
+def test_all_numbers_distinct_across_partitions_and_kinds():
+    seen = {inodes.ROOT_INO}
+    for pid in (1, 2, 3, inodes.MAX_PID):
+        for kind in FIXED:
+            seen.add(inodes.fixed_ino(pid, kind))
+        for offset in range(0, 200):
+            seen.add(inodes.record_ino(pid, offset))
+            seen.add(inodes.time_link_ino(pid, offset))
+        seen.add(inodes.record_ino(pid, inodes.MAX_OFFSET - 1))
+        seen.add(inodes.time_link_ino(pid, inodes.MAX_OFFSET - 1))
+    assert len(seen) == 1 + 4 * (5 + 2 * 200 + 2)
+
+
+def test_offset_beyond_inode_space_overflows():
+    with pytest.raises(OverflowError):
+        inodes.record_ino(1, inodes.MAX_OFFSET)
+    with pytest.raises(OverflowError):
+        inodes.time_link_ino(1, 2**62)
+
+
+@pytest.mark.parametrize("bad", [0, -1, inodes.MAX_PID + 1])
+def test_bad_partition_ids_are_refused(bad):
+    with pytest.raises(ValueError):
+        inodes.record_ino(bad, 0)
+    with pytest.raises(ValueError):
+        inodes.fixed_ino(bad, Kind.APPEND)
+
+
+def test_negative_offset_refused():
+    with pytest.raises(ValueError):
+        inodes.record_ino(1, -1)
+
+
+def test_fixed_ino_refuses_non_fixed_kinds():
+    with pytest.raises(ValueError):
+        inodes.fixed_ino(1, Kind.RECORD)
+    with pytest.raises(ValueError):
+        inodes.fixed_ino(1, Kind.ROOT)
+
+
+@pytest.mark.parametrize("ino", [0, 2, 15, (1 << 44) - 1, (1 << 44) | 0, (1 << 44) | 6, (1 << 44) | 15])
+def test_decode_rejects_numbers_no_encoder_produces(ino):
+    with pytest.raises(ValueError):
+        inodes.decode(ino)
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [(b"0", 0), (b"7", 7), (b"10", 10), (b"123456789", 123456789),
+     (b"9223372036854775807", 2**63 - 1)],
+)
+def test_parse_offset_name_accepts_canonical_decimals(name, expected):
+    assert inodes.parse_offset_name(name) == expected
+    assert inodes.parse_timestamp_name(name) == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    [b"", b"abc", b"-1", b"+1", b"01", b"00", b" 1", b"1 ", b"1.0", b"1e3", b"0x10",
+     b"\xd9\xa1",  # ARABIC-INDIC DIGIT ONE in UTF-8: str.isdigit() would accept it
+     b"9223372036854775808", b"99999999999999999999"],
+)
+def test_parse_offset_name_rejects_everything_else(name):
+    assert inodes.parse_offset_name(name) is None
+    assert inodes.parse_timestamp_name(name) is None
+
+
+def test_partition_entries_have_fixed_slots():
+    assert [name for name, _ in inodes.PARTITION_ENTRIES] == [b"by-offset", b"by-time", b"append", b"append-keyed"]
+    for name, kind in inodes.PARTITION_ENTRIES:
+        assert inodes.PARTITION_ENTRY_KINDS[name] is kind
+        assert inodes.decode(inodes.fixed_ino(5, kind)).kind is kind
+
+
+def test_partition_ids_are_stable_and_first_seen_ordered():
+    ids = inodes.PartitionIds()
+    assert ids.get("orders-0") is None
+    assert ids.id_for("orders-0") == 1
+    assert ids.id_for("clicks-3") == 2
+    assert ids.id_for("orders-0") == 1  # stable
+    assert ids.get("clicks-3") == 2
+    assert ids.name_of(1) == "orders-0"
+    assert ids.name_of(2) == "clicks-3"
+    assert len(ids) == 2
+    for bad in (0, 3, -1):
+        with pytest.raises(KeyError):
+            ids.name_of(bad)
