@@ -313,7 +313,9 @@ class Log:
         found = segment.find_batch(offset) if segment else None
         if found is None or found[1].is_control_batch:
             return None
-        records = self._batch_records(segment, *found)
+        records = self._cache.get((segment.base_offset, found[0]))
+        if records is None:  # decode just this record; listing fills the cache
+            return segment.read_batch(*found).record_at(offset)
         i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
         return records[i] if i < len(records) and records[i].offset == offset else None
 

@@ -188,13 +188,16 @@ class LogSegment:
                 return position, batch
         return None
 
+    def read_batch(self, position: int, header: RecordBatch) -> RecordBatch:
+        """The whole batch at ``position``, CRC-checked. Raises CorruptRecordError."""
+        batch = RecordBatch(self.read_at(position, header.size_in_bytes))
+        batch.ensure_valid()
+        return batch
+
     def read_records(self, position: int, header: RecordBatch) -> list[Record]:
         """Every record of the batch at ``position``, CRC-checked and decompressed.
         Raises CorruptRecordError / InvalidRecordError."""
-        data = self.read_at(position, header.size_in_bytes)
-        batch = RecordBatch(data)
-        batch.ensure_valid()
-        return batch.records()
+        return self.read_batch(position, header).records()
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset when empty

@@ -547,3 +547,25 @@ def test_damaged_batches_raise_only_record_errors(codec, data):
     except (CorruptRecordError, InvalidRecordError):
         return
     assert len(records) == batch.records_count
+
+
+def test_record_at_finds_each_record_and_reports_gaps():
+    values = [b"v%d" % i * (i % 7) for i in range(300)]
+    for codec in (CompressionType.NONE, CompressionType.ZSTD):
+        data = build_batch(1000, values, None, 1700000000000, codec=codec)
+        batch = RecordBatch(data)
+        assert [batch.record_at(1000 + i) for i in range(300)] == batch.records()
+        assert batch.record_at(999) is None and batch.record_at(1300) is None
+    deltas = [0, 3, 4, 10]
+    data = build_batch(50, [b"a", b"b", b"c", b"d"], None, 5, offset_deltas=deltas)
+    batch = RecordBatch(data)
+    assert [batch.record_at(50 + d).value for d in deltas] == [b"a", b"b", b"c", b"d"]
+    assert all(batch.record_at(50 + d) is None for d in (1, 2, 5, 9, 11))
+
+
+def test_record_at_rejects_records_running_past_the_batch():
+    data = bytearray(build_batch(0, [b"x" * 50] * 3, None, 5))
+    del data[-20:]
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    with pytest.raises(CorruptRecordError):
+        RecordBatch(bytes(data)).record_at(2)
