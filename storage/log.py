@@ -25,11 +25,6 @@ from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment, filename_prefi
 log = logging.getLogger(__name__)
 
 _SEGMENT_LOG = re.compile(r"(\d{20})\.log")
-# An upper bound of a keyless, headerless record's bytes beyond its value: length, attributes,
-# timestamp delta, offset delta, key length, value length and header count varints (§2.5).
-_RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 1 + 5 + 1
-
-
 def _overhead_bound(value_bits: int) -> int:
     """Bytes beyond the value of a keyless, headerless record whose value length has
     ``value_bits`` bits, in a batch stamped with one timestamp (delta 0) and fewer than 2**20
@@ -166,7 +161,6 @@ class Log:
             raise ValueError("keys and values differ in length")
         if not values:
             return self._leo
-        self._check_record_sizes(values, keys)
         chunks = self._plan_batches(values, keys)
         timestamp = now_ms()
         log_append = self.config.timestamp_type == TimestampType.LOG_APPEND_TIME
@@ -213,11 +207,32 @@ class Log:
             self._append_chunk(bytes(data), first, last, max_ts, shallow)
             return self._leo
 
-    def _check_record_sizes(self, values, keys) -> None:
+    def _plan_batches(self, values, keys) -> list[tuple[int, int]]:
+        """Cut the records into [start, end) runs whose batches stay within ``batch.size`` (a
+        larger record goes alone), like the producer's RecordAccumulator. Sizes are bounded
+        with the per-record overhead of the longest value, so planning stays at C speed.
+        Raises RecordTooLargeError when a record alone would exceed ``max.message.bytes``."""
+        lengths = list(map(len, values))
+        overhead = _OVERHEAD_BY_BITS[max(lengths).bit_length()]
+        if keys is not None:
+            overhead += max(map(len, filter(None, keys)), default=0) + 5
         limit = min(self.config.max_message_bytes, self.config.segment_bytes)
-        longest_key = max(map(len, filter(None, keys)), default=0) if keys else 0
-        if max(map(len, values)) + longest_key + _RECORD_OVERHEAD_BOUND + RECORD_BATCH_OVERHEAD <= limit:
-            return
+        if max(lengths) + overhead + RECORD_BATCH_OVERHEAD > limit:
+            self._check_record_sizes(values, keys, limit)
+        ends = list(itertools.accumulate(lengths))
+        room = max(min(self.config.batch_size, limit) - RECORD_BATCH_OVERHEAD, 1)
+        indexes = range(len(values))
+        chunks, start = [], 0
+        while start < len(values):
+            before = ends[start - 1] + start * overhead if start else 0
+            end = bisect.bisect_right(indexes, before + room, lo=start,
+                                      key=lambda i: ends[i] + (i + 1) * overhead)
+            end = max(end, start + 1)
+            chunks.append((start, end))
+            start = end
+        return chunks
+
+    def _check_record_sizes(self, values, keys, limit: int) -> None:
         for i, value in enumerate(values):
             key = keys[i] if keys else None
             size = RECORD_BATCH_OVERHEAD + _record_size(key, value)
@@ -227,23 +242,6 @@ class Log:
                     f" max.message.bytes={self.config.max_message_bytes}"
                     f" (segment.bytes={self.config.segment_bytes})"
                 )
-
-    def _plan_batches(self, values, keys) -> list[tuple[int, int]]:
-        """Cut the records into [start, end) runs whose batches stay within ``batch.size`` (a
-        larger record goes alone), like the producer's RecordAccumulator."""
-        table = _OVERHEAD_BY_BITS
-        bounds = [n + table[n.bit_length()] for n in map(len, values)]
-        if keys is not None:
-            bounds = [b + len(k or b"") + 5 for b, k in zip(bounds, keys)]
-        ends = list(itertools.accumulate(bounds))
-        cap = min(self.config.batch_size, self.config.max_message_bytes, self.config.segment_bytes)
-        room = max(cap - RECORD_BATCH_OVERHEAD, 1)
-        chunks, start, before = [], 0, 0
-        while start < len(values):
-            end = max(bisect.bisect_right(ends, before + room, lo=start), start + 1)
-            chunks.append((start, end))
-            before, start = ends[end - 1], end
-        return chunks
 
     def _append_chunk(self, data: bytes, first_offset: int, last_offset: int,
                       max_timestamp: int, shallow_offset: int) -> None:
