@@ -22,8 +22,10 @@ the line it is in, whole: no record is ever a piece of a line (see ``LineFramer`
 Freshness: readdir is never cached and failed lookups are not remembered, so a new record shows
 up in the very next ``ls``/``cat``; the append files have entry/attr timeouts of 0 and no page
 cache; record files and the directories' own names/attributes never change, so they keep long
-timeouts (and records the page cache).  Every call that may touch the disk runs in a worker thread
-(``trio.to_thread.run_sync``): pyfuse3 serves all requests on one trio thread.
+timeouts (and records the page cache).  pyfuse3 serves all requests on one trio thread, so no
+handler waits for the disk there: appends, listings and fsync run in a worker thread
+(``trio.to_thread.run_sync``); single-record reads run in place when their bytes are in the page
+cache and move to a worker thread only when they would wait (see ``_cached_first``).
 
 Errors: every handler goes through ``_fuse_errors``, the one place that turns storage errors and
 OSErrors into errnos (see ``errno_for``).
@@ -225,13 +227,24 @@ def record_xattrs(topic: str, partition: int, record: Any) -> dict[bytes, bytes]
 
 
 def partition_xattrs(plog: Any) -> dict[bytes, bytes]:
-    """The ``user.kafka.*`` attributes of a partition directory (may touch the disk)."""
+    """The ``user.kafka.*`` attributes of a partition directory (in memory: no disk)."""
     return {
         b"user.kafka.logStartOffset": b"%d" % plog.log_start_offset,
         b"user.kafka.logEndOffset": b"%d" % plog.log_end_offset,
         b"user.kafka.sizeInBytes": b"%d" % plog.size_in_bytes,
         b"user.kafka.segmentCount": b"%d" % plog.segment_count,
     }
+
+
+async def _cached_first(read: Callable[..., Any], *args: Any) -> Any:
+    """``read(*args)`` on the trio thread when the bytes it needs are in the page cache (it
+    raises BlockingIOError otherwise, never waiting for the disk), else in a worker thread.
+    A worker-thread hop costs a wake-up of the other CPU (~170 µs here), more than a cached
+    read of one record."""
+    try:
+        return read(*args, nowait=True)
+    except BlockingIOError:
+        return await trio.to_thread.run_sync(functools.partial(read, *args))
 
 
 def _offset_of(record: Any) -> int:
@@ -317,7 +330,7 @@ class KafkaFs(pyfuse3.Operations):
                 name = self._ids.name_of(pid)
             except KeyError:
                 raise _fail(errno.ENOENT) from None
-            plog = await trio.to_thread.run_sync(self._mgr.get, name)
+            plog = self._mgr.get(name)  # in memory: no disk
             self._logs[pid] = plog
         return plog
 
@@ -331,7 +344,7 @@ class KafkaFs(pyfuse3.Operations):
         if pid is not None and pid in self._logs:
             return pid
         try:
-            plog = await trio.to_thread.run_sync(self._mgr.get, text)
+            plog = self._mgr.get(text)
         except (serr.UnknownTopicOrPartitionError, serr.InvalidTopicError):
             raise _fail(errno.ENOENT) from None
         pid = self._ids.id_for(text)
@@ -343,7 +356,7 @@ class KafkaFs(pyfuse3.Operations):
         record = self._cache.get((pid, offset))
         if record is None:
             plog = await self._log_by_pid(pid)
-            record = await trio.to_thread.run_sync(plog.read, offset)
+            record = await _cached_first(plog.read, offset)
             if record is None:
                 raise _fail(errno.ENOENT)
             self._cache.put((pid, offset), record)
@@ -447,7 +460,7 @@ class KafkaFs(pyfuse3.Operations):
             if timestamp is None:
                 raise _fail(errno.ENOENT)
             plog = await self._log_by_pid(parent.pid)
-            record = await trio.to_thread.run_sync(plog.find_offset_by_timestamp, timestamp)
+            record = await _cached_first(plog.find_offset_by_timestamp, timestamp)
             if record is None:
                 raise _fail(errno.ENOENT)
             self._cache.put((parent.pid, record.offset), record)
@@ -521,7 +534,7 @@ class KafkaFs(pyfuse3.Operations):
 
     async def _readdir_root(self, handle: _DirHandle, start_id: int, token: Any) -> None:
         if start_id == 0 or handle.names is None:
-            handle.names = await trio.to_thread.run_sync(self._mgr.partition_names)
+            handle.names = self._mgr.partition_names()
         for index in range(start_id, len(handle.names)):
             name = handle.names[index]
             attr = self._fixed_attr(inodes.Node(Kind.PARTITION, self._ids.id_for(name)))
@@ -724,7 +737,7 @@ class KafkaFs(pyfuse3.Operations):
             return record_xattrs(plog.topic, plog.partition, record)
         if node.kind is Kind.PARTITION:
             plog = await self._log_by_pid(node.pid)
-            return await trio.to_thread.run_sync(partition_xattrs, plog)
+            return partition_xattrs(plog)
         return {}
 
     @_fuse_errors

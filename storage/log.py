@@ -293,27 +293,29 @@ class Log:
         i = bisect.bisect_right(self._bases, offset) - 1
         return self._segments[i] if i >= 0 else None
 
-    def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch) -> list[Record]:
+    def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch,
+                       nowait: bool = False) -> list[Record]:
         key = (segment.base_offset, position)
         records = self._cache.get(key)
         if records is None:
-            records = segment.read_records(position, header)
+            records = segment.read_records(position, header, nowait)
             self._cache.put(key, records)
         return records
 
-    def read(self, offset: int) -> Record | None:
+    def read(self, offset: int, nowait: bool = False) -> Record | None:
         """The record at ``offset``, or None when there is none: below the log start offset, at
         or past the log end offset, a gap left by compaction, or a control record. Raises
-        CorruptRecordError for a batch whose CRC or layout is bad."""
+        CorruptRecordError for a batch whose CRC or layout is bad. ``nowait=True`` (for event
+        loops) raises BlockingIOError instead of waiting for bytes not in the page cache."""
         if offset < self.log_start_offset or offset >= self._leo:
             return None
         segment = self._segment_for(offset)
-        found = segment.find_batch(offset) if segment else None
+        found = segment.find_batch(offset, nowait) if segment else None
         if found is None or found[1].is_control_batch:
             return None
         records = self._cache.get((segment.base_offset, found[0]))
         if records is None:  # decode just this record; listing fills the cache
-            return segment.read_batch(*found).record_at(offset)
+            return segment.read_batch(*found, nowait).record_at(offset)
         i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
         return records[i] if i < len(records) and records[i].offset == offset else None
 
@@ -338,17 +340,18 @@ class Log:
                             return out
         return out
 
-    def find_offset_by_timestamp(self, timestamp: int) -> Record | None:
+    def find_offset_by_timestamp(self, timestamp: int, nowait: bool = False) -> Record | None:
         """The first record with timestamp >= ``timestamp`` (epoch ms), as Kafka's ListOffsets
         answers (``UnifiedLog.fetchOffsetByTimestamp``): the first segment whose largest
         timestamp reaches the target, then its time index, offset index and a scan. None when
-        no record qualifies or ``timestamp`` is negative."""
+        no record qualifies or ``timestamp`` is negative. ``nowait`` as in :meth:`read`."""
         if timestamp < 0:
             return None
         start = self.log_start_offset
         for segment in self._segments:
             if segment.largest_timestamp >= timestamp:
-                record = segment.find_offset_by_timestamp(timestamp, start, self._batch_records)
+                record = segment.find_offset_by_timestamp(
+                    timestamp, start, self._batch_records, nowait)
                 if record is not None and record.offset < self._leo:
                     return record
         return None

@@ -71,11 +71,12 @@ class LogManager:
         return Log(path, topic, partition, config, writable=not self.read_only, recover=recover)
 
     def partition_names(self) -> list[str]:
-        """Sorted ``<topic>-<N>`` names of the partitions."""
+        """Sorted ``<topic>-<N>`` names of the partitions (in memory: no disk)."""
         return sorted(self._logs)
 
     def get(self, name: str) -> Log:
-        """The log of partition ``name``; raises UnknownTopicOrPartitionError."""
+        """The log of partition ``name`` (in memory: no disk); raises
+        UnknownTopicOrPartitionError."""
         try:
             return self._logs[name]
         except KeyError:

@@ -8,6 +8,7 @@ concurrent reader, bounded by ``size``, never sees half a batch.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -27,7 +28,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _INT32_MAX = 2**31 - 1
-_SCAN_BLOCK = 64 * 1024  # bytes read at a time while walking batch headers
+_SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 _RECOVER_BLOCK = 8 * 1024 * 1024  # bytes read at a time while validating whole batches
 
 
@@ -158,46 +160,63 @@ class LogSegment:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def read_at(self, position: int, size: int) -> bytes:
-        """``size`` bytes of the .log from ``position`` (short only at the end of the file)."""
-        return os.pread(self._fd, size, position)
+    def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:
+        """``size`` bytes of the .log from ``position`` (short only at the end of the file).
 
-    def scan_batches(self, position: int, end: int | None = None) -> Iterator[tuple[int, RecordBatch]]:
-        """Yield (position, header-only RecordBatch) for each whole batch from ``position`` up
-        to ``end`` (default: the segment size), stopping silently at a partial batch, as
-        Kafka's ``FileLogInputStream``. Raises CorruptRecordError for an impossible size."""
+        ``nowait=True`` is for callers on an event loop: it raises BlockingIOError instead of
+        waiting for the disk when the bytes are not all in the page cache (``RWF_NOWAIT``)."""
+        if not nowait:
+            return os.pread(self._fd, size, position)
+        buf = bytearray(size)
+        try:
+            n = os.preadv(self._fd, [buf], position, _RWF_NOWAIT)
+        except OSError as e:  # EAGAIN, or a file system without RWF_NOWAIT
+            raise BlockingIOError(errno.EAGAIN, f"{self.log_path}: {e.strerror}") from None
+        if n < size and position + n < self.size:
+            raise BlockingIOError(errno.EAGAIN, f"{self.log_path}: not all in the page cache")
+        return bytes(memoryview(buf)[:n])
+
+    def scan_batches(self, position: int, end: int | None = None,
+                     nowait: bool = False) -> Iterator[tuple[int, RecordBatch]]:
+        """Yield (position, RecordBatch) for each whole batch from ``position`` up to ``end``
+        (default: the segment size), stopping silently at a partial batch, as Kafka's
+        ``FileLogInputStream``. Each RecordBatch is parsed from a block read ahead, so it holds
+        at least its header (see ``RecordBatch.is_complete``). Raises CorruptRecordError for an
+        impossible size; BlockingIOError as :meth:`read_at` with ``nowait``."""
         end = self.size if end is None else end
         block, block_pos = b"", position
         while position + RECORD_BATCH_OVERHEAD <= end:
             rel = position - block_pos
             if rel < 0 or rel + RECORD_BATCH_OVERHEAD > len(block):
-                block, block_pos, rel = self.read_at(position, _SCAN_BLOCK), position, 0
+                size = min(_SCAN_BLOCK, end - position)
+                block, block_pos, rel = self.read_at(position, size, nowait), position, 0
             batch = RecordBatch(block, rel)
             if position + batch.size_in_bytes > end:
                 return
             yield position, batch
             position += batch.size_in_bytes
 
-    def find_batch(self, offset: int, start_position: int | None = None) -> tuple[int, RecordBatch] | None:
-        """(position, header) of the first batch whose last offset >= ``offset``, found by
+    def find_batch(self, offset: int, nowait: bool = False) -> tuple[int, RecordBatch] | None:
+        """(position, batch) of the first batch whose last offset >= ``offset``, found by
         the offset index then a forward scan (``LogSegment.translateOffset``); None if none."""
-        if start_position is None:
-            start_position = self.offset_index.lookup(offset)[1]
-        for position, batch in self.scan_batches(start_position):
+        start_position = self.offset_index.lookup(offset)[1]
+        for position, batch in self.scan_batches(start_position, nowait=nowait):
             if batch.last_offset >= offset:
                 return position, batch
         return None
 
-    def read_batch(self, position: int, header: RecordBatch) -> RecordBatch:
-        """The whole batch at ``position``, CRC-checked. Raises CorruptRecordError."""
-        batch = RecordBatch(self.read_at(position, header.size_in_bytes))
+    def read_batch(self, position: int, header: RecordBatch, nowait: bool = False) -> RecordBatch:
+        """The whole batch at ``position``, CRC-checked (the scan's block is reused when it
+        holds the whole batch). Raises CorruptRecordError; BlockingIOError with ``nowait``."""
+        batch = header if header.is_complete else RecordBatch(
+            self.read_at(position, header.size_in_bytes, nowait))
         batch.ensure_valid()
         return batch
 
-    def read_records(self, position: int, header: RecordBatch) -> list[Record]:
+    def read_records(self, position: int, header: RecordBatch, nowait: bool = False) -> list[Record]:
         """Every record of the batch at ``position``, CRC-checked and decompressed.
         Raises CorruptRecordError / InvalidRecordError."""
-        return self.read_batch(position, header).records()
+        return self.read_batch(position, header, nowait).records()
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset when empty
@@ -209,7 +228,7 @@ class LogSegment:
         return next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int,
-                                 read_records=None) -> Record | None:
+                                 read_records=None, nowait: bool = False) -> Record | None:
         """The first data record with timestamp >= ``timestamp`` and offset >=
         ``starting_offset`` (``LogSegment.findOffsetByTimestamp``): time index, then offset
         index, then a scan of the batches whose max timestamp reaches the target. Control
@@ -217,9 +236,9 @@ class LogSegment:
         read_records = read_records or self.read_records
         indexed_offset = self.time_index.lookup(timestamp)[1]
         position = self.offset_index.lookup(max(indexed_offset, starting_offset))[1]
-        for pos, batch in self.scan_batches(position):
+        for pos, batch in self.scan_batches(position, nowait=nowait):
             if batch.max_timestamp >= timestamp and not batch.is_control_batch:
-                for record in read_records(self, pos, batch):
+                for record in read_records(self, pos, batch, nowait):
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         return record
         return None

@@ -288,3 +288,21 @@ def test_config_from_server_and_topic_properties(tmp_path):
     assert RecordBatch(data).compression_type.kafka_name == "zstd"
     assert other.read(0).value == b"compress me " * 50
     mgr.close()
+
+
+def test_nowait_reads_answer_from_the_page_cache_or_raise(tmp_path, monkeypatch):
+    log = open_log(tmp_path / "t-0")
+    log.append([b"cached"])
+    assert log.read(0, nowait=True).value == b"cached"
+    assert log.find_offset_by_timestamp(0, nowait=True).offset == 0
+    from storage import segment as segment_module
+
+    def not_cached(fd, buffers, offset, flags):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(segment_module.os, "preadv", not_cached)
+    with pytest.raises(BlockingIOError):
+        log.read(0, nowait=True)
+    with pytest.raises(BlockingIOError):
+        log.find_offset_by_timestamp(0, nowait=True)
+    assert log.read(0).value == b"cached"  # the waiting path is unaffected

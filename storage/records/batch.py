@@ -161,6 +161,11 @@ class RecordBatch:
 
     # -- whole-batch operations ----------------------------------------------------------
 
+    @property
+    def is_complete(self) -> bool:
+        """True when ``buf`` holds the whole batch, not just its header."""
+        return len(self._buf) - self._pos >= self.size_in_bytes
+
     def _check_complete(self) -> None:
         available = len(self._buf) - self._pos
         if available < self.size_in_bytes:
