@@ -42,6 +42,7 @@ class AbstractIndex:
         self._remap()
         # Every slot of an existing file is an entry (Kafka sets the position to the rounded limit).
         self._entries = 0 if newly_created else self._length // self.ENTRY_SIZE
+        self._allocated = self._entries * self.ENTRY_SIZE  # bytes known to have disk blocks
 
     # -- sizing -----------------------------------------------------------------------------
 
@@ -99,12 +100,27 @@ class AbstractIndex:
 
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
+        self._allocated = min(self._allocated, entries * self.ENTRY_SIZE)
 
     # -- reading and writing slots ----------------------------------------------------------
 
     def _write_slot(self, slot: int, data: bytes) -> None:
         pos = slot * self.ENTRY_SIZE
+        if pos + self.ENTRY_SIZE > self._allocated:
+            self._allocate(pos + self.ENTRY_SIZE)
         self._mmap[pos : pos + self.ENTRY_SIZE] = data
+
+    def _allocate(self, end: int) -> None:
+        """Give the preallocated (sparse) file real blocks up to ``end``, a page at a time,
+        before the map writes there: a store through a map into a hole the disk cannot fill
+        kills the process (SIGBUS), while fallocate fails cleanly with ENOSPC (OSError)."""
+        new_end = min(-(-end // mmap.PAGESIZE) * mmap.PAGESIZE, self._length)
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.posix_fallocate(fd, self._allocated, new_end - self._allocated)
+        finally:
+            os.close(fd)
+        self._allocated = new_end
 
     def _key(self, slot: int) -> int:
         raise NotImplementedError

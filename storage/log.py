@@ -178,8 +178,7 @@ class Log:
                     self._append_chunk(data, offset, last, timestamp, last)
                     offset = last + 1
             except BaseException:
-                if self._leo != first:
-                    self.truncate_to(first)
+                self.truncate_to(first)  # bytes may be on disk before an index write failed
                 raise
             return first
 
@@ -204,7 +203,12 @@ class Log:
         with self._lock:
             if first < self._leo:
                 raise ValueError(f"offset {first} is below the log end offset {self._leo}")
-            self._append_chunk(bytes(data), first, last, max_ts, shallow)
+            leo = self._leo
+            try:
+                self._append_chunk(bytes(data), first, last, max_ts, shallow)
+            except BaseException:
+                self.truncate_to(leo)
+                raise
             return self._leo
 
     def _plan_batches(self, values, keys) -> list[tuple[int, int]]:

@@ -306,3 +306,42 @@ def test_nowait_reads_answer_from_the_page_cache_or_raise(tmp_path, monkeypatch)
     with pytest.raises(BlockingIOError):
         log.find_offset_by_timestamp(0, nowait=True)
     assert log.read(0).value == b"cached"  # the waiting path is unaffected
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs: a real disk that fills up."""
+    import subprocess
+
+    path = tmp_path / "disk"
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def test_full_disk_raises_enospc_and_keeps_the_log_valid(small_disk):
+    import errno as errno_module
+
+    mgr = LogManager(small_disk)
+    log = mgr.create("t-0")
+    stored = 0
+    with pytest.raises(OSError) as err:
+        for i in range(10_000):
+            log.append([b"%04d" % i + b"x" * 500] * 20)
+            stored += 20
+    assert err.value.errno == errno_module.ENOSPC
+    assert log.log_end_offset == stored  # the failed append left nothing behind
+    assert log.read(stored - 1).value.startswith(b"%04d" % (stored // 20 - 1))
+    assert log.read(stored) is None
+    mgr.close()
+    reopened = LogManager(small_disk, read_only=True)
+    log = reopened.get("t-0")
+    assert log.log_end_offset == stored
+    assert [log.read(o).value[:4] for o in range(0, stored, 20)] == [
+        b"%04d" % i for i in range(stored // 20)]
+    reopened.close()
