@@ -75,6 +75,7 @@ LIST_CHUNK_MIN = 16
 LIST_CHUNK_BYTES = 8 << 20
 
 ENOATTR = pyfuse3.ENOATTR
+XATTR_PREFIX = b"user.kafka."
 
 
 # --------------------------------------------------------------------------- errno mapping
@@ -742,7 +743,11 @@ class KafkaFs(pyfuse3.Operations):
 
     @_fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: Any = None) -> bytes:
-        """A ``user.kafka.*`` attribute; ENOATTR when the node does not have it."""
+        """A ``user.kafka.*`` attribute; ENOATTR when the node does not have it. Other names
+        (``ls -l`` asks every file for ``security.*`` and ``system.posix_acl_*``) are answered
+        without resolving the record."""
+        if not name.startswith(XATTR_PREFIX):
+            raise _fail(ENOATTR)
         value = (await self._xattrs(inode)).get(name)
         if value is None:
             raise _fail(ENOATTR)
