@@ -782,7 +782,7 @@ class Bench:
             bare_rate = med([len(x[1]) / x[0] for x in res[f"bare {label}"]])
             lo, hi = ranges[label]
             self._lookup_row(t, f"kfs  {label} records", res[f"kfs {label}"], len(res[f"kfs {label}"][0][1]), bare_rate)
-            self._lookup_row(t, f"bare, same repeats", res[f"bare {label}"], len(res[f"bare {label}"][0][1]), None)
+            self._lookup_row(t, "bare, same repeats", res[f"bare {label}"], len(res[f"bare {label}"][0][1]), None)
             t.add(f"  ({hi - lo + 1} ms of timestamps; distinct targets per loop: "
                   f"{', '.join(map(str, distinct[label]))})")
         t.print()

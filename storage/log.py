@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage.config import LogConfig
-from storage.errors import ReadOnlyLogError, RecordTooLargeError
+from storage.errors import CorruptRecordError, ReadOnlyLogError, RecordTooLargeError
 from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, TimestampType, build_batch
 from storage.records.varint import size_of_varint
-from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, LogSegment, filename_prefix, now_ms
+from storage.segment import INDEX_SUFFIX, LogSegment, filename_prefix, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,8 @@ class Log:
     def append_batches(self, data: bytes) -> int:
         """Append already-built v2 batches with their offsets as they are, as a follower does
         (one ``LogSegment.append`` for the whole chunk). The first offset must be >= the log
-        end offset. Returns the new log end offset. Raises CorruptRecordError for a bad batch."""
+        end offset. Returns the new log end offset. Raises CorruptRecordError for a bad batch or
+        offsets that do not increase; ValueError for offsets below the log end offset."""
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         first = last = max_ts = shallow = None
@@ -193,6 +194,9 @@ class Log:
         while pos < len(data):
             batch = RecordBatch(memoryview(data)[pos:])
             batch.ensure_valid()
+            if last is not None and batch.base_offset <= last:
+                raise CorruptRecordError(
+                    f"batch at offset {batch.base_offset} does not follow offset {last}")
             first = batch.base_offset if first is None else first
             last = batch.last_offset
             if max_ts is None or batch.max_timestamp > max_ts:
