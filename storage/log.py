@@ -81,8 +81,8 @@ class Log:
         self.writable = writable
         self._lock = threading.RLock()
         self._cache = _BatchCache()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        # (base offsets, segments), replaced whole so readers always see a matching pair
+        self._view: tuple[list[int], list[LogSegment]] = ([], [])
         self._load(recover)
 
     @property
@@ -116,16 +116,20 @@ class Log:
         self._leo = segments[-1].read_next_offset()
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
-        # Readers take these lists without the lock: publish new lists, never mutate old ones.
-        self._bases = [s.base_offset for s in segments]
-        self._segments = segments
+        # Readers take the view without the lock: publish new lists, never mutate old ones.
+        self._view = ([s.base_offset for s in segments], segments)
+
+    @property
+    def _segments(self) -> list[LogSegment]:
+        return self._view[1]
 
     # -- state ------------------------------------------------------------------------------
 
     @property
     def log_start_offset(self) -> int:
         """The first offset a reader may ask for: the first segment's base offset."""
-        return self._bases[0] if self._bases else 0
+        bases = self._view[0]
+        return bases[0] if bases else 0
 
     @property
     def log_end_offset(self) -> int:
@@ -298,8 +302,9 @@ class Log:
     # -- reading ----------------------------------------------------------------------------
 
     def _segment_for(self, offset: int) -> LogSegment | None:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        return self._segments[i] if i >= 0 else None
+        bases, segments = self._view
+        i = bisect.bisect_right(bases, offset) - 1
+        return segments[i] if i >= 0 else None
 
     def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch,
                        nowait: bool = False) -> list[Record]:
@@ -334,8 +339,8 @@ class Log:
         out: list[Record] = []
         if offset >= self._leo or limit <= 0:
             return out
-        segments, leo = self._segments, self._leo
-        first = bisect.bisect_right(self._bases, offset) - 1
+        (bases, segments), leo = self._view, self._leo
+        first = bisect.bisect_right(bases, offset) - 1
         for segment in segments[max(first, 0):]:
             start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
             for position, header in segment.scan_batches(start):

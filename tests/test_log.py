@@ -345,3 +345,30 @@ def test_full_disk_raises_enospc_and_keeps_the_log_valid(small_disk):
     assert [log.read(o).value[:4] for o in range(0, stored, 20)] == [
         b"%04d" % i for i in range(stored // 20)]
     reopened.close()
+
+
+def test_concurrent_reader_never_sees_half_a_batch(tmp_path):
+    import threading
+
+    log = open_log(tmp_path / "t-0", segment_bytes=64 * 1024, index_interval_bytes=512)
+    done = threading.Event()
+
+    def writer():
+        for i in range(300):
+            log.append([b"%05d:" % i + b"v" * (i % 97)] * 7)
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen = 0
+    while not done.is_set() or seen < log.log_end_offset:
+        end = log.log_end_offset
+        if end == 0:
+            continue
+        last = log.read(end - 1)
+        assert last is not None and last.offset == end - 1
+        i = int(last.value[:5])
+        assert last.value == b"%05d:" % i + b"v" * (i % 97)
+        seen = end
+    thread.join()
+    assert log.log_end_offset == 2100 and log.segment_count > 1
