@@ -98,6 +98,15 @@ class AbstractIndex:
         self._truncate_to_entries(0)
         self.resize(max_index_size)
 
+    def _truncate_to_key(self, target: int, key) -> None:
+        """Drop every entry whose ``key`` is >= ``target`` (the ``truncateTo`` of both index
+        kinds: the largest lower-bound slot is kept unless it equals the target)."""
+        slot = self._largest_lower_bound_slot(target, key)
+        if slot < 0:
+            self._truncate_to_entries(0)
+        else:
+            self._truncate_to_entries(slot if key(slot) == target else slot + 1)
+
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
         self._allocated = min(self._allocated, entries * self.ENTRY_SIZE)

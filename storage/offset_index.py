@@ -78,14 +78,7 @@ class OffsetIndex(AbstractIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with an offset >= ``offset`` (``OffsetIndex.truncateTo``)."""
-        slot = self._largest_lower_bound_slot(offset - self.base_offset)
-        if slot < 0:
-            keep = 0
-        elif self._key(slot) == offset - self.base_offset:
-            keep = slot
-        else:
-            keep = slot + 1
-        self._truncate_to_entries(keep)
+        self._truncate_to_key(offset - self.base_offset, self._key)
 
     def sanity_check(self) -> None:
         """Raise ValueError if the file is corrupt (``OffsetIndex.sanityCheck``)."""

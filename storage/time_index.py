@@ -74,14 +74,7 @@ class TimeIndex(AbstractIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset`` (``TimeIndex.truncateTo``)."""
-        slot = self._largest_lower_bound_slot(offset - self.base_offset, key=self._offset_key)
-        if slot < 0:
-            keep = 0
-        elif self._offset_key(slot) == offset - self.base_offset:
-            keep = slot
-        else:
-            keep = slot + 1
-        self._truncate_to_entries(keep)
+        self._truncate_to_key(offset - self.base_offset, self._offset_key)
 
     def sanity_check(self) -> None:
         """Raise ValueError if the file is corrupt (``TimeIndex.sanityCheck``)."""

@@ -196,3 +196,17 @@ def mount(tmp_path):
         yield mounter
     finally:
         mounter.close_all()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs: a real disk that fills up (skips where mounting one is not allowed)."""
+    path = tmp_path / "disk"
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)

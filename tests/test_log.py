@@ -308,22 +308,6 @@ def test_nowait_reads_answer_from_the_page_cache_or_raise(tmp_path, monkeypatch)
     assert log.read(0).value == b"cached"  # the waiting path is unaffected
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MiB tmpfs: a real disk that fills up."""
-    import subprocess
-
-    path = tmp_path / "disk"
-    path.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
-
-
 def test_full_disk_raises_enospc_and_keeps_the_log_valid(small_disk):
     import errno as errno_module
 

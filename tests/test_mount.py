@@ -476,30 +476,22 @@ def test_oversized_line_with_default_limit(mount):
     assert sh("cat orders-0/by-offset/0", m.path).stdout == b"fine"
 
 
-def test_full_disk_is_enospc_and_every_stored_line_is_whole(mount, tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        lines = [b"%06d " % i + b"y" * 93 for i in range(20_000)]  # 2 MB: more than the disk
-        (tmp_path / "big").write_bytes(b"\n".join(lines) + b"\n")
-        m = mount(disk)
-        new_partition(m)
-        fails_with(f"cat {tmp_path}/big >> orders-0/append", m.path, "No space left on device")
-        stored = log_end("orders-0", m.path)
-        assert 0 < stored < len(lines)
-        assert listed_offsets("orders-0", m.path) == list(range(stored))
-        for offset in (0, stored // 2, stored - 1):
-            assert sh(f"cat orders-0/by-offset/{offset}", m.path).stdout == lines[offset]
-        mount.unmount(m)
-        m = mount(disk, "--read-only")
-        assert log_end("orders-0", m.path) == stored
-        assert sh(f"cat orders-0/by-offset/{stored - 1}", m.path).stdout == lines[stored - 1]
-        mount.unmount(m)
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=True)
+def test_full_disk_is_enospc_and_every_stored_line_is_whole(small_disk, mount, tmp_path):
+    lines = [b"%06d " % i + b"y" * 93 for i in range(20_000)]  # 2 MB: more than the disk
+    (tmp_path / "big").write_bytes(b"\n".join(lines) + b"\n")
+    m = mount(small_disk)
+    new_partition(m)
+    fails_with(f"cat {tmp_path}/big >> orders-0/append", m.path, "No space left on device")
+    stored = log_end("orders-0", m.path)
+    assert 0 < stored < len(lines)
+    assert listed_offsets("orders-0", m.path) == list(range(stored))
+    for offset in (0, stored // 2, stored - 1):
+        assert sh(f"cat orders-0/by-offset/{offset}", m.path).stdout == lines[offset]
+    mount.unmount(m)
+    m = mount(small_disk, "--read-only")
+    assert log_end("orders-0", m.path) == stored
+    assert sh(f"cat orders-0/by-offset/{stored - 1}", m.path).stdout == lines[stored - 1]
+    mount.unmount(m)
 
 
 def test_append_files_are_write_only_and_truncation_is_a_no_op(mount):
