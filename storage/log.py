@@ -306,12 +306,11 @@ class Log:
         i = bisect.bisect_right(bases, offset) - 1
         return segments[i] if i >= 0 else None
 
-    def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch,
-                       nowait: bool = False) -> list[Record]:
+    def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch) -> list[Record]:
         key = (segment.base_offset, position)
         records = self._cache.get(key)
         if records is None:
-            records = segment.read_records(position, header, nowait)
+            records = segment.read_records(position, header)
             self._cache.put(key, records)
         return records
 
@@ -363,8 +362,7 @@ class Log:
         start = self.log_start_offset
         for segment in self._segments:
             if segment.largest_timestamp >= timestamp:
-                record = segment.find_offset_by_timestamp(
-                    timestamp, start, self._batch_records, nowait)
+                record = segment.find_offset_by_timestamp(timestamp, start, nowait)
                 if record is not None and record.offset < self._leo:
                     return record
         return None

@@ -213,10 +213,10 @@ class LogSegment:
         batch.ensure_valid()
         return batch
 
-    def read_records(self, position: int, header: RecordBatch, nowait: bool = False) -> list[Record]:
+    def read_records(self, position: int, header: RecordBatch) -> list[Record]:
         """Every record of the batch at ``position``, CRC-checked and decompressed.
         Raises CorruptRecordError / InvalidRecordError."""
-        return self.read_batch(position, header, nowait).records()
+        return self.read_batch(position, header).records()
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset when empty
@@ -228,19 +228,19 @@ class LogSegment:
         return next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int,
-                                 read_records=None, nowait: bool = False) -> Record | None:
+                                 nowait: bool = False) -> Record | None:
         """The first data record with timestamp >= ``timestamp`` and offset >=
         ``starting_offset`` (``LogSegment.findOffsetByTimestamp``): time index, then offset
         index, then a scan of the batches whose max timestamp reaches the target. Control
         batches are skipped: no consumer ever sees them."""
-        read_records = read_records or self.read_records
         indexed_offset = self.time_index.lookup(timestamp)[1]
         position = self.offset_index.lookup(max(indexed_offset, starting_offset))[1]
         for pos, batch in self.scan_batches(position, nowait=nowait):
             if batch.max_timestamp >= timestamp and not batch.is_control_batch:
-                for record in read_records(self, pos, batch, nowait):
-                    if record.timestamp >= timestamp and record.offset >= starting_offset:
-                        return record
+                record = self.read_batch(pos, batch, nowait).first_record_from_time(
+                    timestamp, starting_offset)
+                if record is not None:
+                    return record
         return None
 
     # -- lifecycle --------------------------------------------------------------------------

@@ -569,3 +569,19 @@ def test_record_at_rejects_records_running_past_the_batch():
     struct.pack_into(">i", data, 8, len(data) - 12)
     with pytest.raises(CorruptRecordError):
         RecordBatch(bytes(data)).record_at(2)
+
+
+def test_first_record_from_time_is_searchfortimestamp():
+    timestamps = [500, 300, 800, 800, 200, 900]
+    data = build_batch(10, [b"v%d" % i for i in range(6)], None, timestamps)
+    batch = RecordBatch(data)
+    for target in range(0, 1000, 50):
+        for min_offset in (10, 12, 15):
+            expected = next((r for r in batch.records()
+                             if r.timestamp >= target and r.offset >= min_offset), None)
+            assert batch.first_record_from_time(target, min_offset) == expected
+    appended = RecordBatch(build_batch(0, [b"a", b"b"], None, [5, 7],
+                                       timestamp_type=TimestampType.LOG_APPEND_TIME,
+                                       log_append_time=1000))
+    assert appended.first_record_from_time(900, 0).offset == 0  # every record reads as 1000
+    assert appended.first_record_from_time(1001, 0) is None

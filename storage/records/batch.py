@@ -26,7 +26,7 @@ from crc32c import crc32c
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.record import Record, TimestampType
-from storage.records.varint import decode_varint, encode_varint, encode_varlong
+from storage.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
@@ -223,6 +223,27 @@ class RecordBatch:
             record = self._decode_one(data, start, end)
             if record.offset >= offset:
                 return record if record.offset == offset else None
+            start = end
+        return None
+
+    def first_record_from_time(self, timestamp: int, min_offset: int) -> Record | None:
+        """The first record with timestamp >= ``timestamp`` (epoch ms) and offset >=
+        ``min_offset``, or None (the inner loop of ``FileRecords.searchForTimestamp``). Only that
+        record is decoded: the others are read as far as their timestamp and offset deltas."""
+        count = self.records_count
+        if count <= 0 or self.max_timestamp < timestamp:
+            return None
+        data = self._records_section()
+        log_append = bool(self.attributes & TIMESTAMP_TYPE_MASK)
+        start = 0
+        for _ in range(count):
+            start, end = _skip_records(data, start, 0)
+            body = decode_varint(data, start)[1]  # past the length
+            ts_delta, pos = decode_varlong(data, body + 1)  # past the attributes byte
+            offset_delta = decode_varint(data, pos)[0]
+            ts = self.max_timestamp if log_append else self.base_timestamp + ts_delta
+            if ts >= timestamp and self.base_offset + offset_delta >= min_offset:
+                return self._decode_one(data, start, end)
             start = end
         return None
 
