@@ -84,6 +84,7 @@ _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (serr.UnknownTopicOrPartitionError, errno.ENOENT),
     (serr.OffsetOutOfRangeError, errno.ENOENT),
     (serr.InvalidTopicError, errno.EINVAL),
+    (serr.InvalidConfigError, errno.EINVAL),
     (serr.PartitionExistsError, errno.EEXIST),
     (serr.RecordTooLargeError, errno.EFBIG),
     (serr.ReadOnlyLogError, errno.EROFS),
@@ -95,7 +96,7 @@ _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
 def errno_for(exc: BaseException) -> int:
     """The errno a FUSE reply carries for ``exc``.
 
-    UnknownTopicOrPartition/OffsetOutOfRange -> ENOENT, InvalidTopic -> EINVAL,
+    UnknownTopicOrPartition/OffsetOutOfRange -> ENOENT, InvalidTopic/InvalidConfig -> EINVAL,
     PartitionExists -> EEXIST, RecordTooLarge -> EFBIG, ReadOnlyLog -> EROFS, a keyed line
     without separator -> EINVAL, an offset beyond the inode space -> EOVERFLOW, OSError -> its
     own errno (ENOSPC, EIO...), CorruptRecord/InvalidRecord and anything else -> EIO (logged,

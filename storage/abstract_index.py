@@ -40,9 +40,27 @@ class AbstractIndex:
         if newly_created:
             self._set_length(self._round_down(max_index_size))
         self._remap()
-        # Every slot of an existing file is an entry (Kafka sets the position to the rounded limit).
-        self._entries = 0 if newly_created else self._length // self.ENTRY_SIZE
+        self._entries = 0 if newly_created else self._entries_in_use()
         self._allocated = self._entries * self.ENTRY_SIZE  # bytes known to have disk blocks
+
+    def _entries_in_use(self) -> int:
+        """Kafka counts every slot of an existing file as an entry; a file left untrimmed by a
+        crash then ends in zero-filled slots. Relative offsets strictly increase, so a slot past
+        the first with relative offset 0 is that tail (kafka-dump-log stops there too)."""
+        slots = self._length // self.ENTRY_SIZE
+        if slots <= 1 or self._relative_offset(slots - 1) != 0:
+            return slots
+        lo, hi = 1, slots - 1  # the first zero slot past slot 0 lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._relative_offset(mid) == 0:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _relative_offset(self, slot: int) -> int:
+        raise NotImplementedError
 
     # -- sizing -----------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ Kafka ignores plain files at the top of a log directory, so a broker can adopt t
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import javaproperties
@@ -22,6 +23,8 @@ from storage.records import CompressionType, TimestampType
 
 SERVER_PROPERTIES = "server.properties"
 TOPIC_PROPERTIES_SUFFIX = ".topic.properties"
+
+log = logging.getLogger(__name__)
 
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
@@ -43,6 +46,16 @@ class LogConfig:
     compression_zstd_level: int = 3  # compression.zstd.level
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
     batch_size: int = 16_384  # the producer's batch.size: how kfs groups appended records
+
+    def __post_init__(self) -> None:
+        # Kafka's ConfigDef ranges for the codec levels (checked when the config is read).
+        for key, level, valid in (
+            ("compression.gzip.level", self.compression_gzip_level, lambda v: v == -1 or 1 <= v <= 9),
+            ("compression.lz4.level", self.compression_lz4_level, lambda v: 1 <= v <= 17),
+            ("compression.zstd.level", self.compression_zstd_level, lambda v: -131072 <= v <= 22),
+        ):
+            if not valid(level):
+                raise InvalidConfigError(f"{key}={level}: out of Kafka's range")
 
     @property
     def codec(self) -> CompressionType:
@@ -102,6 +115,19 @@ _STR_KEYS = {
 }
 
 
+# Kafka topic configs (TopicConfig) that kfs reads without acting on them yet.
+_NOT_APPLIED_YET = frozenset({
+    "cleanup.policy", "retention.ms", "retention.bytes", "file.delete.delay.ms",
+    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio", "flush.messages", "flush.ms", "preallocate",
+    "min.insync.replicas", "unclean.leader.election.enable", "message.downconversion.enable",
+    "message.format.version", "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+    "local.retention.ms", "local.retention.bytes", "remote.storage.enable",
+})
+
+
 def _parse_int(key: str, text: str, minimum: int, multiplier: int = 1) -> int:
     try:
         value = int(text.strip()) * multiplier
@@ -145,6 +171,8 @@ def topic_overrides(props: dict[str, str]) -> dict[str, object]:
         elif key in _STR_KEYS:
             field, _, choices = _STR_KEYS[key]
             out[field] = _parse_choice(key, text, choices)
+        elif key in _NOT_APPLIED_YET:
+            log.warning("topic config %s=%s is Kafka's but kfs does not apply it yet", key, text)
         else:
             raise InvalidConfigError(f"unknown topic config {key!r}")
     return out

@@ -106,14 +106,41 @@ class Log:
         missing_index = {
             b for b in bases if not (self.dir / (filename_prefix(b) + INDEX_SUFFIX)).exists()
         }
-        segments = [LogSegment(self.dir, b, self.config, self.writable) for b in bases]
-        self._set_segments(segments)
-        if self.writable:
+        segments: list[LogSegment] = []
+        try:
+            for base in bases:
+                segments.append(LogSegment(self.dir, base, self.config, self.writable))
+            if self.writable:
+                segments = self._recover_segments(segments, missing_index, recover)
+            self._set_segments(segments)
+            self._leo = segments[-1].read_next_offset()
+            self._unflushed_from = segments[-1].base_offset
+        except BaseException:
             for segment in segments:
-                if segment.base_offset in missing_index or (recover and segment is segments[-1]):
-                    segment.recover()
-            segments[-1].resize_indexes(self.config.segment_index_bytes)
-        self._leo = segments[-1].read_next_offset()
+                segment.close()
+            raise
+
+    def _recover_segments(self, segments: list[LogSegment], missing_index: set[int],
+                          recover_active: bool) -> list[LogSegment]:
+        """Recover the segments whose .index is missing, and the active one after a crash; a
+        segment that lost bytes takes every later segment with it (``LogLoader``). Inactive
+        segments' indexes are trimmed (a missing .timeindex comes back empty, as Kafka's) and
+        the active one's are re-expanded to ``segment.index.bytes``."""
+        for i, segment in enumerate(segments):
+            last = i == len(segments) - 1
+            if segment.base_offset in missing_index or (recover_active and last):
+                if segment.recover() and not last:
+                    for later in segments[i + 1:]:
+                        log.warning("deleting %s after the recovery of an earlier segment",
+                                    later.log_path)
+                        later.delete()
+                    segments = segments[: i + 1]
+                    break
+        for segment in segments[:-1]:
+            segment.offset_index.trim_to_valid_size()
+            segment.time_index.trim_to_valid_size()
+        segments[-1].resize_indexes(self.config.segment_index_bytes)
+        return segments
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # Readers take the view without the lock: publish new lists, never mutate old ones.
@@ -184,6 +211,7 @@ class Log:
             except BaseException:
                 self.truncate_to(first)  # bytes may be on disk before an index write failed
                 raise
+            self._leo = offset  # readers see the whole append or none of it
             return first
 
     def append_batches(self, data: bytes) -> int:
@@ -217,6 +245,7 @@ class Log:
             except BaseException:
                 self.truncate_to(leo)
                 raise
+            self._leo = last + 1
             return self._leo
 
     def _plan_batches(self, values, keys) -> list[tuple[int, int]]:
@@ -263,14 +292,14 @@ class Log:
             )
         segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset)
         segment.append(last_offset, max_timestamp, shallow_offset, data)
-        self._leo = last_offset + 1
 
     def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int) -> LogSegment:
         """Roll when the active segment says so (``UnifiedLog.maybeRoll``); the new base offset
-        is max(first offset of the append, log end offset)."""
+        is max(first offset of the append, log end offset), i.e. the first offset: appends
+        start at or past the log end offset."""
         segment = self.active_segment
         if segment.should_roll(size, max_timestamp, last_offset, now_ms()):
-            segment = self.roll(max(first_offset, self._leo))
+            segment = self.roll(first_offset)
         return segment
 
     def roll(self, new_base: int | None = None) -> LogSegment:
@@ -341,8 +370,12 @@ class Log:
         (bases, segments), leo = self._view, self._leo
         first = bisect.bisect_right(bases, offset) - 1
         for segment in segments[max(first, 0):]:
+            if segment.base_offset >= leo:
+                break  # rolled by an append still in flight
             start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
             for position, header in segment.scan_batches(start):
+                if header.base_offset >= leo:
+                    return out  # not yet published: never decoded, never cached
                 if header.last_offset < offset or header.is_control_batch:
                     continue
                 for record in self._batch_records(segment, position, header):
@@ -359,26 +392,35 @@ class Log:
         no record qualifies or ``timestamp`` is negative. ``nowait`` as in :meth:`read`."""
         if timestamp < 0:
             return None
-        start = self.log_start_offset
+        start, leo = self.log_start_offset, self._leo
         for segment in self._segments:
+            if segment.base_offset >= leo:
+                break
             if segment.largest_timestamp >= timestamp:
                 record = segment.find_offset_by_timestamp(timestamp, start, nowait)
-                if record is not None and record.offset < self._leo:
+                if record is not None and record.offset < leo:
                     return record
         return None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the active segment's files."""
+        """fsync every segment written since the last flush (the active one, and those rolled
+        since), as ``UnifiedLog.flush`` does up to the log end offset."""
         with self._lock:
-            if self.writable:
-                self.active_segment.flush()
+            if not self.writable:
+                return
+            for segment in self._segments:
+                if segment.base_offset >= self._unflushed_from:
+                    segment.flush()
+            self._unflushed_from = self.active_segment.base_offset
 
     def close(self) -> None:
-        """Close every segment; the active one gets its final time-index entry and trimmed
-        indexes, so the directory is what Kafka expects after a clean shutdown."""
+        """Flush and close every segment; the active one gets its final time-index entry and
+        trimmed indexes, so the directory is what Kafka expects after a clean shutdown."""
         with self._lock:
+            if self.writable and self._segments:
+                self.flush()
             for segment in self._segments:
                 segment.close()
             self._set_segments([])

@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import os
+import shutil
 import threading
 import uuid
 from pathlib import Path
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA_FILE = "partition.metadata"
+# Directories LogManager does not load as data logs: KRaft's metadata log.
+_NOT_DATA_LOGS = frozenset({"__cluster_metadata-0"})
 
 
 class LogManager:
@@ -49,13 +52,19 @@ class LogManager:
         clean = self._consume_clean_shutdown_marker()
         self._lock = threading.Lock()
         self._logs: dict[str, Log] = {}
-        for child in sorted(self.dir.iterdir()):
-            try:
-                topic, partition = parse_partition_dir_name(child.name)
-            except InvalidTopicError:
-                continue
-            if child.is_dir():
+        try:
+            for child in sorted(self.dir.iterdir()):
+                if child.name in _NOT_DATA_LOGS or not child.is_dir():
+                    continue
+                try:
+                    topic, partition = parse_partition_dir_name(child.name)
+                except InvalidTopicError:
+                    continue
                 self._logs[child.name] = self._open_log(child, topic, partition, recover=not clean)
+        except BaseException:
+            for log_ in self._logs.values():
+                log_.close()
+            raise
 
     def _consume_clean_shutdown_marker(self) -> bool:
         """Kafka deletes the marker at startup: a crash before the next clean close leaves
@@ -85,18 +94,24 @@ class LogManager:
     def create(self, name: str) -> Log:
         """Create partition ``name`` (``<topic>-<N>``): its directory, ``partition.metadata``
         (the topic id shared by the topic's partitions) and an empty active segment at offset 0.
-        Raises ReadOnlyLogError, InvalidTopicError, PartitionExistsError."""
+        Raises ReadOnlyLogError, InvalidTopicError, PartitionExistsError, InvalidConfigError
+        (the topic's settings), OSError (nothing is left behind)."""
         if self.read_only:
             raise ReadOnlyLogError(f"{self.dir} is mounted read-only")
         topic, partition = parse_partition_dir_name(name)
+        config = load_log_config(self.dir, topic, self._broker_config)
         with self._lock:
             path = self.dir / name
             if name in self._logs or path.exists():
                 raise PartitionExistsError(f"partition {name} already exists")
             path.mkdir()
-            _write_atomically(path / PARTITION_METADATA_FILE,
-                              f"version: 0\ntopic_id: {self._topic_id(topic)}")
-            log_ = self._open_log(path, topic, partition, recover=False)
+            try:
+                _write_atomically(path / PARTITION_METADATA_FILE,
+                                  f"version: 0\ntopic_id: {self._topic_id(topic)}")
+                log_ = Log(path, topic, partition, config, writable=True)
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)  # no half-made partition
+                raise
             self._logs[name] = log_
             return log_
 
@@ -113,7 +128,8 @@ class LogManager:
         return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
     def close(self) -> None:
-        """Close every log and, when writable, leave Kafka's clean-shutdown marker."""
+        """Flush and close every log and, when writable, leave Kafka's clean-shutdown marker
+        (written last: it tells the next start that recovery can be skipped)."""
         with self._lock:
             for log_ in self._logs.values():
                 log_.close()
@@ -124,10 +140,16 @@ class LogManager:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Write ``<path>.tmp``, fsync, rename over ``path``, as Kafka writes its checkpoints."""
+    """Write ``<path>.tmp``, fsync, rename over ``path``, fsync the directory, as Kafka writes
+    its checkpoints."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -31,6 +31,8 @@ class OffsetIndex(AbstractIndex):
     def _key(self, slot: int) -> int:
         return _ENTRY.unpack_from(self._mmap, slot * 8)[0]
 
+    _relative_offset = _key
+
     def entry(self, slot: int) -> tuple[int, int]:
         """(absolute offset, position) of ``slot``."""
         rel, pos = _ENTRY.unpack_from(self._mmap, slot * 8)

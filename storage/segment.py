@@ -77,8 +77,9 @@ class LogSegment:
     def max_timestamp_and_offset_so_far(self) -> tuple[int, int]:
         """(largest timestamp, last offset of the first batch carrying it); from the last
         time-index entry until an append says more (``maxTimestampAndOffsetSoFar``)."""
+        # Not cached here: readers call this unlocked and must not overwrite an append's value.
         if self._max_ts_and_offset is None:
-            self._max_ts_and_offset = self.time_index.last_entry
+            return self.time_index.last_entry
         return self._max_ts_and_offset
 
     @property
@@ -257,16 +258,24 @@ class LogSegment:
         self.time_index.resize(size)
 
     def recover(self) -> int:
-        """Rebuild both indexes from the .log and cut off a torn or corrupt tail
-        (``LogSegment.recover``). Returns the number of bytes truncated."""
+        """Rebuild both indexes from the .log and cut off a torn or corrupt tail: from the first
+        batch that is incomplete, fails its CRC or size checks, or whose offsets go backwards
+        (``LogSegment.recover``). Returns the number of bytes truncated. Raises
+        IndexOffsetOverflowError for offsets beyond the segment's 32-bit range (Kafka splits
+        such legacy segments; they are not cut off as corrupt)."""
         self.offset_index.reset(self.config.segment_index_bytes)
         self.time_index.reset(self.config.segment_index_bytes)
         self._max_ts_and_offset = None
         self.size = os.fstat(self._fd).st_size
         valid_bytes = last_index_entry = 0
+        next_offset = self.base_offset
         try:
             for position, batch in self._iter_whole_batches(0):
                 batch.ensure_valid()
+                if batch.base_offset < next_offset:  # baseOffset is outside the CRC
+                    raise CorruptRecordError(
+                        f"batch at offset {batch.base_offset} goes back before {next_offset}")
+                next_offset = batch.next_offset
                 self.offset_index.relative_offset(batch.last_offset)
                 if batch.max_timestamp > self.max_timestamp_and_offset_so_far[0]:
                     self._max_ts_and_offset = (batch.max_timestamp, batch.last_offset)
@@ -275,7 +284,7 @@ class LogSegment:
                     self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far)
                     last_index_entry = position
                 valid_bytes = position + batch.size_in_bytes
-        except (CorruptRecordError, InvalidRecordError, IndexOffsetOverflowError) as e:
+        except (CorruptRecordError, InvalidRecordError) as e:
             log.warning("found invalid data in %s at byte %d: %s", self.log_path, valid_bytes, e)
         truncated = self.size - valid_bytes
         if truncated > 0:

@@ -28,6 +28,8 @@ class TimeIndex(AbstractIndex):
     def _offset_key(self, slot: int) -> int:
         return _REL_OFFSET.unpack_from(self._mmap, slot * 12 + 8)[0]
 
+    _relative_offset = _offset_key
+
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of ``slot``."""
         ts, rel = _ENTRY.unpack_from(self._mmap, slot * 12)

@@ -356,3 +356,118 @@ def test_concurrent_reader_never_sees_half_a_batch(tmp_path):
         seen = end
     thread.join()
     assert log.log_end_offset == 2100 and log.segment_count > 1
+
+
+def test_readers_never_see_an_append_until_it_is_whole(tmp_path, monkeypatch):
+    from storage.segment import LogSegment
+
+    log = open_log(tmp_path / "t-0", batch_size=300, segment_bytes=700)
+    log.append([b"a"])
+    real_append = LogSegment.append
+    seen = []
+
+    def append_then_fail(segment, *args):
+        if seen:
+            raise OSError(28, "No space left on device")
+        real_append(segment, *args)  # the first batch of the append lands on disk...
+        seen.append([r.value for r in log.records_from(0, 100)])  # ...a reader looks now
+        seen.append(log.read(1))
+
+    monkeypatch.setattr(LogSegment, "append", append_then_fail)
+    with pytest.raises(OSError):
+        log.append([b"OLD" * 50] * 6)  # several batches and a roll
+    monkeypatch.undo()
+    assert seen == [[b"a"], None]
+    assert log.log_end_offset == 1 and log.segment_count == 1
+    log.append([b"NEW"])
+    assert log.read(1).value == b"NEW"
+    assert [r.value for r in log.records_from(0, 10)] == [b"a", b"NEW"]
+
+
+def test_flush_fsyncs_every_segment_written_since_the_last_flush(tmp_path, monkeypatch):
+    from storage.segment import LogSegment
+
+    log = open_log(tmp_path / "t-0", segment_bytes=400)
+    log.append([b"x" * 150])
+    log.flush()
+    flushed = []
+    monkeypatch.setattr(LogSegment, "flush", lambda segment: flushed.append(segment.base_offset))
+    for _ in range(6):
+        log.append([b"y" * 150])  # rolls several times
+    log.flush()
+    bases = [s.base_offset for s in log._segments]
+    assert len(bases) > 2 and flushed == bases  # the rolled segments too, not just the active
+    flushed.clear()
+    log.flush()
+    assert flushed == [bases[-1]]
+
+
+def test_bad_config_values_are_refused_when_read(tmp_path):
+    from storage.errors import InvalidConfigError
+
+    mgr = LogManager(tmp_path)
+    for text in ("compression.gzip.level=12", "compression.type=brotli", "segment.bytes=10",
+                 "segment.bytes=lots", "retention.fortnights=2"):
+        (tmp_path / "t.topic.properties").write_text(text + "\n")
+        with pytest.raises(InvalidConfigError):
+            mgr.create("t-0")
+        assert not (tmp_path / "t-0").exists()
+    mgr.close()
+
+
+def test_missing_time_index_of_an_old_segment_comes_back_empty(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=600, index_interval_bytes=0)
+    for i in range(8):
+        log.append_batches(batch(i, 1, 1000 + i))
+    log.close()
+    first = tmp_path / "t-0" / f"{filename_prefix(0)}.timeindex"
+    first.unlink()
+    log = open_log(tmp_path / "t-0", segment_bytes=600, index_interval_bytes=0)
+    assert first.stat().st_size == 0  # created empty, as Kafka: not 10 MB of zero entries
+    assert log.find_offset_by_timestamp(1000).offset == 0
+    log.close()
+
+
+def test_read_only_open_of_a_crashed_log_ignores_the_zero_filled_index_tail(tmp_path):
+    log = open_log(tmp_path / "t-0", index_interval_bytes=0)
+    for i in range(20):
+        log.append_batches(batch(i, 1, 5000 + i))
+    log.flush()  # no close: the active indexes stay preallocated, as after a crash
+    ro = Log(tmp_path / "t-0", "t", 0, LogConfig(), writable=False)
+    assert ro.active_segment.offset_index.entries == 19
+    assert ro.active_segment.largest_timestamp == 5019
+    assert ro.find_offset_by_timestamp(5007).offset == 7
+    assert [ro.read(i).timestamp for i in range(20)] == [5000 + i for i in range(20)]
+
+
+def test_recovery_cuts_at_a_batch_whose_offsets_go_backwards(tmp_path):
+    mgr = LogManager(tmp_path)
+    log = mgr.create("t-0")
+    for i in range(5):
+        log.append([b"r%d" % i])
+    mgr.close()
+    path = tmp_path / "t-0" / f"{filename_prefix(0)}.log"
+    data = bytearray(path.read_bytes())
+    third = sum(RecordBatch(bytes(data), 0).size_in_bytes for _ in range(2))
+    struct.pack_into(">q", data, third, 0)  # baseOffset is not covered by the CRC
+    path.write_bytes(bytes(data))
+    os.remove(tmp_path / ".kafka_cleanshutdown")
+    mgr = LogManager(tmp_path)
+    log = mgr.get("t-0")
+    assert log.log_end_offset == 2 and [log.read(i).value for i in range(2)] == [b"r0", b"r1"]
+    mgr.close()
+
+
+def test_kraft_metadata_log_is_not_a_data_partition(tmp_path):
+    (tmp_path / "__cluster_metadata-0").mkdir()
+    mgr = LogManager(tmp_path)
+    assert mgr.partition_names() == []
+    assert list((tmp_path / "__cluster_metadata-0").iterdir()) == []
+    mgr.close()
+
+
+def test_kafka_topic_configs_not_applied_yet_are_accepted(tmp_path):
+    (tmp_path / "t.topic.properties").write_text("retention.ms=1000\ncleanup.policy=compact\n")
+    mgr = LogManager(tmp_path)
+    mgr.create("t-0").append([b"x"])
+    mgr.close()
