@@ -20,7 +20,14 @@ from storage.config import LogConfig
 from storage.errors import CorruptRecordError, ReadOnlyLogError, RecordTooLargeError
 from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, TimestampType, build_batch
 from storage.records.varint import size_of_varint
-from storage.segment import INDEX_SUFFIX, LogSegment, filename_prefix, now_ms
+from storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    filename_prefix,
+    now_ms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +318,11 @@ class Log:
             if active.base_offset == new_base and active.size == 0:
                 return active  # Kafka reuses an empty active segment with the same base
             active.on_become_inactive()
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                leftover = self.dir / (filename_prefix(new_base) + suffix)
+                if leftover.exists():  # e.g. from a rolled-back append before a crash
+                    log.warning("deleting leftover %s before rolling to it", leftover)
+                    leftover.unlink()
             segment = LogSegment(self.dir, new_base, self.config, writable=True)
             self._set_segments(self._segments + [segment])
             log.info("rolled %s to a new segment at offset %d", self.name, new_base)
