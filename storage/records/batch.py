@@ -271,24 +271,33 @@ class RecordBatch:
 def _skip_records(data: bytes, pos: int, n: int) -> tuple[int, int]:
     """Skip ``n`` records from ``pos`` by their length varints; returns (start, end) of the
     record that follows. Raises CorruptRecordError when the records run off ``data``."""
-    zz1, zz2 = _ZIGZAG1, _ZIGZAG2
     try:
-        for _ in range(n + 1):
-            start = pos
-            b1 = data[pos]
-            if b1 < 0x80:
-                length, pos = zz1[b1], pos + 1
-            else:
-                try:
-                    length, pos = zz2[data[pos + 1]][b1], pos + 2
-                except TypeError:  # a varint longer than two bytes
-                    length, pos = decode_varint(data, pos)
+        pos = _skip_short(data, pos, n)
+    except TypeError:  # a length varint longer than two bytes: the general loop
+        for _ in range(n):
+            length, pos = decode_varint(data, pos)
             pos += length
     except IndexError:
         raise CorruptRecordError("record batch is corrupt: records run past its end") from None
-    if pos > len(data) or length < 0:
+    if pos >= len(data):
+        raise CorruptRecordError("record batch is corrupt: records run past its end")
+    length, body = decode_varint(data, pos)
+    if length < 0 or body + length > len(data):
         raise CorruptRecordError("record batch is corrupt: a record runs past its end")
-    return start, pos
+    return pos, body + length
+
+
+def _skip_short(data: bytes, pos: int, n: int) -> int:
+    # The hot loop of a random read: one- and two-byte lengths from tables (a longer varint
+    # raises TypeError, see _ZIGZAG2).
+    zz1, zz2 = _ZIGZAG1, _ZIGZAG2
+    for _ in range(n):
+        b = data[pos]
+        if b < 0x80:
+            pos += zz1[b] + 1
+        else:
+            pos += zz2[data[pos + 1]][b] + 2
+    return pos
 
 
 def _raise_bad_magic(magic: int, pos: int):
