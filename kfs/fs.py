@@ -315,7 +315,6 @@ class KafkaFs(pyfuse3.Operations):
         self._read_only = read_only
         self._sep = key_separator
         self._ids = inodes.PartitionIds()
-        self._logs: dict[int, Any] = {}
         self._cache = RecordCache()
         self._handles: dict[int, Any] = {}
         self._next_fh = itertools.count(1)
@@ -325,39 +324,27 @@ class KafkaFs(pyfuse3.Operations):
 
     # ---- partitions
 
-    async def _log_by_pid(self, pid: int) -> Any:
-        plog = self._logs.get(pid)
-        if plog is None:
-            try:
-                name = self._ids.name_of(pid)
-            except KeyError:
-                raise _fail(errno.ENOENT) from None
-            plog = self._mgr.get(name)  # in memory: no disk
-            self._logs[pid] = plog
-        return plog
+    def _log_by_pid(self, pid: int) -> Any:
+        """The log of partition ``pid`` (the manager keeps logs in memory: no disk here)."""
+        try:
+            return self._mgr.get(self._ids.name_of(pid))
+        except (KeyError, serr.UnknownTopicOrPartitionError):
+            raise _fail(errno.ENOENT) from None
 
-    async def _lookup_partition(self, name: bytes) -> int:
+    def _lookup_partition(self, name: bytes) -> int:
         """The pid of an existing partition called ``name``; ENOENT otherwise."""
         try:
             text = name.decode("utf-8")
-        except UnicodeDecodeError:
+            self._mgr.get(text)
+        except (UnicodeDecodeError, serr.UnknownTopicOrPartitionError):
             raise _fail(errno.ENOENT) from None
-        pid = self._ids.get(text)
-        if pid is not None and pid in self._logs:
-            return pid
-        try:
-            plog = self._mgr.get(text)
-        except (serr.UnknownTopicOrPartitionError, serr.InvalidTopicError):
-            raise _fail(errno.ENOENT) from None
-        pid = self._ids.id_for(text)
-        self._logs[pid] = plog
-        return pid
+        return self._ids.id_for(text)
 
     async def _record(self, pid: int, offset: int) -> Any:
         """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent."""
         record = self._cache.get((pid, offset))
         if record is None:
-            plog = await self._log_by_pid(pid)
+            plog = self._log_by_pid(pid)
             record = await _cached_first(plog.read, offset)
             if record is None:
                 raise _fail(errno.ENOENT)
@@ -444,7 +431,7 @@ class KafkaFs(pyfuse3.Operations):
         parent = self._node(parent_inode)
         kind = parent.kind
         if kind is Kind.ROOT:
-            pid = await self._lookup_partition(name)
+            pid = self._lookup_partition(name)
             return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
         if kind is Kind.PARTITION:
             child = inodes.PARTITION_ENTRY_KINDS.get(name)
@@ -461,7 +448,7 @@ class KafkaFs(pyfuse3.Operations):
             timestamp = inodes.parse_timestamp_name(name)
             if timestamp is None:
                 raise _fail(errno.ENOENT)
-            plog = await self._log_by_pid(parent.pid)
+            plog = self._log_by_pid(parent.pid)
             record = await _cached_first(plog.find_offset_by_timestamp, timestamp)
             if record is None:
                 raise _fail(errno.ENOENT)
@@ -576,7 +563,7 @@ class KafkaFs(pyfuse3.Operations):
         run = handle.records
         if run and handle.records_from <= want <= run[-1].offset:
             return run, bisect_left(run, want, key=_offset_of)
-        plog = await self._log_by_pid(handle.node.pid)
+        plog = self._log_by_pid(handle.node.pid)
         run = await trio.to_thread.run_sync(plog.records_from, want, handle.run_limit)
         handle.records, handle.records_from = run, want
         if run:
@@ -613,9 +600,8 @@ class KafkaFs(pyfuse3.Operations):
             text = name.decode("utf-8")
         except UnicodeDecodeError:
             raise _fail(errno.EINVAL) from None
-        plog = await trio.to_thread.run_sync(self._mgr.create, text)
+        await trio.to_thread.run_sync(self._mgr.create, text)
         pid = self._ids.id_for(text)
-        self._logs[pid] = plog
         return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
 
     # ---- files
@@ -638,7 +624,7 @@ class KafkaFs(pyfuse3.Operations):
                 raise _fail(errno.EACCES)
             if self._read_only:
                 raise _fail(errno.EROFS)
-            plog = await self._log_by_pid(node.pid)
+            plog = self._log_by_pid(node.pid)
             max_bytes = plog.config.max_message_bytes  # loaded with the log: no I/O
             keyed = node.kind is Kind.APPEND_KEYED
             # A line longer than this can never fit in a batch: refuse it before buffering more.
@@ -704,7 +690,8 @@ class KafkaFs(pyfuse3.Operations):
 
     @_fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
-        """fsync(2) on an append file: the partition's active segment reaches the disk."""
+        """fsync(2) on an append file: every segment written since the last flush reaches the
+        disk (``Log.flush``)."""
         handle = self._handles.get(fh)
         if isinstance(handle, _AppendHandle):
             await trio.to_thread.run_sync(handle.log.flush)
@@ -735,10 +722,10 @@ class KafkaFs(pyfuse3.Operations):
         node = self._node(inode)
         if node.kind is Kind.RECORD:
             record = await self._record(node.pid, node.offset)
-            plog = await self._log_by_pid(node.pid)
+            plog = self._log_by_pid(node.pid)
             return record_xattrs(plog.topic, plog.partition, record)
         if node.kind is Kind.PARTITION:
-            plog = await self._log_by_pid(node.pid)
+            plog = self._log_by_pid(node.pid)
             return partition_xattrs(plog)
         return {}
 

@@ -20,6 +20,7 @@ import javaproperties
 
 from storage.errors import InvalidConfigError
 from storage.records import CompressionType, TimestampType
+from storage.records.compression import check_level
 
 SERVER_PROPERTIES = "server.properties"
 TOPIC_PROPERTIES_SUFFIX = ".topic.properties"
@@ -48,14 +49,10 @@ class LogConfig:
     batch_size: int = 16_384  # the producer's batch.size: how kfs groups appended records
 
     def __post_init__(self) -> None:
-        # Kafka's ConfigDef ranges for the codec levels (checked when the config is read).
-        for key, level, valid in (
-            ("compression.gzip.level", self.compression_gzip_level, lambda v: v == -1 or 1 <= v <= 9),
-            ("compression.lz4.level", self.compression_lz4_level, lambda v: 1 <= v <= 17),
-            ("compression.zstd.level", self.compression_zstd_level, lambda v: -131072 <= v <= 22),
-        ):
-            if not valid(level):
-                raise InvalidConfigError(f"{key}={level}: out of Kafka's range")
+        # Kafka checks the codec levels when the config is read, not at the first append.
+        check_level(CompressionType.GZIP, self.compression_gzip_level)
+        check_level(CompressionType.LZ4, self.compression_lz4_level)
+        check_level(CompressionType.ZSTD, self.compression_zstd_level)
 
     @property
     def codec(self) -> CompressionType:
@@ -67,13 +64,12 @@ class LogConfig:
 
     @property
     def compression_level(self) -> int | None:
-        """The level for :attr:`codec`, or None for the codec's default."""
-        level = {
+        """The level for :attr:`codec` (None for codecs without one)."""
+        return {
             CompressionType.GZIP: self.compression_gzip_level,
             CompressionType.LZ4: self.compression_lz4_level,
             CompressionType.ZSTD: self.compression_zstd_level,
         }.get(self.codec)
-        return None if level == -1 else level
 
     @property
     def timestamp_type(self) -> TimestampType:

@@ -101,13 +101,13 @@ def compress(codec: int, data, level: int | None = None, *, magic: int = 2) -> b
     codec = CompressionType.for_id(codec)
     if codec == CompressionType.NONE:
         return bytes(data)
-    if codec == CompressionType.GZIP:
-        return _gzip_compress(data, _check_level(level, GZIP_DEFAULT_LEVEL, 1, 9, codec, -1))
     if codec == CompressionType.SNAPPY:
         return _snappy_compress(data)
+    level = check_level(codec, level)
+    if codec == CompressionType.GZIP:
+        return _gzip_compress(data, level)
     if codec == CompressionType.LZ4:
-        return _lz4_compress(data, _check_level(level, LZ4_DEFAULT_LEVEL, 1, 17, codec), magic)
-    level = _check_level(level, ZSTD_DEFAULT_LEVEL, ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL, codec)
+        return _lz4_compress(data, level, magic)
     return _zstd_compress(data, level)
 
 
@@ -134,7 +134,23 @@ def decompress(codec: int, data, *, magic: int = 2) -> bytes:
             f"{type(exc).__name__}: {exc}") from exc
 
 
-def _check_level(level, default, low, high, codec, extra=None) -> int:
+# codec -> (default, lowest, highest, one more allowed value)
+_LEVELS = {
+    CompressionType.GZIP: (GZIP_DEFAULT_LEVEL, 1, 9, -1),
+    CompressionType.LZ4: (LZ4_DEFAULT_LEVEL, 1, 17, None),
+    CompressionType.ZSTD: (ZSTD_DEFAULT_LEVEL, ZSTD_MIN_LEVEL, ZSTD_MAX_LEVEL, None),
+}
+
+
+def check_level(codec: int, level: int | None) -> int | None:
+    """The level Kafka's writer for ``codec`` uses: ``level``, or the codec's default for None
+    (None for codecs without levels). Raises InvalidConfigError for a level outside Kafka's
+    range (``compression.gzip.level`` -1 or 1..9, ``.lz4.level`` 1..17, ``.zstd.level``
+    -131072..22)."""
+    codec = CompressionType.for_id(codec)
+    if codec not in _LEVELS:
+        return None
+    default, low, high, extra = _LEVELS[codec]
     if level is None:
         return default
     if isinstance(level, bool) or not isinstance(level, int) or not (
