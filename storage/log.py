@@ -18,7 +18,14 @@ from pathlib import Path
 
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, ReadOnlyLogError, RecordTooLargeError
-from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, TimestampType, build_batch
+from storage.records import (
+    RECORD_BATCH_OVERHEAD,
+    Record,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+    iter_batches,
+)
 from storage.records.varint import size_of_varint
 from storage.segment import (
     INDEX_SUFFIX,
@@ -229,9 +236,8 @@ class Log:
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         first = last = max_ts = shallow = None
-        pos = 0
-        while pos < len(data):
-            batch = RecordBatch(memoryview(data)[pos:])
+        consumed = 0
+        for batch in iter_batches(data):
             batch.ensure_valid()
             if last is not None and batch.base_offset <= last:
                 raise CorruptRecordError(
@@ -240,7 +246,9 @@ class Log:
             last = batch.last_offset
             if max_ts is None or batch.max_timestamp > max_ts:
                 max_ts, shallow = batch.max_timestamp, batch.last_offset
-            pos += batch.size_in_bytes
+            consumed += batch.size_in_bytes
+        if consumed != len(data):
+            raise CorruptRecordError(f"{len(data) - consumed} bytes of a partial batch at the end")
         if first is None:
             return self._leo
         with self._lock:

@@ -19,7 +19,7 @@ from pathlib import Path
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import IndexOffsetOverflowError, OffsetIndex
-from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch
+from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, iter_batches
 from storage.time_index import TimeIndex
 
 log = logging.getLogger(__name__)
@@ -302,20 +302,16 @@ class LogSegment:
         end = self.size
         while position + RECORD_BATCH_OVERHEAD <= end:
             block = self.read_at(position, _RECOVER_BLOCK)
-            rel = 0
-            while rel + RECORD_BATCH_OVERHEAD <= len(block):
-                size = RecordBatch(block, rel).size_in_bytes
-                if rel + size > len(block):
-                    break
-                yield position + rel, RecordBatch(memoryview(block)[rel : rel + size])
-                rel += size
-            if rel == 0:  # one batch larger than the block, or torn at the end of the file
-                size = RecordBatch(block, 0).size_in_bytes
-                if position + size > end:
+            consumed = 0
+            for batch in iter_batches(block):
+                yield position + batch.position, batch
+                consumed = batch.position + batch.size_in_bytes
+            if consumed == 0:  # one batch larger than the block, or torn at the end of the file
+                consumed = RecordBatch(block, 0).size_in_bytes
+                if position + consumed > end:
                     return
-                yield position, RecordBatch(self.read_at(position, size))
-                rel = size
-            position += rel
+                yield position, RecordBatch(self.read_at(position, consumed))
+            position += consumed
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= ``offset`` (whole batches) and their index

@@ -162,6 +162,11 @@ class RecordBatch:
     # -- whole-batch operations ----------------------------------------------------------
 
     @property
+    def position(self) -> int:
+        """Where the batch starts in the buffer it was parsed from."""
+        return self._pos
+
+    @property
     def is_complete(self) -> bool:
         """True when ``buf`` holds the whole batch, not just its header."""
         return len(self._buf) - self._pos >= self.size_in_bytes
@@ -217,13 +222,10 @@ class RecordBatch:
             record = self._decode_one(data, start, end)
             if record.offset == offset:
                 return record
-        start = 0
-        for _ in range(count):
-            start, end = _skip_records(data, start, 0)
+        for start, end in _record_spans(data, count):
             record = self._decode_one(data, start, end)
             if record.offset >= offset:
                 return record if record.offset == offset else None
-            start = end
         return None
 
     def first_record_from_time(self, timestamp: int, min_offset: int) -> Record | None:
@@ -235,16 +237,13 @@ class RecordBatch:
             return None
         data = self._records_section()
         log_append = bool(self.attributes & TIMESTAMP_TYPE_MASK)
-        start = 0
-        for _ in range(count):
-            start, end = _skip_records(data, start, 0)
+        for start, end in _record_spans(data, count):
             body = decode_varint(data, start)[1]  # past the length
             ts_delta, pos = decode_varlong(data, body + 1)  # past the attributes byte
             offset_delta = decode_varint(data, pos)[0]
             ts = self.max_timestamp if log_append else self.base_timestamp + ts_delta
             if ts >= timestamp and self.base_offset + offset_delta >= min_offset:
                 return self._decode_one(data, start, end)
-            start = end
         return None
 
     def _decode_one(self, data: bytes, start: int, end: int) -> Record:
@@ -285,6 +284,14 @@ def _skip_records(data: bytes, pos: int, n: int) -> tuple[int, int]:
     if length < 0 or body + length > len(data):
         raise CorruptRecordError("record batch is corrupt: a record runs past its end")
     return pos, body + length
+
+
+def _record_spans(data: bytes, count: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each of the ``count`` records in a records section."""
+    end = 0
+    for _ in range(count):
+        start, end = _skip_records(data, end, 0)
+        yield start, end
 
 
 def _skip_short(data: bytes, pos: int, n: int) -> int:
