@@ -101,15 +101,6 @@ class LineFramer:
         return line
 
 
-def split_key(line: bytes, separator: bytes = DEFAULT_KEY_SEPARATOR) -> tuple[bytes, bytes]:
-    """``key<SEP>value`` -> ``(key, value)``, split at the first separator.
-    KeySeparatorMissingError when the separator is absent."""
-    key, sep, value = line.partition(separator)
-    if not sep:
-        raise KeySeparatorMissingError(f"no key separator {separator!r} in line")
-    return key, value
-
-
 def split_keys(
     lines: list[bytes], separator: bytes = DEFAULT_KEY_SEPARATOR
 ) -> tuple[list[bytes], list[bytes]]:
