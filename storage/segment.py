@@ -18,7 +18,7 @@ from pathlib import Path
 
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.offset_index import IndexOffsetOverflowError, OffsetIndex
+from storage.offset_index import OffsetIndex
 from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, iter_batches
 from storage.time_index import TimeIndex
 
