@@ -17,20 +17,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage.config import LogConfig
-from storage.errors import CorruptRecordError, ReadOnlyLogError, RecordTooLargeError
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    ReadOnlyLogError,
+    RecordTooLargeError,
+)
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
     Record,
-    RecordBatch,
     TimestampType,
     build_batch,
     iter_batches,
 )
+from storage.records.batch import CURRENT_MAGIC
 from storage.records.varint import size_of_varint
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    Batch,
     LogSegment,
     filename_prefix,
     now_ms,
@@ -232,12 +238,17 @@ class Log:
         """Append already-built v2 batches with their offsets as they are, as a follower does
         (one ``LogSegment.append`` for the whole chunk). The first offset must be >= the log
         end offset. Returns the new log end offset. Raises CorruptRecordError for a bad batch or
-        offsets that do not increase; ValueError for offsets below the log end offset."""
+        offsets that do not increase; InvalidRecordError for v0/v1 entries (Kafka 4 writes only
+        v2); ValueError for offsets below the log end offset."""
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         first = last = max_ts = shallow = None
         consumed = 0
         for batch in iter_batches(data):
+            if batch.magic != CURRENT_MAGIC:
+                raise InvalidRecordError(
+                    f"magic v{batch.magic} entry at offset {batch.last_offset}: "
+                    f"only magic {CURRENT_MAGIC} batches are appended")
             batch.ensure_valid()
             if last is not None and batch.base_offset <= last:
                 raise CorruptRecordError(
@@ -355,7 +366,7 @@ class Log:
         i = bisect.bisect_right(bases, offset) - 1
         return segments[i] if i >= 0 else None
 
-    def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch) -> list[Record]:
+    def _batch_records(self, segment: LogSegment, position: int, header: Batch) -> list[Record]:
         key = (segment.base_offset, position)
         records = self._cache.get(key)
         if records is None:
@@ -394,7 +405,7 @@ class Log:
                 break  # rolled by an append still in flight
             start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
             for position, header in segment.scan_batches(start):
-                if header.base_offset >= leo:
+                if header.last_offset >= leo:  # (a legacy wrapper's base needs decompressing)
                     return out  # not yet published: never decoded, never cached
                 if header.last_offset < offset or header.is_control_batch:
                     continue
