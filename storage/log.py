@@ -376,8 +376,10 @@ class Log:
 
     def read(self, offset: int, nowait: bool = False) -> Record | None:
         """The record at ``offset``, or None when there is none: below the log start offset, at
-        or past the log end offset, a gap left by compaction, or a control record. Raises
-        CorruptRecordError for a batch whose CRC or layout is bad. ``nowait=True`` (for event
+        or past the log end offset, a gap left by compaction, or a control record. v0/v1
+        entries an old broker wrote are read as Kafka reads them. Raises CorruptRecordError for
+        a batch whose CRC or layout is bad, InvalidRecordError for one breaking a format rule
+        (e.g. a legacy wrapper holding compressed messages). ``nowait=True`` (for event
         loops) raises BlockingIOError instead of waiting for bytes not in the page cache."""
         if offset < self.log_start_offset or offset >= self._leo:
             return None
