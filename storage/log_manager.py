@@ -158,9 +158,11 @@ class LogManager:
 
     # -- background work (the mount schedules it; the CLI runs it on demand) ----------------
 
-    def cleanup_logs(self, now: int | None = None) -> int:
-        """Apply retention to every log (``LogManager.cleanupLogs``); returns segments deleted."""
-        deleted = sum(log_.delete_old_segments(now) for log_ in self._writable_logs())
+    def cleanup_logs(self, now: int | None = None) -> dict[str, int]:
+        """Apply retention to every log (``LogManager.cleanupLogs``); returns
+        ``{partition: segments deleted}`` for the partitions that lost any."""
+        deleted = {log_.name: n for log_ in self._writable_logs()
+                   if (n := log_.delete_old_segments(now))}
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted
