@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from storage.errors import CorruptIndexError, ReadOnlyLogError
 
