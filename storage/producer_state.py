@@ -676,7 +676,8 @@ class ProducerStateManager:
         replayed): every batch is checked first, then each producer's entry is updated once,
         then each completed transaction is indexed (if aborted) and completed, so an LSO sees
         the transactions the whole append opened. The map end offset becomes the last batch's
-        last offset + 1. Raises as :meth:`ProducerAppendInfo.append`, before changing anything.
+        last offset + 1. Raises as :meth:`ProducerAppendInfo.append` before changing anything;
+        OSError from an index append (the transactions not yet completed then stay open).
         """
         infos: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
