@@ -58,6 +58,8 @@ class LogDirLockedError(KafkaStorageError):
 
 class CorruptCheckpointError(KafkaStorageError):
     """A checkpoint file that does not parse (Kafka's ``CheckpointFile`` "Malformed line")."""
+
+
 class CorruptIndexError(KafkaStorageError, ValueError):
     """An index file that fails its sanity check or holds an entry of an unknown version
     (Kafka's ``CorruptIndexException``)."""
