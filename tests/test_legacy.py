@@ -432,8 +432,9 @@ def test_appending_v2_after_legacy_entries(tmp_path):
 def test_legacy_entries_are_not_appended(tmp_path):
     mgr = LogManager(tmp_path)
     log = mgr.create("t-0")
-    with pytest.raises(InvalidRecordError, match="only magic 2"):
-        log.append_batches(message(0, 1, 0, b"old"))
+    for append in (log.append_batches, log.append_as_leader):
+        with pytest.raises(InvalidRecordError, match="only magic 2"):
+            append(message(0, 1, 0, b"old"))
     assert log.log_end_offset == 0 and log.active_segment.size == 0
     mgr.close()
 

@@ -10,9 +10,11 @@ from storage.records.batch import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RecordBatch,
+    assign_offsets,
     batch_at,
     build_batch,
     iter_batches,
+    set_log_append_time,
 )
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
@@ -36,6 +38,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "TimestampType",
+    "assign_offsets",
     "batch_at",
     "build_batch",
     "compress",
@@ -45,6 +48,7 @@ __all__ = [
     "encode_varint",
     "encode_varlong",
     "iter_batches",
+    "set_log_append_time",
     "size_of_varint",
     "size_of_varlong",
 ]
