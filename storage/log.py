@@ -542,16 +542,34 @@ class Log:
             self._cache.put(key, records)
         return records
 
-    def read(self, offset: int, nowait: bool = False) -> Record | None:
+    def _visible_end(self, read_committed: bool) -> int:
+        """Where reads stop: the last stable offset for read_committed, else the log end."""
+        return self.last_stable_offset if read_committed else self._leo
+
+    def _aborted(self, offset: int, upper: int) -> AbortedTxnFilter:
+        """The aborted transactions overlapping [offset, upper), from the transaction indexes of
+        the segment holding ``offset`` and later ones (``UnifiedLog.collectAbortedTransactions``)."""
+        bases, segments = self._view
+        first = max(bisect.bisect_right(bases, offset) - 1, 0)
+        return AbortedTxnFilter(collect_aborted_txns(
+            (s.txn_index for s in segments[first:]), offset, upper))
+
+    def read(self, offset: int, nowait: bool = False, read_committed: bool = False) -> Record | None:
         """The record at ``offset``, or None when there is none: below the log start offset, at
-        or past the log end offset, a gap left by compaction, or a control record. Raises
-        CorruptRecordError for a batch whose CRC or layout is bad. ``nowait=True`` (for event
-        loops) raises BlockingIOError instead of waiting for bytes not in the page cache."""
-        if offset < self.log_start_offset or offset >= self._leo:
+        or past the log end offset, a gap left by compaction, or a control record. With
+        ``read_committed`` (Kafka's ``isolation.level=read_committed``) also None at or past the
+        last stable offset and for records of aborted transactions. Raises CorruptRecordError
+        for a batch whose CRC or layout is bad. ``nowait=True`` (for event loops) raises
+        BlockingIOError instead of waiting for bytes not in the page cache."""
+        end = self._visible_end(read_committed)
+        if offset < self.log_start_offset or offset >= end:
             return None
         segment = self._segment_for(offset)
         found = segment.find_batch(offset, nowait) if segment else None
         if found is None or found[1].is_control_batch:
+            return None
+        if read_committed and found[1].is_transactional and \
+                self._aborted(found[1].base_offset, end).is_aborted(found[1]):
             return None
         records = self._cache.get((segment.base_offset, found[0]))
         if records is None:  # decode just this record; listing fills the cache
@@ -559,14 +577,17 @@ class Log:
         i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
         return records[i] if i < len(records) and records[i].offset == offset else None
 
-    def records_from(self, offset: int, limit: int) -> list[Record]:
+    def records_from(self, offset: int, limit: int, read_committed: bool = False) -> list[Record]:
         """Up to ``limit`` data records with offsets >= ``offset``, in offset order (gaps and
-        control records skipped)."""
+        control records skipped; with ``read_committed``, aborted records too, and nothing
+        at or past the last stable offset)."""
         offset = max(offset, self.log_start_offset)
         out: list[Record] = []
-        if offset >= self._leo or limit <= 0:
+        leo = self._visible_end(read_committed)
+        if offset >= leo or limit <= 0:
             return out
-        (bases, segments), leo = self._view, self._leo
+        aborted = self._aborted(offset, leo) if read_committed else None
+        bases, segments = self._view
         first = bisect.bisect_right(bases, offset) - 1
         for segment in segments[max(first, 0):]:
             if segment.base_offset >= leo:
@@ -575,7 +596,8 @@ class Log:
             for position, header in segment.scan_batches(start):
                 if header.base_offset >= leo:
                     return out  # not yet published: never decoded, never cached
-                if header.last_offset < offset or header.is_control_batch:
+                if header.last_offset < offset or header.is_control_batch or \
+                        aborted is not None and aborted.is_aborted(header):
                     continue
                 for record in self._batch_records(segment, position, header):
                     if offset <= record.offset < leo:
@@ -584,11 +606,13 @@ class Log:
                             return out
         return out
 
-    def find_offset_by_timestamp(self, timestamp: int, nowait: bool = False) -> Record | None:
+    def find_offset_by_timestamp(self, timestamp: int, nowait: bool = False,
+                                 read_committed: bool = False) -> Record | None:
         """The first record with timestamp >= ``timestamp`` (epoch ms), as Kafka's ListOffsets
         answers (``UnifiedLog.fetchOffsetByTimestamp``): the first segment whose largest
         timestamp reaches the target, then its time index, offset index and a scan. None when
-        no record qualifies or ``timestamp`` is negative. ``nowait`` as in :meth:`read`."""
+        no record qualifies or ``timestamp`` is negative. With ``read_committed`` the first
+        such record a read_committed consumer sees. ``nowait`` as in :meth:`read`."""
         if timestamp < 0:
             return None
         start, leo = self.log_start_offset, self._leo
@@ -598,8 +622,22 @@ class Log:
             if segment.largest_timestamp >= timestamp:
                 record = segment.find_offset_by_timestamp(timestamp, start, nowait)
                 if record is not None and record.offset < leo:
+                    if read_committed:
+                        return self._first_committed_from(record.offset, timestamp)
                     return record
         return None
+
+    def _first_committed_from(self, offset: int, timestamp: int) -> Record | None:
+        """The first visible read_committed record at or after ``offset`` stamped >= ``timestamp``
+        (records before ``offset`` are all earlier: ListOffsets found it)."""
+        while True:
+            records = self.records_from(offset, 1024, read_committed=True)
+            if not records:
+                return None
+            for record in records:
+                if record.timestamp >= timestamp:
+                    return record
+            offset = records[-1].offset + 1
 
     # -- lifecycle --------------------------------------------------------------------------
 
