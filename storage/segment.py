@@ -207,24 +207,28 @@ class LogSegment:
         it holds at least its header (see ``is_complete``). Raises CorruptRecordError for an
         impossible size; BlockingIOError as :meth:`read_at` with ``nowait``."""
         end = self.size if end is None else end
-        block, block_pos = b"", position
+        block, block_pos, block_len = b"", position, 0
+        overhead, magic_at, v2 = RECORD_BATCH_OVERHEAD, MAGIC_OFFSET, _CURRENT_MAGIC
         while position + _HEADER_SIZE_UP_TO_MAGIC < end:
             rel = position - block_pos
-            if rel < 0 or (rel + RECORD_BATCH_OVERHEAD > len(block)
-                           and block_pos + len(block) < end):
-                size = min(_SCAN_BLOCK, end - position)
-                block, block_pos, rel = self.read_at(position, size, nowait), position, 0
-                if len(block) <= MAGIC_OFFSET:  # the file is shorter than the segment size
-                    return
-            if rel + RECORD_BATCH_OVERHEAD > len(block):
-                # The segment's last bytes: a torn header ends the scan as a torn batch does.
-                (length,) = _INT32.unpack_from(block, rel + _LENGTH_OFFSET)
-                if position + LOG_OVERHEAD + length > end:
-                    return
-            if block[rel + MAGIC_OFFSET] < _CURRENT_MAGIC:
-                batch = LegacyRecordBatch(block, rel)
-            else:
+            if rel < 0 or rel + overhead > block_len:  # past the block, or a header may be cut
+                if rel < 0 or block_pos + block_len < end:
+                    size = min(_SCAN_BLOCK, end - position)
+                    block, block_pos, rel = self.read_at(position, size, nowait), position, 0
+                    block_len = len(block)
+                    if block_len <= magic_at:  # the file is shorter than the segment size
+                        return
+                if rel + overhead > block_len:
+                    # The segment's last bytes: a torn header ends the scan as a torn batch does.
+                    (length,) = _INT32.unpack_from(block, rel + _LENGTH_OFFSET)
+                    if position + LOG_OVERHEAD + length > end:
+                        return
+            try:  # v2 first: the magic check costs v2 nothing, legacy entries an exception
                 batch = RecordBatch(block, rel)
+            except InvalidRecordError:
+                if block[rel + magic_at] >= v2:
+                    raise
+                batch = LegacyRecordBatch(block, rel)
             if position + batch.size_in_bytes > end:
                 return
             yield position, batch
