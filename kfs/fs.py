@@ -4,7 +4,8 @@ Layout (every path maps to one storage call)::
 
     /                                   partitions; ``mkdir /<topic>-<N>`` creates one
     /<topic>-<N>/by-offset/<offset>     regular file 0444: the record value (null -> empty),
-                                        st_size exact, st_mtime = record timestamp, xattrs below
+                                        st_size exact, st_mtime = record timestamp (0 for
+                                        v0 messages, which have none), xattrs below
     /<topic>-<N>/by-offset/             lists the offsets in order
     /<topic>-<N>/by-time/<epoch-ms>     symlink to ../by-offset/<o>, o = first record with
                                         timestamp >= t (Kafka ListOffsets); ENOENT when none

@@ -17,7 +17,12 @@ from pathlib import Path
 
 from storage import log_loader
 from storage.config import LogConfig
-from storage.errors import CorruptRecordError, ReadOnlyLogError, RecordTooLargeError
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    ReadOnlyLogError,
+    RecordTooLargeError,
+)
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.producer_state import NO_PRODUCER_ID, AppendOrigin, ProducerStateManager
 from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
@@ -31,11 +36,13 @@ from storage.records import (
     iter_batches,
     set_log_append_time,
 )
+from storage.records.batch import CURRENT_MAGIC
 from storage.records.varint import size_of_varint
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    Batch,
     LogSegment,
     filename_prefix,
     now_ms,
@@ -214,13 +221,18 @@ class Log:
         """Append already-built v2 batches with their offsets as they are, as a follower does
         (one ``LogSegment.append`` for the whole chunk). The first offset must be >= the log
         end offset. Returns the new log end offset. Raises CorruptRecordError for a bad batch or
-        offsets that do not increase; ValueError for offsets below the log end offset."""
+        offsets that do not increase; InvalidRecordError for v0/v1 entries (Kafka 4 writes only
+        v2); ValueError for offsets below the log end offset."""
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         first = last = max_ts = shallow = None
         consumed = 0
         epochs: list[tuple[int, int]] = []
         for batch in iter_batches(data):
+            if batch.magic != CURRENT_MAGIC:
+                raise InvalidRecordError(
+                    f"magic v{batch.magic} entry at offset {batch.last_offset}: "
+                    f"only magic {CURRENT_MAGIC} batches are appended")
             batch.ensure_valid()
             if last is not None and batch.base_offset <= last:
                 raise CorruptRecordError(
@@ -286,6 +298,8 @@ class Log:
         """(position, offset count) of each batch in ``buf``, checked as LogValidator does."""
         out, consumed = [], 0
         for batch in iter_batches(buf):
+            if batch.magic != CURRENT_MAGIC:
+                raise InvalidRecordError(f"magic v{batch.magic} entry: producers append magic 2")
             batch.ensure_valid()
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(
@@ -534,7 +548,7 @@ class Log:
         i = bisect.bisect_right(bases, offset) - 1
         return segments[i] if i >= 0 else None
 
-    def _batch_records(self, segment: LogSegment, position: int, header: RecordBatch) -> list[Record]:
+    def _batch_records(self, segment: LogSegment, position: int, header: Batch) -> list[Record]:
         key = (segment.base_offset, position)
         records = self._cache.get(key)
         if records is None:
@@ -559,8 +573,9 @@ class Log:
         or past the log end offset, a gap left by compaction, or a control record. With
         ``read_committed`` (Kafka's ``isolation.level=read_committed``) also None at or past the
         last stable offset and for records of aborted transactions. Raises CorruptRecordError
-        for a batch whose CRC or layout is bad. ``nowait=True`` (for event loops) raises
-        BlockingIOError instead of waiting for bytes not in the page cache."""
+        for a batch whose CRC or layout is bad, InvalidRecordError for one breaking a format
+        rule; v0/v1 entries an old broker wrote are read as Kafka reads them. ``nowait=True``
+        (for event loops) raises BlockingIOError instead of waiting for the disk."""
         end = self._visible_end(read_committed)
         if offset < self.log_start_offset or offset >= end:
             return None
@@ -594,7 +609,7 @@ class Log:
                 break  # rolled by an append still in flight
             start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
             for position, header in segment.scan_batches(start):
-                if header.base_offset >= leo:
+                if header.last_offset >= leo:  # (a legacy wrapper's base needs decompressing)
                     return out  # not yet published: never decoded, never cached
                 if header.last_offset < offset or header.is_control_batch or \
                         aborted is not None and aborted.is_aborted(header):

@@ -249,8 +249,10 @@ def test_xattrs_of_a_partition_directory(mount):
     assert xattr("orders-0", "user.kafka.logEndOffset", m.path) == b"0"
     sh("printf 'a\\nb\\nc\\n' >> orders-0/append", m.path)
     assert xattr_names("orders-0", m.path) == {
-        "user.kafka.logStartOffset", "user.kafka.logEndOffset", "user.kafka.sizeInBytes", "user.kafka.segmentCount",
+        "user.kafka.logStartOffset", "user.kafka.logEndOffset", "user.kafka.lastStableOffset",
+        "user.kafka.sizeInBytes", "user.kafka.segmentCount",
     }
+    assert xattr("orders-0", "user.kafka.lastStableOffset", m.path) == b"3"
     assert xattr("orders-0", "user.kafka.logStartOffset", m.path) == b"0"
     assert xattr("orders-0", "user.kafka.logEndOffset", m.path) == b"3"
     assert xattr("orders-0", "user.kafka.segmentCount", m.path) == b"1"
