@@ -49,3 +49,12 @@ class ReadOnlyLogError(KafkaStorageError):
 
 class InvalidConfigError(KafkaStorageError):
     """A config value Kafka would refuse (Kafka's ``ConfigException``)."""
+
+
+class LogDirLockedError(KafkaStorageError):
+    """The backing directory's ``.lock`` is held by another writer: a running mount, a Kafka
+    broker or another engine (as Kafka's ``LogManager.lockLogDirs`` refuses a second broker)."""
+
+
+class CorruptCheckpointError(KafkaStorageError):
+    """A checkpoint file that does not parse (Kafka's ``CheckpointFile`` "Malformed line")."""
