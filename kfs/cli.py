@@ -244,7 +244,7 @@ def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int
         return 1
     for change in changes:
         out.write(f"repaired {change}\n")
-    out.write(f"repair changed {len(changes)} files; verifying again\n")
+    out.write(f"repair done ({len(changes)} changed); verifying again\n")
     out.flush()
     return 1 if _verify_run(out, partitions, args.progress) else 0
 

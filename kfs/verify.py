@@ -442,27 +442,33 @@ def _file_states(partitions: Iterable[Path]) -> dict[str, tuple[int, bytes | Non
 def repair(backing_dir: str | os.PathLike, partitions: Sequence[Path]) -> list[str]:
     """Recover the whole backing directory as a broker start without a clean shutdown does
     (``LogManager(force_recovery=True)``: every segment revalidated, torn or corrupt tails cut,
-    indexes rebuilt, leftovers settled) and close it cleanly. Returns one line per file that
-    changed in ``partitions`` (bytes truncated, index rebuilt, file removed or created).
-    Raises whatever opening the directory raises."""
+    later segments deleted, indexes rebuilt, leftovers settled) and close it cleanly.
+
+    Returns what changed in ``partitions``, one line per segment (or other file), e.g.
+    ``orders-0/00000000000000000253: .log cut by 120 bytes (to 4096), .index rebuilt``.
+    Raises whatever opening the directory raises (LogDirLockedError while a mount has it)."""
     from storage import LogManager
 
     before = _file_states(partitions)
     LogManager(backing_dir, force_recovery=True).close()
     after = _file_states(partitions)
-    changes = []
+    changes: dict[str, list[str]] = {}
     for name in sorted(before.keys() | after.keys()):
         old, new = before.get(name), after.get(name)
-        if old == new:
-            continue
-        if new is None:
-            changes.append(f"{name}: removed")
-        elif old is None:
-            changes.append(f"{name}: created ({new[0]} bytes)")
-        elif name.endswith(LOG_SUFFIX):
-            changes.append(f"{name}: {old[0] - new[0]} bytes truncated ({old[0]} -> {new[0]})")
-        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-            changes.append(f"{name}: rebuilt ({old[0]} -> {new[0]} bytes)")
-        else:
-            changes.append(f"{name}: rewritten ({old[0]} -> {new[0]} bytes)")
-    return changes
+        if old != new:
+            group, _, suffix = name.partition(".")
+            changes.setdefault(group, []).append(_describe_change("." + suffix, old, new))
+    return [f"{group}: {', '.join(parts)}" for group, parts in changes.items()]
+
+
+def _describe_change(suffix: str, old: tuple[int, bytes | None] | None,
+                     new: tuple[int, bytes | None] | None) -> str:
+    if new is None:
+        return f"{suffix} removed ({old[0]} bytes)"
+    if old is None:
+        return f"{suffix} created ({new[0]} bytes)"
+    if suffix == LOG_SUFFIX:
+        return f"{suffix} cut by {old[0] - new[0]} bytes (to {new[0]})"
+    if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        return f"{suffix} rebuilt"
+    return f"{suffix} rewritten"
