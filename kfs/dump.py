@@ -21,16 +21,29 @@ import dataclasses
 import json
 import mmap
 import os
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from storage.errors import CorruptRecordError, InvalidRecordError, InvalidTopicError
+from storage.errors import (
+    CorruptRecordError,
+    CorruptSnapshotError,
+    InvalidRecordError,
+    InvalidTopicError,
+    KafkaStorageError,
+)
 from storage.offset_index import OffsetIndex
 from storage.records import Record, RecordBatch, TimestampType, iter_batches
-from storage.records.control import ControlRecordType, EndTransactionMarker, parse_type_id
+from storage.producer_state import ProducerStateEntry, decode_snapshot
+from storage.records.control import (
+    ControlRecordType,
+    decode_control_record_key,
+    decode_end_txn_marker_value,
+)
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
+from storage.transaction_index import TransactionIndex
 
-__all__ = ["DumpOptions", "dump_files", "batch_line", "record_line"]
+__all__ = ["DumpOptions", "dump_files", "batch_line", "record_line", "snapshot_line"]
 
 MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes default
 RECORD_INDENT = "|"
@@ -118,12 +131,18 @@ def _decode_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _control_fields(record: Record) -> tuple[ControlRecordType, int, int | None]:
+    """(type, raw type id, coordinator epoch of an end-transaction marker or None).
+    Raises InvalidRecordError for a malformed key or marker value."""
+    key = decode_control_record_key(record.key)
+    epoch = decode_end_txn_marker_value(record.value)[1] if key.type.is_transaction_marker else None
+    return key.type, key.type_id, epoch
+
+
 def _control_text(record: Record) -> str:
-    type_id = parse_type_id(record.key)
-    control_type = ControlRecordType.for_id(type_id)
-    if control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-        marker = EndTransactionMarker.deserialize(record)
-        return f" endTxnMarker: {marker.control_type.name} coordinatorEpoch: {marker.coordinator_epoch}"
+    control_type, type_id, epoch = _control_fields(record)
+    if epoch is not None:
+        return f" endTxnMarker: {control_type.name} coordinatorEpoch: {epoch}"
     # KRaft's snapshot/voter records are not decoded here: their type is named instead
     return f" controlType: {control_type.name}({type_id})"
 
@@ -192,11 +211,10 @@ def _record_object(batch: RecordBatch, record: Record) -> dict[str, Any]:
                producerId=batch.producer_id, isTransactional=batch.is_transactional,
                isControl=batch.is_control_batch)
     if batch.is_control_batch:
-        type_id = parse_type_id(record.key)
-        control_type = ControlRecordType.for_id(type_id)
+        control_type, type_id, epoch = _control_fields(record)
         obj["controlType"] = control_type.name if control_type != ControlRecordType.UNKNOWN else type_id
-        if control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-            obj["coordinatorEpoch"] = EndTransactionMarker.deserialize(record).coordinator_epoch
+        if epoch is not None:
+            obj["coordinatorEpoch"] = epoch
     return obj
 
 
@@ -327,7 +345,7 @@ class _Dumper:
             handler(path)
         except DumpError as e:
             self.error(path, str(e))
-        except (CorruptRecordError, InvalidRecordError, ValueError) as e:
+        except (KafkaStorageError, ValueError) as e:
             self.error(path, str(e))
         except OSError as e:
             self.error(path, e.strerror or str(e))
@@ -481,7 +499,59 @@ class _Dumper:
     # -- .snapshot and .txnindex ----------------------------------------------------------
 
     def dump_snapshot(self, path: str) -> None:
-        raise DumpError("producer snapshots (.snapshot) are not supported yet")
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            entries = decode_snapshot(data)
+        except CorruptSnapshotError as e:
+            raise DumpError(str(e)) from None  # Kafka prints the message and goes on
+        for entry in entries:
+            if self.options.json:
+                self.emit(_snapshot_object(entry))
+            else:
+                self.line(snapshot_line(entry))
 
     def dump_txn_index(self, path: str) -> None:
-        raise DumpError("transaction indexes (.txnindex) are not supported yet")
+        index = TransactionIndex(Path(path), _base_offset(path), writable=False)
+        try:
+            for txn in index.all_aborted_txns():
+                if self.options.json:
+                    self.emit({"version": txn.version, "producerId": txn.producer_id,
+                               "firstOffset": txn.first_offset, "lastOffset": txn.last_offset,
+                               "lastStableOffset": txn.last_stable_offset})
+                else:
+                    self.line(f"version: {txn.version} producerId: {txn.producer_id} "
+                              f"firstOffset: {txn.first_offset} lastOffset: {txn.last_offset} "
+                              f"lastStableOffset: {txn.last_stable_offset}")
+        finally:
+            index.close()
+
+
+def _optional_long(value: int | None) -> str:
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def snapshot_line(entry: ProducerStateEntry) -> str:
+    """kafka-dump-log's line for one producer of a ``.snapshot`` (``dumpProducerIdSnapshot``):
+    without batch metadata it ends with the space after lastTimestamp, as Kafka's does."""
+    line = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {_optional_long(entry.current_txn_first_offset)} "
+            f"lastTimestamp: {entry.last_timestamp} ")
+    if entry.batch_metadata:
+        b = entry.batch_metadata[0]
+        line += (f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} "
+                 f"lastOffset: {b.last_offset} offsetDelta: {b.offset_delta} timestamp: {b.timestamp}")
+    return line
+
+
+def _snapshot_object(entry: ProducerStateEntry) -> dict[str, Any]:
+    obj = {"producerId": entry.producer_id, "producerEpoch": entry.producer_epoch,
+           "coordinatorEpoch": entry.coordinator_epoch,
+           "currentTxnFirstOffset": entry.current_txn_first_offset,
+           "lastTimestamp": entry.last_timestamp}
+    if entry.batch_metadata:
+        b = entry.batch_metadata[0]
+        obj.update(firstSequence=b.first_seq, lastSequence=b.last_seq, lastOffset=b.last_offset,
+                   offsetDelta=b.offset_delta, timestamp=b.timestamp)
+    return obj

@@ -209,6 +209,7 @@ class Log:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         first = last = max_ts = shallow = None
         consumed = 0
+        epochs: list[tuple[int, int]] = []
         for batch in iter_batches(data):
             batch.ensure_valid()
             if last is not None and batch.base_offset <= last:
@@ -216,6 +217,7 @@ class Log:
                     f"batch at offset {batch.base_offset} does not follow offset {last}")
             first = batch.base_offset if first is None else first
             last = batch.last_offset
+            epochs.append((batch.partition_leader_epoch, batch.base_offset))
             if max_ts is None or batch.max_timestamp > max_ts:
                 max_ts, shallow = batch.max_timestamp, batch.last_offset
             consumed += batch.size_in_bytes
@@ -226,7 +228,7 @@ class Log:
         with self._lock:
             if first < self._leo:
                 raise ValueError(f"offset {first} is below the log end offset {self._leo}")
-            self._append_whole(bytes(data), first, last, max_ts, shallow)
+            self._append_whole(bytes(data), first, last, max_ts, shallow, epochs)
             return self._leo
 
     def append_as_leader(self, data: bytes) -> tuple[int, int]:
@@ -277,7 +279,8 @@ class Log:
             raise CorruptRecordError(f"{len(buf) - consumed} bytes of a partial batch at the end")
         return out
 
-    def _append_whole(self, data: bytes, first: int, last: int, max_ts: int, shallow: int) -> None:
+    def _append_whole(self, data: bytes, first: int, last: int, max_ts: int, shallow: int,
+                      epochs: list[tuple[int, int]] | None = None) -> None:
         """One segment append of whole batches, rolled back on failure; then publish."""
         leo = self._leo
         try:
@@ -285,14 +288,17 @@ class Log:
         except BaseException:
             self.truncate_to(leo)
             raise
-        self._after_append(first, last + 1)
+        self._after_append(first, last + 1, epochs)
 
-    def _after_append(self, first: int, next_offset: int) -> None:
+    def _after_append(self, first: int, next_offset: int,
+                      epochs: list[tuple[int, int]] | None = None) -> None:
         """Publish the new log end offset (readers see a whole append or none of it), learn the
-        leader epoch, and flush when ``flush.messages`` records are unflushed."""
+        leader epochs (the batches' own for a follower append, else :attr:`leader_epoch`), and
+        flush when ``flush.messages`` records are unflushed."""
         self._leo = next_offset
-        if self.leader_epoch > self.epochs.latest_epoch:
-            self.epochs.assign(self.leader_epoch, first)
+        for epoch, start in epochs or [(self.leader_epoch, first)]:
+            if epoch > self.epochs.latest_epoch:
+                self.epochs.assign(epoch, start)
         if self._leo - self.recovery_point >= self.config.flush_messages:
             self.flush()
 
