@@ -13,6 +13,8 @@ Per partition directory ``<topic>-<N>``:
 * every ``.timeindex`` entry (``TimeIndex``): strictly increasing timestamps, naming the last
   offset of a batch, whose timestamp is the largest up to that offset and is that batch's largest;
   the last entry holding the segment's largest timestamp; Kafka's ``sanityCheck``;
+* every ``.txnindex`` (Kafka's ``sanityCheck``, increasing entries) and every producer
+  ``.snapshot`` (version, size and CRC);
 * missing index files, index files without a ``.log``, and leftover ``.cleaned``, ``.swap`` and
   ``.deleted`` files.
 
@@ -31,12 +33,20 @@ from array import array
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from storage.errors import CorruptRecordError, InvalidRecordError, InvalidTopicError
+from storage.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    CorruptSnapshotError,
+    InvalidRecordError,
+    InvalidTopicError,
+)
 from storage.offset_index import OffsetIndex
+from storage.producer_state import decode_snapshot
 from storage.records import LOG_OVERHEAD, RecordBatch, iter_batches
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
+from storage.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = ["Problem", "VerifyStats", "UsageError", "find_partitions", "verify_partition",
            "verify_partitions", "repair"]
@@ -47,6 +57,8 @@ _LEFTOVER_SUFFIXES = {
     ".swap": "a compaction result not yet swapped in",
     ".deleted": "a file whose deletion did not finish",
 }
+_SNAPSHOT_SUFFIX = ".snapshot"
+_TXN_INDEX_SUFFIX = ".txnindex"
 _BLOCK = 8 * 1024 * 1024  # bytes read at a time from a .log
 _HEADER_UP_TO_MAGIC = 17
 _LENGTH = struct.Struct(">i")
@@ -158,6 +170,8 @@ def verify_partition(directory: Path, stats: VerifyStats | None = None,
         elif (m := _SEGMENT_FILE.fullmatch(name)) and m.group(2) != "log" and int(m.group(1)) not in bases:
             yield Problem(partition, name, None,
                           "index file without its .log (Kafka deletes it at the next start)")
+        elif name.endswith(_SNAPSHOT_SUFFIX) and name[:-len(_SNAPSHOT_SUFFIX)].isdigit():
+            yield from _check_snapshot(directory / name)
     previous_end: int | None = None  # the offset after the last batch of the earlier segments
     for base in bases:
         stats.segments += 1
@@ -166,6 +180,7 @@ def verify_partition(directory: Path, stats: VerifyStats | None = None,
         stats.bytes += scan.size
         yield from _check_offset_index(scan)
         yield from _check_time_index(scan)
+        yield from _check_txn_index(scan)
         if scan.last_offset is not None:
             previous_end = scan.last_offset + 1
 
@@ -419,6 +434,41 @@ def _time_entry_problem(scan: _LogScan, timestamp: int, offset: int,
     if scan.max_timestamps[i] != timestamp:
         return f"the batch ending there has largest timestamp {scan.max_timestamps[i]}"
     return None
+
+
+def _check_snapshot(path: Path) -> Iterator[Problem]:
+    try:
+        decode_snapshot(path.read_bytes())
+    except CorruptSnapshotError as e:
+        yield Problem(path.parent.name, path.name, None,
+                      f"{e} (Kafka deletes it and rebuilds the producer state from the log)")
+
+
+def _check_txn_index(scan: _LogScan) -> Iterator[Problem]:
+    """``TransactionIndex.sanityCheck`` (entries' last offsets not below the segment's base),
+    strictly increasing last offsets, no partial trailing entry."""
+    path = scan.prefix.with_suffix(_TXN_INDEX_SUFFIX)
+    if not path.exists():
+        return  # created only when the segment gets an aborted transaction
+    index = TransactionIndex(path, scan.base, writable=False)
+    try:
+        try:
+            txns = index.all_aborted_txns()
+            index.sanity_check()
+        except CorruptIndexError as e:
+            yield Problem(scan.partition, path.name, None, str(e))
+            return
+        for i in range(1, len(txns)):
+            if txns[i].last_offset <= txns[i - 1].last_offset:
+                yield Problem(scan.partition, path.name, i * AbortedTxn.SIZE,
+                              f"last offset {txns[i].last_offset} does not follow the entry "
+                              f"before ({txns[i - 1].last_offset}): entries must strictly increase")
+        extra = path.stat().st_size % AbortedTxn.SIZE
+        if extra:
+            yield Problem(scan.partition, path.name, len(txns) * AbortedTxn.SIZE,
+                          f"{extra} bytes of a partial entry at the end")
+    finally:
+        index.close()
 
 
 # -- repair --------------------------------------------------------------------------------

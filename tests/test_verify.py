@@ -324,3 +324,21 @@ def test_repair_of_a_clean_directory_changes_nothing(tmp_path):
     res = kfs_verify("--repair", backing)
     assert res.returncode == 0 and "repair" not in res.stdout
     assert {p.name: p.read_bytes() for p in part.iterdir()} == before
+
+
+def test_corrupt_snapshot_and_transaction_index(tmp_path):
+    backing, part = copy_fixture(tmp_path, "txn-0")
+    snapshot = part / "00000000000000000278.snapshot"
+    data = bytearray(snapshot.read_bytes())
+    data[-1] ^= 0x01
+    snapshot.write_bytes(data)
+    txnindex = part / "00000000000000000184.txnindex"
+    entry = txnindex.read_bytes()
+    txnindex.write_bytes(entry + entry + b"\0" * 5)  # the same entry twice, then a partial one
+    lines = problems(kfs_verify(backing))
+    assert lines[0].startswith("txn-0/00000000000000000278.snapshot: Snapshot is corrupt (CRC is "
+                               "no longer valid).")
+    assert lines[1:] == [
+        "txn-0/00000000000000000184.txnindex:34: last offset 262 does not follow the entry before "
+        "(262): entries must strictly increase",
+        "txn-0/00000000000000000184.txnindex:68: 5 bytes of a partial entry at the end"]
