@@ -288,8 +288,9 @@ def _walk(fd: int, size: int) -> Iterator[tuple[int, RecordBatch | None, str | N
     blocks; stops at a partial last batch; (position, None, error) when the bytes at
     ``position`` are not a batch (a size below the minimum, another magic)."""
     position = 0
+    buffer = memoryview(bytearray(min(_BLOCK, size)))  # reused: fresh pages cost more than the copy
     while position + _HEADER_UP_TO_MAGIC < size:
-        block = os.pread(fd, min(_BLOCK, size - position), position)
+        block = buffer[:os.preadv(fd, [buffer[:min(_BLOCK, size - position)]], position)]
         next_position = position
         try:
             for batch in iter_batches(block):
