@@ -21,8 +21,9 @@ import dataclasses
 import json
 import mmap
 import os
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import Any, TextIO
 
 from storage.errors import (
     CorruptRecordError,
@@ -32,8 +33,8 @@ from storage.errors import (
     KafkaStorageError,
 )
 from storage.offset_index import OffsetIndex
-from storage.records import Record, RecordBatch, TimestampType, iter_batches
 from storage.producer_state import ProducerStateEntry, decode_snapshot
+from storage.records import Record, RecordBatch, TimestampType, iter_batches
 from storage.records.control import (
     ControlRecordType,
     decode_control_record_key,
@@ -43,7 +44,7 @@ from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import TransactionIndex
 
-__all__ = ["DumpOptions", "dump_files", "batch_line", "record_line", "snapshot_line"]
+__all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_line"]
 
 MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes default
 RECORD_INDENT = "|"
@@ -375,7 +376,7 @@ class _Dumper:
                     self._dump_batch(path, batch, valid_bytes, last_offset)
                     valid_bytes += batch.size_in_bytes
             except (CorruptRecordError, InvalidRecordError) as e:
-                raise DumpError(f"position {valid_bytes}: {e}") from None
+                raise DumpError(f"at byte {valid_bytes}: {e}") from None
             trailing = end - valid_bytes
             if trailing > 0 and self.options.max_bytes == MAX_BYTES_DEFAULT:
                 self.note(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")
@@ -383,7 +384,10 @@ class _Dumper:
     def _dump_batch(self, path: str, batch: RecordBatch, position: int, last_offset: list[int]) -> None:
         options = self.options
         if not options.deep:
-            self.emit(_batch_object(batch, position)) if options.json else self.line(batch_line(batch, position))
+            if options.json:
+                self.emit(_batch_object(batch, position))
+            else:
+                self.line(batch_line(batch, position))
             return
         if not options.json:
             self.line(batch_line(batch, position))
@@ -404,7 +408,10 @@ class _Dumper:
             self.error(path, f"batch at position {position} (offset {batch.base_offset}): {e}")
             return
         for item in lines:
-            self.emit(item) if options.json else self.line(item)
+            if options.json:
+                self.emit(item)
+            else:
+                self.line(item)
 
     # -- .index ---------------------------------------------------------------------------
 

@@ -30,8 +30,8 @@ import os
 import re
 import struct
 from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 from storage.errors import (
     CorruptIndexError,
@@ -48,8 +48,15 @@ from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
-__all__ = ["Problem", "VerifyStats", "UsageError", "find_partitions", "verify_partition",
-           "verify_partitions", "repair"]
+__all__ = [
+    "Problem",
+    "UsageError",
+    "VerifyStats",
+    "find_partitions",
+    "repair",
+    "verify_partition",
+    "verify_partitions",
+]
 
 _SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex)")
 _LEFTOVER_SUFFIXES = {

@@ -12,12 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import REPO, kfs_command, kfs_env
 from kafka.record.memory_records import MemoryRecords
 
 from storage import LogConfig
 from storage.log import Log
 from storage.records import CompressionType, build_batch
-from conftest import REPO, kfs_command, kfs_env
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
 V2_FIXTURES = ["plain-0", "codecs-0", "compacted-0", "txn-0"]

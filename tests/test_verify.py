@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, kfs_command, kfs_env
+
 from storage import LogConfig, LogManager
 from storage.log import Log
 from storage.records import CompressionType, build_batch, iter_batches
@@ -277,7 +277,8 @@ def test_overlapping_segments_and_offsets_going_back(tmp_path):
 
 def expected_records(name):
     rows = [json.loads(line) for line in open(FIXTURES / f"{name}.expected.jsonl")]
-    b64 = lambda s: None if s is None else base64.b64decode(s)  # noqa: E731
+    def b64(text):
+        return None if text is None else base64.b64decode(text)
     return {r["offset"]: (b64(r["key"]), b64(r["value"])) for r in rows if not r["isControl"]}
 
 
@@ -287,7 +288,7 @@ def test_repair_then_verify_is_clean_and_batches_before_the_damage_read(tmp_path
     base = 2209
     log = segment(part, base, ".log")
     spans = batch_spans(log)
-    position, damaged_base, _, size = spans[len(spans) // 2]
+    position, damaged_base, _, _ = spans[len(spans) // 2]
     if damage == "flip":
         data = bytearray(log.read_bytes())
         data[position + 30] ^= 0x80
