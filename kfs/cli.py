@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="what splits key from value in lines written to append-keyed, like "
                             "kafka-console-producer's key.separator (default: TAB; the escapes "
                             "\\t and \\\\ are understood)")
+    mount.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                       default="read_uncommitted",
+                       help="as Kafka's consumer isolation.level: read_committed hides records "
+                            "of aborted transactions and everything at or past the last stable "
+                            "offset (default: read_uncommitted, every record but markers)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=cmd_mount)
 
@@ -342,7 +347,8 @@ def check_paths(backing: str, mountpoint: str, read_only: bool) -> None:
 
 def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, ready_fd: int) -> list[str]:
     cmd = [sys.executable, "-m", "kfs", "mount", "--foreground", f"--ready-fd={ready_fd}",
-           f"--log-level={args.log_level}", f"--key-separator={args.key_separator}"]
+           f"--log-level={args.log_level}", f"--key-separator={args.key_separator}",
+           f"--isolation-level={args.isolation_level}"]
     if args.read_only:
         cmd.append("--read-only")
     if args.log_file:
@@ -475,7 +481,8 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         reporter.failed(message)
         raise CliError(message) from None
 
-    fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator)
+    fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator,
+                 isolation_level=args.isolation_level)
     options = set(pyfuse3.default_options) | {"fsname=kfs", "subtype=kfs", "noatime"}
     if args.read_only:
         options.add("ro")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from storage.config import LogConfig
 from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.producer_state import ProducerStateManager
 from storage.records import iter_batches
 from storage.segment import (
     INDEX_SUFFIX,
@@ -56,7 +57,8 @@ def segment_bases(directory: Path) -> list[int]:
 
 
 def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdown: bool,
-         recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache) -> LoadedLog:
+         recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache,
+         producer_state: ProducerStateManager) -> LoadedLog:
     """Load ``directory`` (``LogLoader.load``). ``recovery_point`` and ``log_start_offset``
     come from the log-dir checkpoints (0 when absent). Read-only loads change no byte: they skip
     leftover files and recovery. Raises OSError, IndexOffsetOverflowError."""
@@ -72,9 +74,10 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
             segments.append(segment)
             if writable and not _indexes_sane(segment):
                 needs_recovery.add(base)
+        recovered: set[int] = set()
         if writable:
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
-                                recovery_point, epochs)
+                                recovery_point, epochs, recovered)
             if not segments:
                 segments = [LogSegment(directory, log_start_offset, config, writable=True)]
         if not segments:
@@ -92,6 +95,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         if writable:
             epochs.truncate_from_end(log_end_offset)
             epochs.truncate_from_start(log_start_offset)
+        rebuild_producer_state(producer_state, segments, log_start_offset, log_end_offset,
+                               recovered)
         return LoadedLog(segments, log_start_offset,
                          min(max(recovery_point, log_start_offset), log_end_offset)
                          if had_clean_shutdown else log_end_offset, log_end_offset)
@@ -103,7 +108,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
 
 def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[int],
              had_clean_shutdown: bool, recovery_point: int,
-             epochs: LeaderEpochFileCache) -> list[LogSegment]:
+             epochs: LeaderEpochFileCache, recovered: set[int]) -> list[LogSegment]:
     """Recover the segments that need it (``LogLoader.recoverLog``): after an unclean shutdown
     every segment from the one holding the recovery point; always those with bad indexes and an
     active segment whose last batch is torn. When an unflushed segment loses bytes, the segments
@@ -118,6 +123,7 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
         if segment.base_offset not in needs_recovery | unflushed:
             continue
         truncated = segment.recover(epochs)
+        recovered.add(segment.base_offset)
         segment.flush()  # what recovery kept becomes the new recovery point: make it durable
         if truncated and segment.base_offset in unflushed and i < len(segments) - 1:
             for later in segments[i + 1:]:
@@ -132,6 +138,30 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
     if segments:
         segments[-1].resize_indexes(config.segment_index_bytes)
     return segments
+
+
+def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegment],
+                           log_start_offset: int, log_end_offset: int,
+                           recovered: set[int] = frozenset()) -> None:
+    """Bring the producer state to ``log_end_offset`` (``UnifiedLog.rebuildProducerState``):
+    load the newest snapshot at or below the replay start, then replay batch headers (and
+    control records) from there. The replay starts no later than the first recovered segment,
+    whose transaction index recovery emptied: aborted transactions are indexed again there."""
+    start = min(recovered, default=log_end_offset)
+    state.truncate_and_reload(log_start_offset, start)
+    bases = [s.base_offset for s in segments]
+    first = max(bisect.bisect_right(bases, state.map_end_offset) - 1, 0)
+    for segment in segments[first:] if state.map_end_offset < log_end_offset else []:
+        index = segment.txn_index if segment.base_offset in recovered else None
+        for position, batch in segment.scan_batches(segment.offset_index.lookup(
+                max(state.map_end_offset, segment.base_offset))[1]):
+            if batch.last_offset < state.map_end_offset:
+                continue
+            if batch.is_control_batch:
+                batch = segment.read_batch(position, batch)
+            state.apply_batch(batch, index)
+    state.update_map_end_offset(log_end_offset)
+    state.on_high_watermark_updated(log_end_offset)
 
 
 def _finish_interrupted_operations(directory: Path) -> None:

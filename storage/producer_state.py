@@ -570,8 +570,10 @@ class ProducerStateManager:
     """
 
     def __init__(self, log_dir: Path,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 writable: bool = True):
         self.log_dir = Path(log_dir)
+        self.writable = writable  # False: snapshots are read, never written or deleted
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._hash_order = _JavaHashMapOrder()
@@ -778,7 +780,7 @@ class ProducerStateManager:
         """Write ``<map_end_offset>.snapshot`` in ``log_dir`` if the state has moved past the
         last snapshot (``takeSnapshot``), atomically (see :func:`write_snapshot`). Returns its
         path, or None when nothing was written. Raises OSError."""
-        if self.map_end_offset <= self._last_snap_offset:
+        if self.map_end_offset <= self._last_snap_offset or not self.writable:
             return None
         path = snapshot_path(self.log_dir, self.map_end_offset)
         write_snapshot(path, self.snapshot_entries(), sync)
@@ -903,5 +905,5 @@ class ProducerStateManager:
 
     def _remove_and_delete_snapshot(self, offset: int) -> None:
         path = self._snapshots.pop(offset, None)
-        if path is not None:
+        if path is not None and self.writable:
             path.unlink(missing_ok=True)

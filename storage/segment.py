@@ -21,6 +21,7 @@ from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import OffsetIndex
 from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, iter_batches
 from storage.time_index import TimeIndex
+from storage.transaction_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ class LogSegment:
         self.time_index = TimeIndex(
             prefix.with_suffix(TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes, writable
         )
+        # created on the first aborted transaction, as Kafka's
+        self.txn_index = TransactionIndex(prefix.with_suffix(TXN_INDEX_SUFFIX), base_offset, writable)
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset: tuple[int, int] | None = None  # loaded lazily, as Kafka
         self._rolling_based_timestamp: int | None = None
@@ -276,6 +279,7 @@ class LogSegment:
         LeaderEpochFileCache) learns the leader epoch of every valid batch."""
         self.offset_index.reset(self.config.segment_index_bytes)
         self.time_index.reset(self.config.segment_index_bytes)
+        self.txn_index.reset()  # the loader's producer-state replay writes it again
         self._max_ts_and_offset = None
         self.size = os.fstat(self._fd).st_size
         valid_bytes = last_index_entry = 0
@@ -332,6 +336,7 @@ class LogSegment:
         found = self.find_batch(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.config.segment_index_bytes)
         if found is None:
             return 0
@@ -360,6 +365,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Final time-index entry (if the max is known), trim, close (``LogSegment.close``)."""
@@ -368,6 +374,7 @@ class LogSegment:
                 self.time_index.maybe_append(*self._max_ts_and_offset, skip_full_check=True)
             self.offset_index.close()
             self.time_index.close()
+        self.txn_index.close()
         os.close(self._fd)
         self._fd = -1
 
@@ -381,6 +388,8 @@ class LogSegment:
             if path.exists():
                 path.rename(renamed)
             setattr(owner, attr, renamed)
+        txn = self.txn_index.path
+        self.txn_index.rename_to(txn.with_name(txn.name + DELETED_SUFFIX))
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
@@ -388,4 +397,5 @@ class LogSegment:
         self._fd = -1
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)

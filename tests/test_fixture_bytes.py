@@ -1,6 +1,7 @@
 """Kafka's bytes from our engine: the batches of Kafka-written partitions, re-appended as a
 follower appends (``Log.append_batches``) with the fixture's segment settings, give ``.log``,
-``.index``, ``.timeindex`` and ``leader-epoch-checkpoint`` files identical to Kafka's."""
+``.index``, ``.timeindex``, ``.txnindex``, producer ``.snapshot`` and ``leader-epoch-checkpoint``
+files identical to Kafka's."""
 
 import struct
 from pathlib import Path
@@ -12,7 +13,8 @@ from storage.log import Log
 from storage.records import iter_batches
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
-SEGMENT_BYTES = {"plain-0": 64 * 1024, "codecs-0": 16 * 1024}  # from the fixtures' README
+# from the fixtures' README
+SEGMENT_BYTES = {"plain-0": 64 * 1024, "codecs-0": 16 * 1024, "txn-0": 8 * 1024}
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
 
@@ -56,7 +58,8 @@ def test_follower_appends_reproduce_kafkas_files(tmp_path, name):
     for chunk in kafka_appends(source):
         log.append_batches(chunk)
     log.close()
-    kinds = ("*.log", "*.index", "*.timeindex", "leader-epoch-checkpoint")
+    kinds = ("*.log", "*.index", "*.timeindex", "*.txnindex", "*.snapshot",
+             "leader-epoch-checkpoint")
     expected = sorted(p.name for kind in kinds for p in source.glob(kind))
     assert sorted(p.name for kind in kinds for p in target.glob(kind)) == expected
     for file_name in expected:

@@ -12,7 +12,7 @@ import pytest
 from storage import LogManager
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
-V2_FIXTURES = ["plain-0", "codecs-0", "compacted-0"]
+V2_FIXTURES = ["plain-0", "codecs-0", "compacted-0", "txn-0"]
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
 
@@ -100,3 +100,23 @@ def test_list_offsets_by_time(manager, name):
         expected = suffix_min[i] if i < len(times) else None
         record = log.find_offset_by_timestamp(target)
         assert (record.offset if record else None) == expected, target
+
+
+def test_txn_fixture_read_committed_hides_aborted_records_and_stops_at_the_lso(manager):
+    """txn-0: one aborted transaction (producer 2000, offsets 189..262); every transaction is
+    decided by the end, so the last stable offset is the log end offset."""
+    log = manager.get("txn-0")
+    rows = {r["offset"]: r for r in expected_records("txn-0")}
+    aborted = {o for o, r in rows.items() if r["producerId"] == 2000 and 189 <= o <= 262}
+    lso = log.last_stable_offset
+    assert aborted and lso == log.log_end_offset
+    committed = [r.offset for r in log.records_from(0, 10_000, read_committed=True)]
+    assert committed == [o for o in sorted(rows) if o < lso and o not in aborted]
+    everything = [r.offset for r in log.records_from(0, 10_000)]
+    assert everything == sorted(rows)  # read_uncommitted: all but the markers
+    for offset in sorted(aborted)[:5]:
+        assert log.read(offset, read_committed=True) is None
+        assert log.read(offset).offset == offset
+    first_aborted = min(aborted)
+    found = log.find_offset_by_timestamp(rows[first_aborted]["timestamp"], read_committed=True)
+    assert found.offset not in aborted and found.timestamp >= rows[first_aborted]["timestamp"]

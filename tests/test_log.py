@@ -548,3 +548,25 @@ def test_append_as_leader_refuses_batches_over_max_message_bytes(tmp_path):
         log.append_as_leader(kafka_python_batch([b"x" * 300]))
     assert log.log_end_offset == 0
     log.close()
+
+
+def test_open_transaction_holds_the_last_stable_offset_until_its_marker(tmp_path):
+    from storage.records.control import ControlRecordType, build_control_batch
+
+    log = open_log(tmp_path / "t-0")
+    log.append([b"plain"])
+    log.append_as_leader(kafka_python_batch([b"t1", b"t2"], producer_id=7, sequence=0,
+                                            transactional=True))
+    log.append([b"after"])
+    assert log.last_stable_offset == 1 and log.log_end_offset == 4
+    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"plain"]
+    assert log.read(3, read_committed=True) is None and log.read(3).value == b"after"
+    log.append_as_leader(build_control_batch(0, 7, 0, ControlRecordType.ABORT))
+    assert log.last_stable_offset == log.log_end_offset == 5
+    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"plain", b"after"]
+    assert [r.value for r in log.records_from(0, 10)] == [b"plain", b"t1", b"t2", b"after"]
+    log.close()
+    reopened = open_log(tmp_path / "t-0")  # the .txnindex and snapshot carry it over
+    assert [r.value for r in reopened.records_from(0, 10, read_committed=True)] == [b"plain", b"after"]
+    assert reopened.last_stable_offset == 5
+    reopened.close()

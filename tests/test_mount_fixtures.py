@@ -101,3 +101,26 @@ def test_by_time_through_the_mount(fixtures_mount, name):
         with open(link, "rb") as f:  # follows the link to the record
             assert f.read() == (values[expected] or b"")
     assert not (fixtures_mount / name / "by-time" / str(times[-1] + 1)).exists()
+
+
+def test_read_committed_mount_hides_the_aborted_transaction(tmp_path):
+    from conftest import FUSE_MISSING, Mounter
+
+    if FUSE_MISSING:
+        pytest.skip(FUSE_MISSING)
+    rows = expected_records("txn-0")
+    aborted = {r["offset"] for r in rows if r["producerId"] == 2000 and 189 <= r["offset"] <= 262}
+    mounter = Mounter(tmp_path)
+    try:
+        root = mounter(FIXTURES, "--read-only", "--isolation-level", "read_committed").path
+        by_offset = root / "txn-0" / "by-offset"
+        listed = sorted(int(n) for n in os.listdir(by_offset))
+        assert listed == [r["offset"] for r in rows if r["offset"] not in aborted]
+        first = min(aborted)
+        cat = subprocess.run(["cat", str(by_offset / str(first))], capture_output=True)
+        assert cat.returncode != 0 and b"No such file" in cat.stderr
+        lso = subprocess.run(["getfattr", "--only-values", "-n", "user.kafka.lastStableOffset",
+                              str(root / "txn-0")], capture_output=True, check=True).stdout
+        assert int(lso) == 396
+    finally:
+        mounter.close_all()
