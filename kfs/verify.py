@@ -256,7 +256,9 @@ class _LogScan:
         if codec > _MAX_CODEC_ID:
             yield self.problem(position, f"batch at offset {batch.base_offset}: unknown "
                                          f"compression type id {codec}")
-        if batch.last_offset_delta < 0 or batch.records_count > batch.last_offset_delta + 1 \
+        if batch.magic < 2:
+            pass  # a legacy entry has no count or offset delta: its CRC covers all of it
+        elif batch.last_offset_delta < 0 or batch.records_count > batch.last_offset_delta + 1 \
                 or batch.records_count < 0:
             yield self.problem(position, f"batch at offset {batch.base_offset}: "
                                          f"{batch.records_count} records for lastOffsetDelta "

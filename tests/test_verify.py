@@ -98,10 +98,10 @@ def records_by_offset(backing, name):
 
 
 def test_kafka_written_fixtures_are_clean():
-    res = kfs_verify(FIXTURES, "plain-0", "codecs-0", "compacted-0", "txn-0")
+    res = kfs_verify(FIXTURES, "plain-0", "codecs-0", "compacted-0", "txn-0", "legacy-0")
     assert res.returncode == 0, res.stdout + res.stderr
     assert problems(res) == []
-    assert res.stdout.splitlines()[-1].startswith("4 partitions, 59 segments, ")
+    assert res.stdout.splitlines()[-1].startswith("5 partitions, 65 segments, ")
     assert res.stdout.splitlines()[-1].endswith(": no problems")
     assert res.stderr == ""  # no progress bar when stderr is not a terminal
 
