@@ -1,7 +1,7 @@
-"""Recovery and verify throughput: how fast kfs revalidates segments after an unclean shutdown
-(``LogManager(force_recovery=True)``: every batch CRC-checked, indexes rebuilt) and how fast
-``kfs verify`` checks a backing directory, against the floor of the same work: reading the
-bytes and computing CRC-32C over them once.
+"""Recovery throughput: how fast kfs revalidates segments after an unclean shutdown
+(``LogManager(force_recovery=True)``: every batch CRC-checked, indexes rebuilt, producer state
+replayed), against the floor of the same work: reading the bytes and computing CRC-32C over
+them once. (``kfs verify`` throughput is table 5 of ``bench.py``.)
 
     python benchmarks/bench_recovery.py [--mb 256] [--rounds 3]
 
@@ -14,7 +14,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,6 @@ sys.path.insert(0, str(REPO))
 from storage import LogManager  # noqa: E402
 from storage.records import build_batch  # noqa: E402
 
-HAVE_VERIFY = (REPO / "kfs" / "verify.py").exists()
 RECORD = 100  # bytes per value, as the main benchmark
 BATCH = 160  # records per batch: ~16 KiB batches, the producer's batch.size
 
@@ -62,13 +60,6 @@ def recovery_pass(backing: Path) -> None:
     LogManager(backing, force_recovery=True).close()
 
 
-def verify_pass(backing: Path) -> None:
-    run = subprocess.run([sys.executable, "-m", "kfs", "verify", str(backing)],
-                         cwd=REPO, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise SystemExit(f"kfs verify failed ({run.returncode}): {run.stdout[-500:]}{run.stderr[-500:]}")
-
-
 def timed(fn, backing: Path) -> float:
     os.sync()
     t = time.perf_counter()
@@ -88,17 +79,13 @@ def main() -> int:
         mb = size / 1e6
         print(f"{size / 2**20:.0f} MiB of .log in {len(list((backing / 'bench-0').glob('*.log')))}"
               f" segments, {BATCH}-record batches of {RECORD} B values (page cache warm)")
-        times: dict[str, list[float]] = {"floor (read + CRC-32C)": [], "recovery": [], "kfs verify": []}
+        times: dict[str, list[float]] = {"floor (read + CRC-32C)": [], "recovery": []}
         for _ in range(args.rounds):  # interleaved, so drift hits all alike
             times["floor (read + CRC-32C)"].append(timed(floor_pass, backing))
             times["recovery"].append(timed(recovery_pass, backing))
-            if HAVE_VERIFY:
-                times["kfs verify"].append(timed(verify_pass, backing))
         floor = statistics.median(times["floor (read + CRC-32C)"])
         print(f"{'what':<24}{'median s':>10}{'MB/s':>10}{'vs floor':>10}")
         for name, xs in times.items():
-            if not xs:
-                continue
             t = statistics.median(xs)
             print(f"{name:<24}{t:>10.2f}{mb / t:>10.0f}{floor / t:>9.2f}x")
     finally:

@@ -299,9 +299,7 @@ class Log:
         out, consumed = [], 0
         for batch in iter_batches(buf):
             if batch.magic != CURRENT_MAGIC:
-                raise InvalidRecordError(
-                    f"a produced magic v{batch.magic} entry: only magic {CURRENT_MAGIC} batches "
-                    "are appended")
+                raise InvalidRecordError(f"magic v{batch.magic} entry: producers append magic 2")
             batch.ensure_valid()
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(
@@ -574,11 +572,10 @@ class Log:
         """The record at ``offset``, or None when there is none: below the log start offset, at
         or past the log end offset, a gap left by compaction, or a control record. With
         ``read_committed`` (Kafka's ``isolation.level=read_committed``) also None at or past the
-        last stable offset and for records of aborted transactions. v0/v1 entries an old broker
-        wrote are read as Kafka reads them. Raises CorruptRecordError for a batch whose CRC or
-        layout is bad, InvalidRecordError for one breaking a format rule (e.g. a legacy wrapper
-        holding compressed messages). ``nowait=True`` (for event loops) raises BlockingIOError
-        instead of waiting for bytes not in the page cache."""
+        last stable offset and for records of aborted transactions. Raises CorruptRecordError
+        for a batch whose CRC or layout is bad, InvalidRecordError for one breaking a format
+        rule; v0/v1 entries an old broker wrote are read as Kafka reads them. ``nowait=True``
+        (for event loops) raises BlockingIOError instead of waiting for the disk."""
         end = self._visible_end(read_committed)
         if offset < self.log_start_offset or offset >= end:
             return None

@@ -12,7 +12,7 @@ import pytest
 from storage import LogManager, TimestampType
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
-FIXTURE_NAMES = ["plain-0", "codecs-0", "compacted-0", "txn-0", "legacy-0"]
+FIXTURE_NAMES = ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"]
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
 

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -96,14 +97,22 @@ def test_deleted_files_wait_for_file_delete_delay_ms(tmp_path):
     log.close()
 
 
-def test_log_start_offset_is_checkpointed_and_survives_reopen(tmp_path):
+def expiring_backing(tmp_path, retention_key):
+    """A backing dir whose t-0 has one expired segment (3 records 3 days old) then 3 new
+    records, with retention set by the broker key ``retention_key`` to one day."""
     now = int(time.time() * 1000)
+    value = DAY_MS // 3_600_000 if retention_key.endswith("hours") else DAY_MS
     (tmp_path / "server.properties").write_text(
-        "log.retention.ms=86400000\nlog.segment.bytes=3300\nlog.segment.delete.delay.ms=0\n")
+        f"{retention_key}={value}\nlog.segment.bytes=3300\nlog.segment.delete.delay.ms=0\n")
     mgr = LogManager(tmp_path)
     log = mgr.create("t-0")
     for offset, ts in enumerate([now - 3 * DAY_MS] * 3 + [now] * 3):
         log.append_batches(build_batch(offset, [b"v" * 1024], None, ts))
+    return mgr
+
+
+def test_log_start_offset_is_checkpointed_and_survives_reopen(tmp_path):
+    mgr = expiring_backing(tmp_path, "log.retention.ms")
     assert mgr.cleanup_logs() == {"t-0": 1}
     assert read_offsets(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {}  # start == first base
     mgr.close()
@@ -128,16 +137,10 @@ def test_checkpointed_log_start_offset_above_the_first_segment_hides_lower_offse
 
 
 def test_cli_retention_prints_what_moved(tmp_path):
-    now = int(time.time() * 1000)
-    (tmp_path / "server.properties").write_text(
-        "log.retention.hours=24\nlog.segment.bytes=3300\nlog.segment.delete.delay.ms=0\n")
-    mgr = LogManager(tmp_path)
-    log = mgr.create("t-0")
-    for offset, ts in enumerate([now - 3 * DAY_MS] * 3 + [now] * 3):
-        log.append_batches(build_batch(offset, [b"v" * 1024], None, ts))
-    mgr.close()
+    expiring_backing(tmp_path, "log.retention.hours").close()
+    repo = str(Path(__file__).resolve().parents[1])
     run = subprocess.run([sys.executable, "-m", "kfs", "retention", str(tmp_path)],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": repo})
     assert run.returncode == 0, run.stderr
     assert run.stdout == "t-0: deleted 1 segment(s); log start offset 0 -> 3\n"
 
