@@ -433,7 +433,7 @@ def test_legacy_entries_are_not_appended(tmp_path):
     mgr = LogManager(tmp_path)
     log = mgr.create("t-0")
     for append in (log.append_batches, log.append_as_leader):
-        with pytest.raises(InvalidRecordError, match="only magic 2"):
+        with pytest.raises(InvalidRecordError, match="magic 2"):
             append(message(0, 1, 0, b"old"))
     assert log.log_end_offset == 0 and log.active_segment.size == 0
     mgr.close()
