@@ -71,6 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
                             "\\t and \\\\ are understood)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=cmd_mount)
+
+    retention = sub.add_parser(
+        "retention",
+        help="apply retention.ms / retention.bytes now",
+        description=(
+            "Delete the segments of BACKING_DIR that retention.ms / retention.bytes (and "
+            "log start offsets) no longer keep, as a broker's retention check does, and print "
+            "what moved. A running mount already does this every "
+            "log.retention.check.interval.ms; this takes the directory's lock, so run it "
+            "while no writer has the directory."),
+    )
+    retention.add_argument("backing_dir", metavar="BACKING_DIR")
+    retention.set_defaults(func=cmd_retention)
     return parser
 
 
@@ -86,6 +99,29 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"kfs: error: {exc}", file=sys.stderr)
         return 1
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    from storage import LogManager
+    from storage.errors import KafkaStorageError
+
+    if not os.path.isdir(args.backing_dir):
+        raise CliError(f"backing directory {args.backing_dir} does not exist")
+    try:
+        mgr = LogManager(args.backing_dir)
+    except (KafkaStorageError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        before = {n: mgr.get(n).log_start_offset for n in mgr.partition_names()}
+        for name, count in sorted(mgr.cleanup_logs().items()):
+            print(f"{name}: deleted {count} segment(s); log start offset"
+                  f" {before[name]} -> {mgr.get(name).log_start_offset}")
+    finally:
+        mgr.close()
+    return 0
 
 
 # --------------------------------------------------------------------------- mount
@@ -276,7 +312,8 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
     log.info("serving %s at %s%s", backing, mountpoint, " (read-only)" if args.read_only else "")
     failed = True
     try:
-        trio.run(_serve_loop, pyfuse3, reporter.ready)
+        trio.run(_serve_loop, pyfuse3, reporter.ready,
+                 None if args.read_only else (fs, mgr))
         failed = False
     except Exception:
         log.exception("the serve loop failed")
@@ -295,13 +332,19 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
     return 1 if failed else 0
 
 
-async def _serve_loop(pyfuse3, ready: Callable[[], None]) -> None:
+async def _serve_loop(pyfuse3, ready: Callable[[], None], writer) -> None:
+    """Serve until unmounted or signalled; ``writer`` is (fs, manager) of a writable mount,
+    whose background jobs (retention, flush, checkpoints) run alongside."""
     import trio
+
+    from .scheduler import start_jobs
 
     # Catch the signals before announcing readiness, so a prompt SIGTERM still unmounts cleanly.
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_terminate_on_signal, pyfuse3, signals)
+            if writer is not None:
+                start_jobs(nursery, *writer)
             ready()
             await pyfuse3.main()  # returns on fusermount3 -u or after terminate()
             nursery.cancel_scope.cancel()

@@ -164,6 +164,11 @@ class RecordCache:
             self._items.move_to_end(key)
         return record
 
+    def drop_below(self, pid: int, offset: int) -> None:
+        """Forget the records of partition ``pid`` below ``offset`` (deleted by retention)."""
+        for key in [k for k in self._items if k[0] == pid and k[1] < offset]:
+            self._bytes -= self._cost(self._items.pop(key))
+
     def put(self, key: tuple[int, int], record: Any) -> None:
         cost = self._cost(record)
         if cost > self._max_bytes:
@@ -318,6 +323,10 @@ class KafkaFs(pyfuse3.Operations):
         self._cache = RecordCache()
         self._handles: dict[int, Any] = {}
         self._next_fh = itertools.count(1)
+        # Lowest offset per partition whose by-offset entry the kernel may cache, and by-time
+        # names handed out ({pid: {name: offset}}): what retention must invalidate.
+        self._lowest_served: dict[int, int] = {}
+        self._time_names: dict[int, dict[bytes, int]] = {}
         self._uid = os.getuid()
         self._gid = os.getgid()
         self._mount_ns = time.time_ns()
@@ -443,6 +452,7 @@ class KafkaFs(pyfuse3.Operations):
             if offset is None:
                 raise _fail(errno.ENOENT)
             record = await self._record(parent.pid, offset)
+            self._served(parent.pid, offset)
             return self._record_attr(parent.pid, record)
         if kind is Kind.BY_TIME:
             timestamp = inodes.parse_timestamp_name(name)
@@ -453,6 +463,7 @@ class KafkaFs(pyfuse3.Operations):
             if record is None:
                 raise _fail(errno.ENOENT)
             self._cache.put((parent.pid, record.offset), record)
+            self._time_names.setdefault(parent.pid, {})[name] = record.offset
             return self._time_link_attr(parent.pid, record)
         raise _fail(errno.ENOTDIR)
 
@@ -486,6 +497,37 @@ class KafkaFs(pyfuse3.Operations):
         if node.kind is not Kind.TIME_LINK:
             raise _fail(errno.EINVAL)
         return _time_link_target(node.offset)
+
+    def _served(self, pid: int, offset: int) -> None:
+        if offset < self._lowest_served.get(pid, offset + 1):
+            self._lowest_served[pid] = offset
+
+    async def apply_retention(self) -> dict[str, int]:
+        """Run retention on every log (``LogManager.cleanup_logs``, in a worker thread), then
+        make the deleted offsets ENOENT at once: drop them from the record cache and invalidate
+        the kernel's cached entries for them. Returns ``{partition: segments deleted}``."""
+        names = self._mgr.partition_names()
+        before = {name: self._mgr.get(name).log_start_offset for name in names}
+        deleted = await trio.to_thread.run_sync(self._mgr.cleanup_logs)
+        for name in names:
+            pid = self._ids.get(name)
+            start = self._mgr.get(name).log_start_offset
+            if pid is not None and start > before[name]:
+                self._cache.drop_below(pid, start)
+                await trio.to_thread.run_sync(self._invalidate_below, pid, start)
+        return deleted
+
+    def _invalidate_below(self, pid: int, start: int) -> None:
+        """Runs in a worker thread (never inside a handler: the kernel may wait on one)."""
+        by_offset = inodes.fixed_ino(pid, Kind.BY_OFFSET)
+        for offset in range(self._lowest_served.pop(pid, start), start):
+            pyfuse3.invalidate_entry(by_offset, b"%d" % offset, ignore_enoent=True)
+        names = self._time_names.get(pid, {})
+        by_time = inodes.fixed_ino(pid, Kind.BY_TIME)
+        for name, offset in list(names.items()):
+            if offset < start:
+                pyfuse3.invalidate_entry(by_time, name, ignore_enoent=True)
+                del names[name]
 
     async def forget(self, inode_list: Any) -> None:
         # Inodes are computed, not tracked: nothing to release.
@@ -543,6 +585,7 @@ class KafkaFs(pyfuse3.Operations):
             if pos >= len(run):
                 return
             inodes.record_ino(pid, run[-1].offset)  # OverflowError past the inode space
+            self._served(pid, run[pos].offset)
             for i in range(pos, len(run)):
                 record = run[i]
                 offset = record.offset

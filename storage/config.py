@@ -47,6 +47,12 @@ class LogConfig:
     compression_zstd_level: int = 3  # compression.zstd.level
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
     batch_size: int = 16_384  # the producer's batch.size: how kfs groups appended records
+    cleanup_policy: str = "delete"  # cleanup.policy (kfs applies delete; compact is Kafka's cleaner)
+    retention_ms: int = 604_800_000  # retention.ms (7 days); -1 = unlimited
+    retention_bytes: int = -1  # retention.bytes per partition; -1 = unlimited
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
+    flush_messages: int = 2**63 - 1  # flush.messages: fsync after this many unflushed records
+    flush_ms: int = 2**63 - 1  # flush.ms: fsync when data has been unflushed this long
 
     def __post_init__(self) -> None:
         # Kafka checks the codec levels when the config is read, not at the first append.
@@ -70,6 +76,11 @@ class LogConfig:
             CompressionType.LZ4: self.compression_lz4_level,
             CompressionType.ZSTD: self.compression_zstd_level,
         }.get(self.codec)
+
+    @property
+    def deletes(self) -> bool:
+        """Whether retention applies (``delete`` in ``cleanup.policy``)."""
+        return "delete" in self.cleanup_policy.split(",")
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -96,12 +107,31 @@ _INT_KEYS = {
     "compression.lz4.level": ("compression_lz4_level", (("compression.lz4.level", 1),), 1),
     "compression.zstd.level": ("compression_zstd_level", (("compression.zstd.level", 1),), -131072),
     "batch.size": ("batch_size", (("batch.size", 1),), 1),
+    "retention.ms": (
+        "retention_ms",
+        (("log.retention.ms", 1), ("log.retention.minutes", _MINUTE_MS),
+         ("log.retention.hours", _HOUR_MS)),
+        -1,
+    ),
+    "retention.bytes": ("retention_bytes", (("log.retention.bytes", 1),), -1),
+    "file.delete.delay.ms": ("file_delete_delay_ms", (("log.segment.delete.delay.ms", 1),), 0),
+    "flush.messages": ("flush_messages", (("log.flush.interval.messages", 1),), 1),
+    "flush.ms": (
+        "flush_ms",
+        (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+        0,
+    ),
 }
 _STR_KEYS = {
     "compression.type": (
         "compression_type",
         ("compression.type",),
         ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
+    "cleanup.policy": (
+        "cleanup_policy",
+        ("log.cleanup.policy",),
+        ("delete", "compact", "compact,delete", "delete,compact"),
     ),
     "message.timestamp.type": (
         "message_timestamp_type",
@@ -113,9 +143,8 @@ _STR_KEYS = {
 
 # Kafka topic configs (TopicConfig) that kfs reads without acting on them yet.
 _NOT_APPLIED_YET = frozenset({
-    "cleanup.policy", "retention.ms", "retention.bytes", "file.delete.delay.ms",
     "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio", "flush.messages", "flush.ms", "preallocate",
+    "min.cleanable.dirty.ratio", "preallocate",
     "min.insync.replicas", "unclean.leader.election.enable", "message.downconversion.enable",
     "message.format.version", "message.timestamp.difference.max.ms",
     "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
@@ -181,6 +210,29 @@ def read_properties(path: Path) -> dict[str, str]:
             return javaproperties.load(f)
     except FileNotFoundError:
         return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class LogManagerConfig:
+    """Broker-level schedules of the backing directory (``server.properties``), in ms."""
+
+    retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    flush_offset_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+    flush_start_offset_checkpoint_interval_ms: int = 60_000  # log.flush.start.offset.checkpoint.interval.ms
+
+
+_MANAGER_KEYS = {
+    "log.retention.check.interval.ms": "retention_check_interval_ms",
+    "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
+    "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
+}
+
+
+def load_manager_config(backing_dir: Path) -> LogManagerConfig:
+    """The LogManagerConfig of ``BACKING_DIR/server.properties``; raises InvalidConfigError."""
+    props = read_properties(backing_dir / SERVER_PROPERTIES)
+    return LogManagerConfig(**{field: _parse_int(key, props[key], 1)
+                               for key, field in _MANAGER_KEYS.items() if key in props})
 
 
 def load_broker_config(backing_dir: Path) -> dict[str, object]:

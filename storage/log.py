@@ -10,21 +10,24 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
+from storage import log_loader
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, ReadOnlyLogError, RecordTooLargeError
+from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
     Record,
     RecordBatch,
     TimestampType,
+    assign_offsets,
     build_batch,
     iter_batches,
+    set_log_append_time,
 )
 from storage.records.varint import size_of_varint
 from storage.segment import (
@@ -38,7 +41,6 @@ from storage.segment import (
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_LOG = re.compile(r"(\d{20})\.log")
 def _overhead_bound(value_bits: int) -> int:
     """Bytes beyond the value of a keyless, headerless record whose value length has
     ``value_bits`` bits, in a batch stamped with one timestamp (delta 0) and fewer than 2**20
@@ -81,13 +83,16 @@ class _BatchCache:
 class Log:
     """The log of one partition directory ``<topic>-<N>/``.
 
-    Opening loads every segment; the last one is the active segment, whose indexes are
-    re-expanded to ``segment.index.bytes`` (as Kafka's LogLoader). ``recover=True`` (no clean
-    shutdown marker) revalidates the active segment and cuts off a torn tail.
+    Opening loads the directory with :mod:`storage.log_loader`: the last segment is the active
+    one, whose indexes are re-expanded to ``segment.index.bytes``. ``had_clean_shutdown=False``
+    revalidates every segment from the one holding ``recovery_point`` (from
+    ``recovery-point-offset-checkpoint``); ``log_start_offset`` comes from
+    ``log-start-offset-checkpoint``. ``writable=False`` never changes a byte.
     """
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
-                 writable: bool = True, recover: bool = False):
+                 writable: bool = True, *, had_clean_shutdown: bool = True,
+                 recovery_point: int = 0, log_start_offset: int = 0):
         self.dir = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -95,66 +100,22 @@ class Log:
         self.writable = writable
         self._lock = threading.RLock()
         self._cache = _BatchCache()
+        self.epochs = LeaderEpochFileCache(self.dir, writable)
+        loaded = log_loader.load(self.dir, config, writable, had_clean_shutdown=had_clean_shutdown,
+                                 recovery_point=recovery_point, log_start_offset=log_start_offset,
+                                 epochs=self.epochs)
         # (base offsets, segments), replaced whole so readers always see a matching pair
         self._view: tuple[list[int], list[LogSegment]] = ([], [])
-        self._load(recover)
+        self._set_segments(loaded.segments)
+        self._log_start_offset = loaded.log_start_offset
+        self._leo = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        self._last_flush_ms = now_ms()
+        self._pending_deletes: list[tuple[int, list[Path]]] = []  # (due epoch ms, files)
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
-
-    # -- loading ----------------------------------------------------------------------------
-
-    def _segment_bases(self) -> list[int]:
-        return sorted(
-            int(m.group(1)) for p in self.dir.iterdir() if (m := _SEGMENT_LOG.fullmatch(p.name))
-        )
-
-    def _load(self, recover: bool) -> None:
-        bases = self._segment_bases()
-        if not bases:
-            if not self.writable:
-                self._leo = 0
-                return
-            bases = [0]
-        missing_index = {
-            b for b in bases if not (self.dir / (filename_prefix(b) + INDEX_SUFFIX)).exists()
-        }
-        segments: list[LogSegment] = []
-        try:
-            for base in bases:
-                segments.append(LogSegment(self.dir, base, self.config, self.writable))
-            if self.writable:
-                segments = self._recover_segments(segments, missing_index, recover)
-            self._set_segments(segments)
-            self._leo = segments[-1].read_next_offset()
-            self._unflushed_from = segments[-1].base_offset
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
-
-    def _recover_segments(self, segments: list[LogSegment], missing_index: set[int],
-                          recover_active: bool) -> list[LogSegment]:
-        """Recover the segments whose .index is missing, and the active one after a crash; a
-        segment that lost bytes takes every later segment with it (``LogLoader``). Inactive
-        segments' indexes are trimmed (a missing .timeindex comes back empty, as Kafka's) and
-        the active one's are re-expanded to ``segment.index.bytes``."""
-        for i, segment in enumerate(segments):
-            last = i == len(segments) - 1
-            if segment.base_offset in missing_index or (recover_active and last):
-                if segment.recover() and not last:
-                    for later in segments[i + 1:]:
-                        log.warning("deleting %s after the recovery of an earlier segment",
-                                    later.log_path)
-                        later.delete()
-                    segments = segments[: i + 1]
-                    break
-        for segment in segments[:-1]:
-            segment.offset_index.trim_to_valid_size()
-            segment.time_index.trim_to_valid_size()
-        segments[-1].resize_indexes(self.config.segment_index_bytes)
-        return segments
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # Readers take the view without the lock: publish new lists, never mutate old ones.
@@ -168,9 +129,19 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        """The first offset a reader may ask for: the first segment's base offset."""
+        """The first offset a reader may ask for; retention moves it to the base offset of the
+        first segment it keeps (``UnifiedLog.logStartOffset``)."""
+        return self._log_start_offset
+
+    @property
+    def first_segment_base_offset(self) -> int:
         bases = self._view[0]
-        return bases[0] if bases else 0
+        return bases[0] if bases else self._log_start_offset
+
+    @property
+    def leader_epoch(self) -> int:
+        """The partition leader epoch kfs stamps on its appends: the latest in the log, or 0."""
+        return max(self.epochs.latest_epoch, 0)
 
     @property
     def log_end_offset(self) -> int:
@@ -223,6 +194,7 @@ class Log:
                         timestamp, codec=self.config.codec, level=self.config.compression_level,
                         timestamp_type=self.config.timestamp_type,
                         log_append_time=timestamp if log_append else None,
+                        partition_leader_epoch=self.leader_epoch,
                     )
                     last = offset + end - start - 1
                     self._append_chunk(data, offset, last, timestamp, last)
@@ -230,7 +202,7 @@ class Log:
             except BaseException:
                 self.truncate_to(first)  # bytes may be on disk before an index write failed
                 raise
-            self._leo = offset  # readers see the whole append or none of it
+            self._after_append(first, offset)
             return first
 
     def append_batches(self, data: bytes) -> int:
@@ -242,6 +214,7 @@ class Log:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         first = last = max_ts = shallow = None
         consumed = 0
+        epochs: list[tuple[int, int]] = []
         for batch in iter_batches(data):
             batch.ensure_valid()
             if last is not None and batch.base_offset <= last:
@@ -249,6 +222,7 @@ class Log:
                     f"batch at offset {batch.base_offset} does not follow offset {last}")
             first = batch.base_offset if first is None else first
             last = batch.last_offset
+            epochs.append((batch.partition_leader_epoch, batch.base_offset))
             if max_ts is None or batch.max_timestamp > max_ts:
                 max_ts, shallow = batch.max_timestamp, batch.last_offset
             consumed += batch.size_in_bytes
@@ -259,14 +233,79 @@ class Log:
         with self._lock:
             if first < self._leo:
                 raise ValueError(f"offset {first} is below the log end offset {self._leo}")
-            leo = self._leo
-            try:
-                self._append_chunk(bytes(data), first, last, max_ts, shallow)
-            except BaseException:
-                self.truncate_to(leo)
-                raise
-            self._leo = last + 1
+            self._append_whole(bytes(data), first, last, max_ts, shallow, epochs)
             return self._leo
+
+    def append_as_leader(self, data: bytes) -> tuple[int, int]:
+        """Append producer-built v2 batches as a partition leader does
+        (``UnifiedLog.appendAsLeader`` with ``LogValidator``): each batch is CRC-checked and
+        limited to ``max.message.bytes``; offsets are assigned from the log end offset (the
+        batches' own base offsets are ignored) and stamped with :attr:`leader_epoch`; with
+        ``message.timestamp.type=LogAppendTime`` each batch gets now as its timestamp.
+        Transactional and control batches (COMMIT/ABORT markers) are accepted as they are.
+
+        All-or-nothing. Returns (first offset, last offset). Raises ReadOnlyLogError;
+        CorruptRecordError for bad bytes or a partial batch; InvalidRecordError for a batch
+        that is not magic 2; RecordTooLargeError; OSError from the disk (nothing stays)."""
+        if not self.writable:
+            raise ReadOnlyLogError(f"{self.name} is read-only")
+        buf = bytearray(data)
+        batches = self._validate_produced(buf)
+        if not batches:
+            raise CorruptRecordError("no record batch in the data")
+        log_append = self.config.timestamp_type == TimestampType.LOG_APPEND_TIME
+        with self._lock:
+            first = offset = self._leo
+            epoch, now = self.leader_epoch, now_ms()
+            max_ts = shallow = -1
+            for pos, count in batches:
+                assign_offsets(buf, pos, offset, epoch)
+                if log_append:
+                    set_log_append_time(buf, pos, now)
+                batch = RecordBatch(buf, pos)
+                offset += count
+                if batch.max_timestamp > max_ts:
+                    max_ts, shallow = batch.max_timestamp, offset - 1
+            self._append_whole(bytes(buf), first, offset - 1, max_ts, shallow)
+            return first, offset - 1
+
+    def _validate_produced(self, buf: bytearray) -> list[tuple[int, int]]:
+        """(position, offset count) of each batch in ``buf``, checked as LogValidator does."""
+        out, consumed = [], 0
+        for batch in iter_batches(buf):
+            batch.ensure_valid()
+            if batch.size_in_bytes > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"a {batch.size_in_bytes}-byte record batch exceeds"
+                    f" max.message.bytes={self.config.max_message_bytes}")
+            out.append((batch.position, batch.last_offset_delta + 1))
+            consumed = batch.position + batch.size_in_bytes
+        if consumed != len(buf):
+            raise CorruptRecordError(f"{len(buf) - consumed} bytes of a partial batch at the end")
+        return out
+
+    def _append_whole(self, data: bytes, first: int, last: int, max_ts: int, shallow: int,
+                      epochs: list[tuple[int, int]] | None = None) -> None:
+        """One segment append of whole batches, rolled back on failure; then publish."""
+        leo = self._leo
+        try:
+            self._append_chunk(data, first, last, max_ts, shallow)
+        except BaseException:
+            self.truncate_to(leo)
+            raise
+        self._after_append(first, last + 1, epochs)
+
+    def _after_append(self, first: int, next_offset: int,
+                      epochs: list[tuple[int, int]] | None = None) -> None:
+        """Publish the new log end offset (readers see a whole append or none of it), learn the
+        leader epochs (the batches' own for a follower append, else :attr:`leader_epoch`), and
+        flush when ``flush.messages`` records are unflushed."""
+        self._leo = next_offset
+        for epoch, start in epochs or [(self.leader_epoch, first)]:
+            if epoch > self.epochs.latest_epoch:
+                self.epochs.assign(epoch, start)
+        if self._leo - self.recovery_point >= self.config.flush_messages:
+            self.flush()
 
     def _plan_batches(self, values, keys) -> list[tuple[int, int]]:
         """Cut the records into [start, end) runs whose batches stay within ``batch.size`` (a
@@ -352,6 +391,91 @@ class Log:
             self.active_segment.truncate_to(offset)
             self._cache.clear()
             self._leo = self.active_segment.read_next_offset()
+            self.recovery_point = min(self.recovery_point, self._leo)
+            self.epochs.truncate_from_end(self._leo)
+
+    # -- retention ----------------------------------------------------------------------------
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Apply retention (``UnifiedLog.deleteOldSegments``): segments wholly below the log start
+        offset, then the oldest while the log exceeds ``retention.bytes``, then those whose
+        largest record timestamp is more than ``retention.ms`` before ``now`` (epoch ms; the
+        .log mtime when no record has a timestamp). The walk stops at the first segment kept.
+        Only the first rule applies without ``delete`` in ``cleanup.policy``.
+        When every segment goes, the log rolls first, so an empty active segment always remains.
+        The log start offset moves to the first kept segment; files are renamed ``.deleted`` and
+        removed ``file.delete.delay.ms`` later by :meth:`delete_due_files`. Returns the number of
+        segments deleted."""
+        if not self.writable:
+            raise ReadOnlyLogError(f"{self.name} is read-only")
+        now = now_ms() if now is None else now
+        with self._lock:
+            deleted = self._delete_segments(self._deletable(self._below_log_start_offset))
+            if not self.config.deletes:
+                return deleted
+            deleted += self._delete_segments(self._deletable(self._size_breach()))
+            deleted += self._delete_segments(self._deletable(
+                lambda segment, _next: 0 <= self.config.retention_ms
+                < now - segment.largest_timestamp))
+            return deleted
+
+    def _below_log_start_offset(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
+        return next_segment is not None and next_segment.base_offset <= self._log_start_offset
+
+    def _size_breach(self):
+        """The retention.bytes predicate: drop oldest segments while what remains stays at or
+        above the limit (``UnifiedLog.deleteRetentionSizeBreachedSegments``)."""
+        excess = self.size_in_bytes - self.config.retention_bytes
+        if self.config.retention_bytes < 0 or excess < 0:
+            return lambda _segment, _next: False
+
+        def breached(segment: LogSegment, _next) -> bool:
+            nonlocal excess
+            if excess - segment.size < 0:
+                return False
+            excess -= segment.size
+            return True
+        return breached
+
+    def _deletable(self, predicate) -> list[LogSegment]:
+        """The oldest segments satisfying ``predicate(segment, next_segment)``, stopping at the
+        first that does not; an empty last segment is never returned. Nothing at or above the
+        high watermark goes: with one replica it is the log end offset, past every segment."""
+        segments = self._segments
+        out = []
+        for i, segment in enumerate(segments):
+            following = segments[i + 1] if i + 1 < len(segments) else None
+            if following is None and segment.size == 0 or not predicate(segment, following):
+                break
+            out.append(segment)
+        return out
+
+    def _delete_segments(self, doomed: list[LogSegment]) -> int:
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self.roll()
+        kept = self._segments[len(doomed):]
+        self._log_start_offset = max(self._log_start_offset, kept[0].base_offset)
+        self.epochs.truncate_from_start(self._log_start_offset)
+        self._set_segments(kept)
+        self._cache.clear()
+        due = now_ms() + self.config.file_delete_delay_ms
+        for segment in doomed:
+            log.info("deleting segment %s of %s by retention", segment.base_offset, self.name)
+            segment.rename_to_deleted()
+            self._pending_deletes.append((due, segment))
+        self.delete_due_files()
+        return len(doomed)
+
+    def delete_due_files(self, now: int | None = None) -> None:
+        """Remove the ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
+        now = now_ms() if now is None else now
+        with self._lock:
+            due = [s for t, s in self._pending_deletes if t <= now]
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
+        for segment in due:
+            segment.delete()
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -430,15 +554,25 @@ class Log:
     # -- lifecycle --------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync every segment written since the last flush (the active one, and those rolled
-        since), as ``UnifiedLog.flush`` does up to the log end offset."""
+        """fsync every segment holding offsets at or past the recovery point, then move the
+        recovery point to the log end offset (``UnifiedLog.flush``): a crash keeps everything
+        below it without revalidation."""
         with self._lock:
-            if not self.writable:
+            leo = self._leo
+            if not self.writable or leo <= self.recovery_point:
                 return
-            for segment in self._segments:
-                if segment.base_offset >= self._unflushed_from:
-                    segment.flush()
-            self._unflushed_from = self.active_segment.base_offset
+            bases, segments = self._view
+            first = max(bisect.bisect_right(bases, self.recovery_point) - 1, 0)
+            for segment in segments[first:]:
+                segment.flush()
+            self.recovery_point = leo
+            self._last_flush_ms = now_ms()
+
+    def flush_if_due(self, now: int) -> None:
+        """Flush when ``flush.ms`` has passed since the last flush and data is unflushed (the
+        broker's ``log.flush.scheduler.interval.ms`` check)."""
+        if self._leo > self.recovery_point and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
 
     def close(self) -> None:
         """Flush and close every segment; the active one gets its final time-index entry and
@@ -449,6 +583,7 @@ class Log:
             for segment in self._segments:
                 segment.close()
             self._set_segments([])
+            self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
 
 
 def _record_size(key: bytes | None, value: bytes | None) -> int:

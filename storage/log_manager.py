@@ -1,5 +1,5 @@
-"""The backing directory: its partition logs, broker config and clean-shutdown marker
-(Kafka's ``LogManager`` for one log directory)."""
+"""The backing directory: its partition logs, broker config, lock, checkpoints and
+clean-shutdown marker (Kafka's ``LogManager`` for one log directory)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,22 @@ import threading
 import uuid
 from pathlib import Path
 
-from storage.config import load_broker_config, load_log_config
+from storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_offsets,
+    write_atomically,
+    write_offsets,
+)
+from storage.config import load_broker_config, load_log_config, load_manager_config
 from storage.errors import (
+    CorruptCheckpointError,
     InvalidTopicError,
     PartitionExistsError,
     ReadOnlyLogError,
     UnknownTopicOrPartitionError,
 )
+from storage.file_lock import FileLock
 from storage.log import Log
 from storage.topic_partition import parse_partition_dir_name
 
@@ -33,13 +42,17 @@ _NOT_DATA_LOGS = frozenset({"__cluster_metadata-0"})
 class LogManager:
     """Every partition log of ``backing_dir``.
 
-    A writable manager creates ``backing_dir`` if missing and consumes Kafka's clean-shutdown
-    marker: when it is absent (a crash), active segments are revalidated. ``read_only=True``
-    never changes a byte. Raises FileNotFoundError / NotADirectoryError for a bad directory and
-    InvalidConfigError for bad settings.
+    A writable manager creates ``backing_dir`` if missing, takes its ``.lock`` (waiting up to
+    ``lock_timeout_s`` seconds; LogDirLockedError when another writer keeps it) and consumes
+    Kafka's clean-shutdown marker: when it is absent (a crash), every segment from each log's
+    recovery point (``recovery-point-offset-checkpoint``) on is revalidated.
+    ``force_recovery=True`` revalidates every segment of every log, whatever the marker says.
+    ``read_only=True`` takes no lock and never changes a byte. Raises FileNotFoundError /
+    NotADirectoryError for a bad directory and InvalidConfigError for bad settings.
     """
 
-    def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False):
+    def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False, *,
+                 force_recovery: bool = False, lock_timeout_s: float = 0.0):
         self.dir = Path(backing_dir)
         self.read_only = read_only
         if not read_only:
@@ -49,10 +62,14 @@ class LogManager:
         if not self.dir.is_dir():
             raise NotADirectoryError(f"backing directory {self.dir} is not a directory")
         self._broker_config = load_broker_config(self.dir)
-        clean = self._consume_clean_shutdown_marker()
+        self.config = load_manager_config(self.dir)
+        self._file_lock = None if read_only else FileLock(self.dir, lock_timeout_s)
         self._lock = threading.Lock()
         self._logs: dict[str, Log] = {}
         try:
+            clean = self._consume_clean_shutdown_marker() and not force_recovery
+            recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
             for child in sorted(self.dir.iterdir()):
                 if child.name in _NOT_DATA_LOGS or not child.is_dir():
                     continue
@@ -60,11 +77,23 @@ class LogManager:
                     topic, partition = parse_partition_dir_name(child.name)
                 except InvalidTopicError:
                     continue
-                self._logs[child.name] = self._open_log(child, topic, partition, recover=not clean)
+                self._logs[child.name] = self._open_log(
+                    child, topic, partition, had_clean_shutdown=clean,
+                    recovery_point=0 if force_recovery else recovery_points.get(child.name, 0),
+                    log_start_offset=start_offsets.get(child.name, 0))
         except BaseException:
             for log_ in self._logs.values():
                 log_.close()
+            if self._file_lock is not None:
+                self._file_lock.release()
             raise
+
+    def _read_checkpoint(self, name: str) -> dict[str, int]:
+        try:
+            return read_offsets(self.dir / name)
+        except CorruptCheckpointError as e:  # recover everything rather than refuse the directory
+            log.warning("%s; treating it as absent", e)
+            return {}
 
     def _consume_clean_shutdown_marker(self) -> bool:
         """Kafka deletes the marker at startup: a crash before the next clean close leaves
@@ -75,9 +104,9 @@ class LogManager:
             marker.unlink()
         return clean
 
-    def _open_log(self, path: Path, topic: str, partition: int, recover: bool) -> Log:
+    def _open_log(self, path: Path, topic: str, partition: int, **offsets) -> Log:
         config = load_log_config(self.dir, topic, self._broker_config)
-        return Log(path, topic, partition, config, writable=not self.read_only, recover=recover)
+        return Log(path, topic, partition, config, writable=not self.read_only, **offsets)
 
     def partition_names(self) -> list[str]:
         """Sorted ``<topic>-<N>`` names of the partitions (in memory: no disk)."""
@@ -106,7 +135,7 @@ class LogManager:
                 raise PartitionExistsError(f"partition {name} already exists")
             path.mkdir()
             try:
-                _write_atomically(path / PARTITION_METADATA_FILE,
+                write_atomically(path / PARTITION_METADATA_FILE,
                                   f"version: 0\ntopic_id: {self._topic_id(topic)}")
                 log_ = Log(path, topic, partition, config, writable=True)
             except BaseException:
@@ -127,29 +156,72 @@ class LogManager:
                     continue
         return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
-    def close(self) -> None:
-        """Flush and close every log and, when writable, leave Kafka's clean-shutdown marker
-        (written last: it tells the next start that recovery can be skipped)."""
+    # -- background work (the mount schedules it; the CLI runs it on demand) ----------------
+
+    def cleanup_logs(self, now: int | None = None) -> dict[str, int]:
+        """Apply retention to every log (``LogManager.cleanupLogs``); returns
+        ``{partition: segments deleted}`` for the partitions that lost any."""
+        deleted = {log_.name: n for log_ in self._writable_logs()
+                   if (n := log_.delete_old_segments(now))}
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    def delete_due_files(self, now: int | None = None) -> None:
+        """Remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
+        for log_ in self._writable_logs():
+            log_.delete_due_files(now)
+
+    def flush_dirty_logs(self, now: int) -> None:
+        """Flush every log whose ``flush.ms`` has passed (``LogManager.flushDirtyLogs``)."""
+        for log_ in self._writable_logs():
+            log_.flush_if_due(now)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` (``LogManager.checkpointLogRecoveryOffsets``)."""
+        if not self.read_only:
+            write_offsets(self.dir / RECOVERY_POINT_CHECKPOINT, self._recovery_points())
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint`` for logs whose log start offset is above their
+        first segment's base offset, as Kafka does."""
+        if not self.read_only:
+            write_offsets(self.dir / LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets())
+
+    def _recovery_points(self) -> dict[str, int]:
+        return {name: l.recovery_point for name, l in self._logs.items()}
+
+    def _log_start_offsets(self) -> dict[str, int]:
+        return {name: l.log_start_offset for name, l in self._logs.items()
+                if l.log_start_offset > l.first_segment_base_offset}
+
+    def _writable_logs(self) -> list[Log]:
         with self._lock:
-            for log_ in self._logs.values():
-                log_.close()
-            self._logs.clear()
-            if not self.read_only:
-                _write_atomically(self.dir / CLEAN_SHUTDOWN_FILE,
-                                  json.dumps({"version": 0, "brokerEpoch": 0}, separators=(",", ":")))
+            return [] if self.read_only else list(self._logs.values())
 
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``<path>.tmp``, fsync, rename over ``path``, fsync the directory, as Kafka writes
-    its checkpoints."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints and, when writable, Kafka's
+        clean-shutdown marker (written last: it tells the next start that recovery can be
+        skipped), then release the lock. An OSError (e.g. ENOSPC) is raised after everything
+        is closed and the lock released; the next start then recovers."""
+        with self._lock:
+            try:
+                for log_ in self._logs.values():
+                    log_.flush()
+                recovery_points, start_offsets = self._recovery_points(), self._log_start_offsets()
+                for log_ in self._logs.values():
+                    log_.close()  # trims the indexes: frees the space the checkpoints need
+                self._logs.clear()
+                if not self.read_only:
+                    write_offsets(self.dir / RECOVERY_POINT_CHECKPOINT, recovery_points)
+                    write_offsets(self.dir / LOG_START_OFFSET_CHECKPOINT, start_offsets)
+                    write_atomically(self.dir / CLEAN_SHUTDOWN_FILE,
+                                     json.dumps({"version": 0, "brokerEpoch": 0},
+                                                separators=(",", ":")))
+            finally:
+                for log_ in self._logs.values():
+                    log_.close()
+                self._logs.clear()
+                if self._file_lock is not None:
+                    self._file_lock.release()
+                    self._file_lock = None

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
 _INT32_MAX = 2**31 - 1
 _SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
@@ -257,12 +259,21 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
-    def recover(self) -> int:
+    def last_whole_batch_end(self) -> int:
+        """The position after the last whole batch, scanning from the last index entry: less
+        than ``size`` when the tail is a torn batch."""
+        end = self.offset_index.lookup(self.offset_index.last_offset)[1]
+        for position, batch in self.scan_batches(end):
+            end = position + batch.size_in_bytes
+        return end
+
+    def recover(self, epochs=None) -> int:
         """Rebuild both indexes from the .log and cut off a torn or corrupt tail: from the first
         batch that is incomplete, fails its CRC or size checks, or whose offsets go backwards
         (``LogSegment.recover``). Returns the number of bytes truncated. Raises
         IndexOffsetOverflowError for offsets beyond the segment's 32-bit range (Kafka splits
-        such legacy segments; they are not cut off as corrupt)."""
+        such legacy segments; they are not cut off as corrupt). ``epochs`` (a
+        LeaderEpochFileCache) learns the leader epoch of every valid batch."""
         self.offset_index.reset(self.config.segment_index_bytes)
         self.time_index.reset(self.config.segment_index_bytes)
         self._max_ts_and_offset = None
@@ -277,6 +288,8 @@ class LogSegment:
                         f"batch at offset {batch.base_offset} goes back before {next_offset}")
                 next_offset = batch.next_offset
                 self.offset_index.relative_offset(batch.last_offset)
+                if epochs is not None and batch.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
                 if batch.max_timestamp > self.max_timestamp_and_offset_so_far[0]:
                     self._max_ts_and_offset = (batch.max_timestamp, batch.last_offset)
                 if position - last_index_entry > self.config.index_interval_bytes:
@@ -357,6 +370,17 @@ class LogSegment:
             self.time_index.close()
         os.close(self._fd)
         self._fd = -1
+
+    def rename_to_deleted(self) -> None:
+        """Rename every file of the segment to ``<name>.deleted`` (``LogSegment
+        .changeFileSuffixes``): readers holding it keep working until the delayed delete."""
+        for owner, attr in ((self, "log_path"), (self.offset_index, "path"),
+                            (self.time_index, "path")):
+            path = getattr(owner, attr)
+            renamed = path.with_name(path.name + DELETED_SUFFIX)
+            if path.exists():
+                path.rename(renamed)
+            setattr(owner, attr, renamed)
 
     def delete(self) -> None:
         """Close and remove the segment's files."""

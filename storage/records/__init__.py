@@ -9,8 +9,10 @@ from storage.records.batch import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RecordBatch,
+    assign_offsets,
     build_batch,
     iter_batches,
+    set_log_append_time,
 )
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.record import Record, TimestampType
@@ -32,6 +34,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "TimestampType",
+    "assign_offsets",
     "build_batch",
     "compress",
     "decode_varint",
@@ -40,6 +43,7 @@ __all__ = [
     "encode_varint",
     "encode_varlong",
     "iter_batches",
+    "set_log_append_time",
     "size_of_varint",
     "size_of_varlong",
 ]

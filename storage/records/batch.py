@@ -36,6 +36,8 @@ __all__ = [
     "RecordBatch",
     "iter_batches",
     "build_batch",
+    "assign_offsets",
+    "set_log_append_time",
 ]
 
 # Header geometry (DefaultRecordBatch / Records constants).
@@ -772,3 +774,27 @@ def _check_offset_deltas(offset_deltas: Sequence[int]) -> None:
                 f"Illegal offset delta {delta} following {previous} "
                 "(offsets must increase monotonically)")
         previous = delta
+
+
+_BASE_OFFSET = struct.Struct(">q")
+_MAX_TIMESTAMP_OFFSET = 35
+
+
+def assign_offsets(buf: bytearray, pos: int, base_offset: int, partition_leader_epoch: int) -> None:
+    """Stamp a batch with the offsets and leader epoch a leader assigns on append
+    (``DefaultRecordBatch.setLastOffset``/``setPartitionLeaderEpoch``). Neither field is covered
+    by the CRC, so the batch stays valid without re-encoding."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+    _INT32.pack_into(buf, pos + 12, partition_leader_epoch)
+
+
+def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
+    """Mark a batch LogAppendTime with maxTimestamp ``timestamp`` (epoch ms) and recompute its
+    CRC (``DefaultRecordBatch.setMaxTimestamp``); records keep their bytes, readers take the
+    batch's timestamp for every record."""
+    batch = RecordBatch(buf, pos)
+    struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, batch.attributes | TIMESTAMP_TYPE_MASK)
+    struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp)
+    end = pos + batch.size_in_bytes
+    struct.pack_into(">I", buf, pos + CRC_OFFSET,
+                     crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end]))

@@ -1,0 +1,102 @@
+"""Kafka's checkpoint text files (``CheckpointFile``): a version line, an entry count line, then
+one entry per line, rewritten atomically (``<name>.tmp``, fsync, rename, fsync of the directory).
+
+Two kinds live in a backing directory: the log-dir offset checkpoints
+(``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``; entry ``<topic>
+<partition> <offset>``) and each partition's ``leader-epoch-checkpoint`` (entry ``<epoch>
+<start offset>``). All are version 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+from storage.errors import CorruptCheckpointError
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+_VERSION = 0
+_FIELDS = re.compile(r"\s+")
+
+T = TypeVar("T")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``<path>.tmp``, fsync, rename over ``path``, fsync the directory, as Kafka writes
+    its checkpoints; a crash leaves the old file or the new one, never a mix."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: Path, entries: Iterable[str]) -> None:
+    """Write entry lines (already formatted) as a version-0 checkpoint file."""
+    lines = list(entries)
+    write_atomically(path, "".join(f"{line}\n" for line in [str(_VERSION), str(len(lines)), *lines]))
+
+
+def read_checkpoint(path: Path, parse: Callable[[list[str]], T]) -> list[T]:
+    """The entries of a checkpoint file, each parsed by ``parse`` from its whitespace-split
+    fields. A missing or empty file has none. Raises CorruptCheckpointError for a wrong version,
+    a count that does not match or a line that does not parse."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    if not lines:
+        return []
+    try:
+        if int(lines[0]) != _VERSION:
+            raise CorruptCheckpointError(f"{path}: unsupported version {lines[0]!r}")
+        count = int(lines[1])
+        if count != len(lines) - 2:
+            raise CorruptCheckpointError(f"{path}: expected {count} entries, found {len(lines) - 2}")
+        return [parse(_FIELDS.split(line.strip())) for line in lines[2:]]
+    except (ValueError, IndexError) as e:
+        raise CorruptCheckpointError(f"{path}: malformed line ({e})") from None
+
+
+def _offset_entry(fields: list[str]) -> tuple[str, int]:
+    topic, partition, offset = fields  # ValueError when there are not exactly three
+    return f"{topic}-{int(partition)}", int(offset)
+
+
+def read_offsets(path: Path) -> dict[str, int]:
+    """A log-dir offset checkpoint as ``{"<topic>-<N>": offset}``."""
+    return dict(read_checkpoint(path, _offset_entry))
+
+
+def write_offsets(path: Path, offsets: dict[str, int]) -> None:
+    """Write ``{"<topic>-<N>": offset}`` as a log-dir offset checkpoint."""
+    entries = []
+    for name, offset in sorted(offsets.items()):
+        topic, _, partition = name.rpartition("-")
+        entries.append(f"{topic} {partition} {offset}")
+    write_checkpoint(path, entries)
+
+
+def _epoch_entry(fields: list[str]) -> tuple[int, int]:
+    epoch, start_offset = fields
+    return int(epoch), int(start_offset)
+
+
+def read_epochs(path: Path) -> list[tuple[int, int]]:
+    """A ``leader-epoch-checkpoint`` as [(epoch, start offset)] in file order."""
+    return read_checkpoint(path, _epoch_entry)
+
+
+def write_epochs(path: Path, entries: list[tuple[int, int]]) -> None:
+    write_checkpoint(path, (f"{epoch} {start}" for epoch, start in entries))

@@ -1,0 +1,63 @@
+"""The backing directory's ``.lock`` (Kafka's ``FileLock``): one writer per directory.
+
+The lock is an open-file-description lock (``F_OFD_SETLK``) on the whole file. It conflicts with
+the POSIX ``fcntl`` lock a Kafka broker's ``FileChannel.tryLock`` takes, so neither can write a
+directory the other holds, and unlike a POSIX lock it also conflicts within one process.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+import time
+from pathlib import Path
+
+from storage.errors import LogDirLockedError
+
+LOCK_FILE = ".lock"
+_POLL_S = 0.05
+
+
+def _flock_struct(lock_type: int) -> bytes:
+    # struct flock: l_type, l_whence, l_start, l_len (0 = to the end of file), l_pid (0 for OFD)
+    return struct.pack("hhqqi", lock_type, os.SEEK_SET, 0, 0, 0)
+
+
+class FileLock:
+    """An exclusive lock on ``directory/.lock``, held until :meth:`release` (or the process
+    ends: the kernel drops it with the file description, so a crash never leaves it stale)."""
+
+    def __init__(self, directory: Path, timeout_s: float = 0.0):
+        """Take the lock, waiting up to ``timeout_s`` seconds. Raises LogDirLockedError when
+        another writer holds it past the timeout; OSError when the file cannot be opened."""
+        self.path = Path(directory) / LOCK_FILE
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not self._try_lock():
+                if time.monotonic() >= deadline:
+                    raise LogDirLockedError(
+                        f"{Path(directory)} is in use by another writer (a kfs mount, a Kafka "
+                        f"broker or another process holds {self.path}); mount it --read-only to "
+                        f"read it alongside, or stop the other writer")
+                time.sleep(_POLL_S)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _try_lock(self) -> bool:
+        try:
+            fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, _flock_struct(fcntl.F_WRLCK))
+            return True
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+
+    def release(self) -> None:
+        """Drop the lock (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
