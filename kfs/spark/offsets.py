@@ -17,7 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from storage import Log, LogManager
+from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets
 from storage.config import load_broker_config, load_log_config
+from storage.errors import CorruptCheckpointError
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
 
@@ -51,7 +53,11 @@ def open_log(backing_dir: str, topic: str, partition: int) -> Log:
     if not path.is_dir():
         raise FileNotFoundError(f"partition {topic}-{partition} does not exist in {root}")
     config = load_log_config(root, topic, load_broker_config(root))
-    return Log(path, topic, partition, config, writable=False)
+    try:
+        start = read_offsets(root / LOG_START_OFFSET_CHECKPOINT).get(path.name, 0)
+    except CorruptCheckpointError:
+        start = 0  # no checkpoint (or a bad one): the first segment decides, as LogManager
+    return Log(path, topic, partition, config, writable=False, log_start_offset=start)
 
 
 def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, int], Log]:
