@@ -250,7 +250,9 @@ def _transactional_batches(records: list[tuple], producer_id: int) -> bytes:
             chunk = records[start:i + 1]
             keys, values, hdrs = zip(*chunk)
             out.append(build_batch(
-                0, list(values), list(keys), None, [list(h) for h in hdrs],
+                0, list(values),
+                None if not any(k is not None for k in keys) else list(keys), None,
+                [list(h) for h in hdrs] if any(hdrs) else None,
                 producer_id=producer_id, producer_epoch=PRODUCER_EPOCH,
                 base_sequence=sequence, is_transactional=True))
             sequence += len(chunk)
