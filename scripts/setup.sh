@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Installs what kfs needs on a fresh Debian machine, skipping whatever is already there:
 # FUSE 3 (and its headers, for building pyfuse3), the shell tools the tests drive, and a
-# virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools.
+# virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools
+# and the PySpark data source's dependencies (pyspark, pyarrow, and a Java runtime if none);
+# pass "spark" for the data source alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="${1:-}"
 debs=(fuse3 libfuse3-dev pkg-config gcc attr)
 [ "$extras" = test ] && debs+=(xxd jq)
+# Spark runs on a JVM: install one only when no java is on the PATH.
+if [ "$extras" = test ] || [ "$extras" = spark ]; then
+  command -v java >/dev/null 2>&1 || debs+=(openjdk-17-jre-headless)
+fi
 
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -22,9 +28,11 @@ python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # Reinstall only when pyproject.toml changed since the last install.
 stamp=".venv/.kfs-installed${extras:+-$extras}"
+pip_extras="$extras"
+[ "$extras" = test ] && pip_extras="test,spark"  # the Spark tests run in CI too
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "kfs setup: installing Python packages into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  .venv/bin/python -m pip install -q -e ".${pip_extras:+[$pip_extras]}"
   touch "$stamp"
 fi

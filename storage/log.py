@@ -173,6 +173,11 @@ class Log:
     def segment_count(self) -> int:
         return len(self._segments)
 
+    def log_segments(self) -> list[LogSegment]:
+        """The segments in base-offset order, as of now (``UnifiedLog.logSegments``); the list
+        is a snapshot that later rolls and truncations do not change."""
+        return list(self._segments)
+
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]

@@ -210,3 +210,31 @@ def small_disk(tmp_path):
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local[2] SparkSession with the ``kfs`` format registered, one per test module (a cold
+    session takes seconds). Filter pushdown starts off; tests that turn it on re-register.
+    Skips only when pyspark is not importable."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    from pyspark.sql import SparkSession
+
+    import kfs.spark
+
+    # Python workers must import this checkout with this interpreter's packages.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = kfs_env()["PYTHONPATH"]
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kfs-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    kfs.spark.register(session, filter_pushdown=False)
+    yield session
+    session.stop()

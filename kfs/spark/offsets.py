@@ -1,0 +1,200 @@
+"""Offset ranges: which offsets of which partitions a query reads, resolved through the engine's
+indexes (Spark's ``KafkaOffsetReader`` and ``KafkaOffsetRangeCalculator`` over kfs logs).
+
+A range is ``[start, end)`` of one partition. Starting/ending bounds become offsets through
+``Log.log_start_offset`` / ``log_end_offset`` (earliest/latest) and ``Log.find_offset_by_timestamp``
+(the first offset whose timestamp is >= t, as ListOffsets answers). Large ranges are split at
+segment bases and offset-index entries, so each input partition reads about
+``max_bytes`` of ``.log`` and every core has work; nothing here reads a record.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from storage import Log, LogManager
+from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets
+from storage.config import load_broker_config, load_log_config
+from storage.errors import CorruptCheckpointError
+
+from .options import EARLIEST, LATEST, Bound, SourceOptions
+
+DEFAULT_MAX_BYTES_PER_PARTITION = 32 << 20
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Offsets ``[start, end)`` of partition ``topic``-``partition``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+class DataLossError(ValueError):
+    """Offsets a query needs are no longer in the log (retention/DeleteRecords moved the log
+    start offset past them) and ``failOnDataLoss`` is true."""
+
+
+def open_log(backing_dir: str, topic: str, partition: int) -> Log:
+    """One partition's log, read-only (never changes a byte; safe beside a running mount).
+    Raises FileNotFoundError when the partition directory is missing."""
+    root = Path(backing_dir)
+    path = root / f"{topic}-{partition}"
+    if not path.is_dir():
+        raise FileNotFoundError(f"partition {topic}-{partition} does not exist in {root}")
+    config = load_log_config(root, topic, load_broker_config(root))
+    try:
+        start = read_offsets(root / LOG_START_OFFSET_CHECKPOINT).get(path.name, 0)
+    except CorruptCheckpointError:
+        start = 0  # no checkpoint (or a bad one): the first segment decides, as LogManager
+    return Log(path, topic, partition, config, writable=False, log_start_offset=start)
+
+
+def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, int], Log]:
+    """The logs the subscription or assignment names, by (topic, partition). Raises ValueError
+    when ``assign`` names a partition the backing directory does not hold."""
+    logs = {}
+    for name in manager.partition_names():
+        log = manager.get(name)
+        if opts.matches(log.topic, log.partition):
+            logs[(log.topic, log.partition)] = log
+    missing = sorted(set(opts.assign or ()) - set(logs))
+    if missing:
+        names = ", ".join(f"{t}-{p}" for t, p in missing)
+        raise ValueError(f"assign names partitions that do not exist in {opts.path}: {names}")
+    return logs
+
+
+def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "error") -> int:
+    """The offset ``bound`` names in ``log``. Timestamps map to the first offset with a
+    timestamp >= t; when none has one, an ending bound is the log end offset and a starting one
+    follows ``startingOffsetsByTimestampStrategy`` ("error" raises ValueError, "latest")."""
+    tp = (log.topic, log.partition)
+    if bound.kind == "earliest":
+        return log.log_start_offset
+    if bound.kind == "latest":
+        return log.log_end_offset
+    if bound.kind == "offsets":
+        offset = bound.per_partition[tp]
+        return {EARLIEST: log.log_start_offset, LATEST: log.log_end_offset}.get(offset, offset)
+    timestamp = bound.timestamp if bound.kind == "timestamp" else bound.per_partition[tp]
+    record = log.find_offset_by_timestamp(timestamp)
+    if record is not None:
+        return record.offset
+    if starting and strategy == "error":
+        raise ValueError(f"No offset matched from request of topic-partition {log.name} and "
+                         f"timestamp {timestamp} (startingOffsetsByTimestampStrategy=error)")
+    return log.log_end_offset
+
+
+def check_covers(bound: Bound, partitions: Iterable[tuple[str, int]], name: str) -> None:
+    """Spark requires per-partition JSON bounds to name every partition read."""
+    if bound.kind not in ("offsets", "timestamps"):
+        return
+    wanted = set(partitions)
+    if set(bound.per_partition) != wanted:
+        fmt = lambda tps: ", ".join(f"{t}-{p}" for t, p in sorted(tps))  # noqa: E731
+        raise ValueError(f"{name} must name every partition read (-1 latest, -2 earliest); "
+                         f"specified: {fmt(bound.per_partition)}; read: {fmt(wanted)}")
+
+
+def clamp_to_log(rng: OffsetRange, log: Log, fail_on_data_loss: bool) -> OffsetRange:
+    """``rng`` checked against what the log holds: offsets below the log start offset are data
+    loss (DataLossError when ``fail_on_data_loss``, else skipped). Raises ValueError for a range
+    that starts past its end or reaches past the log end offset."""
+    lso, leo = log.log_start_offset, log.log_end_offset
+    if rng.end < rng.start:
+        raise ValueError(f"ending offset {rng.end} < starting offset {rng.start} for {log.name}")
+    if rng.end > leo:
+        raise ValueError(f"offset {rng.end} of {log.name} is past its log end offset {leo}")
+    if rng.start < lso:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"offsets {rng.start}..{lso - 1} of {log.name} are no longer in the log (log start "
+                f"offset {lso}); set failOnDataLoss=false to skip them")
+        rng = replace(rng, start=min(lso, rng.end))
+    return rng
+
+
+def split_by_bytes(log: Log, rng: OffsetRange, max_bytes: int) -> list[OffsetRange]:
+    """Cut ``rng`` into consecutive ranges of about ``max_bytes`` of ``.log`` each, at segment
+    bases and offset-index entries (so each reader starts from an index lookup)."""
+    marks = _byte_marks(log, rng.start, rng.end, max_bytes)
+    cuts, last = [rng.start], marks[0][1] if marks else 0
+    for offset, position in marks[1:]:
+        if position - last >= max_bytes and cuts[-1] < offset < rng.end:
+            cuts.append(offset)
+            last = position
+    cuts.append(rng.end)
+    return [replace(rng, start=a, end=b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _byte_marks(log: Log, start: int, end: int, step: int) -> list[tuple[int, int]]:
+    """(offset, byte position counted over the whole log) at ``start``, at each segment base
+    inside the range and at offset-index entries about every ``step`` bytes."""
+    marks: list[tuple[int, int]] = []
+    segments = log.log_segments()
+    before = 0
+    for i, segment in enumerate(segments):
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if segment.base_offset >= end:
+            break
+        if next_base is not None and next_base <= start:
+            before += segment.size
+            continue
+        low = max(start, segment.base_offset)
+        low_pos = segment.offset_index.lookup(low)[1] if low > segment.base_offset else 0
+        marks.append((low, before + low_pos))
+        marks.extend((offset, before + pos)
+                     for offset, pos in _index_marks(segment, low, end, low_pos, step))
+        before += segment.size
+    return marks
+
+
+def _index_marks(segment, low: int, end: int, position: int, step: int):
+    index = segment.offset_index
+    slots = range(index.entries)
+    while True:
+        position += step
+        if position >= segment.size:
+            return
+        slot = bisect.bisect_right(slots, position, key=lambda s: index.entry(s)[1]) - 1
+        if slot < 0:
+            continue
+        offset, pos = index.entry(slot)
+        if offset >= end:
+            return
+        if offset > low:
+            yield offset, pos
+            low, position = offset, pos
+
+
+def split_by_count(ranges: list[OffsetRange], max_records: int | None,
+                   min_partitions: int | None) -> list[OffsetRange]:
+    """Spark's ``maxRecordsPerPartition`` (ranges cut into equal parts of at most that many
+    offsets) and ``minPartitions`` (the largest ranges halved until there are that many)."""
+    out: list[OffsetRange] = []
+    for rng in ranges:
+        parts = math.ceil(rng.size / max_records) if max_records and rng.size else 1
+        out.extend(_equal_parts(rng, parts))
+    while min_partitions and len(out) < min_partitions:
+        largest = max(range(len(out)), key=lambda i: out[i].size, default=None)
+        if largest is None or out[largest].size < 2:
+            break
+        out[largest:largest + 1] = _equal_parts(out[largest], 2)
+    return out
+
+
+def _equal_parts(rng: OffsetRange, parts: int) -> list[OffsetRange]:
+    bounds = [rng.start + rng.size * i // parts for i in range(parts + 1)]
+    return [replace(rng, start=a, end=b) for a, b in zip(bounds, bounds[1:])]

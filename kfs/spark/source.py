@@ -1,0 +1,268 @@
+"""The ``kfs`` data source for PySpark's Python Data Source API: the shape of Spark's Kafka
+source (``spark.read.format("kafka")``) over a kfs backing directory.
+
+``KfsDataSource`` serves batch reads, streaming reads and batch writes; ``KfsPushdownDataSource``
+is the same source whose batch reader also takes pushed filters (Spark refuses a reader with
+``pushFilters`` unless ``spark.sql.python.filterPushdown.enabled`` is on, so ``register`` picks
+the one that fits the session).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from storage import LogManager
+
+from .offsets import (
+    DEFAULT_MAX_BYTES_PER_PARTITION,
+    OffsetRange,
+    check_covers,
+    clamp_to_log,
+    matching_logs,
+    resolve_offset,
+    split_by_bytes,
+    split_by_count,
+)
+from .options import SourceOptions, parse_options
+from .reader import read_range, spark_schema
+
+
+@dataclass
+class RangePartition(InputPartition):
+    """One Spark input partition: offsets ``[rng.start, rng.end)`` of one Kafka partition (None:
+    nothing to read)."""
+
+    rng: OffsetRange | None
+
+    def __post_init__(self):
+        InputPartition.__init__(self, self.rng)
+
+
+class KfsDataSource(DataSource):
+    """``spark.read.format("kfs").option("path", BACKING_DIR).option("subscribe", "orders")``.
+
+    Options and schema are Spark's Kafka source's (see ``kfs.spark.options``); ``path`` is the
+    backing directory; ``maxBytesPerPartition`` (default 32 MiB of ``.log``) bounds the bytes
+    one input partition reads."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kfs"
+
+    def schema(self) -> StructType:
+        return spark_schema(_include_headers(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KfsBatchReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KfsStreamReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        from .writer import KfsWriter  # the write path needs nothing of the read path
+
+        return KfsWriter(self.options, schema, overwrite)
+
+
+class KfsPushdownDataSource(KfsDataSource):
+    """:class:`KfsDataSource` whose batch reader takes pushed filters on ``partition``,
+    ``offset`` and ``timestamp`` (needs ``spark.sql.python.filterPushdown.enabled=true``)."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KfsPushdownBatchReader(self.options, schema)
+
+
+def _include_headers(options) -> bool:
+    return str(options.get("includeHeaders", "false")).strip().lower() == "true"
+
+
+def _check_schema(schema: StructType, opts: SourceOptions) -> None:
+    expected = spark_schema(opts.include_headers)
+    if schema != expected:
+        raise ValueError("the kfs source has a fixed schema (Spark's Kafka source schema) and "
+                         f"cannot be set with a custom one: {schema.simpleString()}")
+
+
+def _max_bytes(options) -> int:
+    text = options.get("maxBytesPerPartition")
+    if text is None:
+        return DEFAULT_MAX_BYTES_PER_PARTITION
+    if not str(text).isdigit() or int(text) <= 0:
+        raise ValueError(f"maxBytesPerPartition must be a positive integer, not {text!r}")
+    return int(text)
+
+
+class KfsBatchReader(DataSourceReader):
+    """Plans offset ranges on the driver (``partitions``) and reads each as Arrow batches in a
+    task (``read``)."""
+
+    def __init__(self, options, schema: StructType):
+        self.opts = parse_options(options, streaming=False)
+        _check_schema(schema, self.opts)
+        self.max_bytes = _max_bytes(options)
+        self.pushed = None
+
+    def partitions(self) -> list[RangePartition]:
+        ranges = plan_batch(self.opts, self.max_bytes, self.pushed)
+        return [RangePartition(r) for r in ranges] or [RangePartition(None)]
+
+    def read(self, partition: RangePartition):
+        if partition.rng is None:
+            return iter(())
+        return read_range(self.opts.path, partition.rng, self.opts.include_headers,
+                          self.opts.fail_on_data_loss)
+
+
+class KfsPushdownBatchReader(KfsBatchReader):
+    """:class:`KfsBatchReader` that narrows its ranges with pushed filters
+    (see ``kfs.spark.pushdown``)."""
+
+    def pushFilters(self, filters):
+        from .pushdown import push
+
+        self.pushed, remaining = push(list(filters))
+        return remaining
+
+
+def plan_batch(opts: SourceOptions, max_bytes: int, pushed=None) -> list[OffsetRange]:
+    """The ranges a batch query reads: bounds resolved per partition, checked against the log,
+    narrowed by pushed filters, split for parallelism. Raises ValueError (bad bounds) and
+    DataLossError."""
+    manager = LogManager(opts.path, read_only=True)
+    try:
+        logs = matching_logs(manager, opts)
+        check_covers(opts.starting, logs, "startingOffsets")
+        check_covers(opts.ending, logs, "endingOffsets")
+        ranges = []
+        for (topic, partition), log in sorted(logs.items()):
+            if pushed is not None and not pushed.allows_partition(partition):
+                continue
+            start = resolve_offset(opts.starting, log, True, opts.by_timestamp_strategy)
+            end = resolve_offset(opts.ending, log, False)
+            rng = clamp_to_log(OffsetRange(topic, partition, start, end), log,
+                               opts.fail_on_data_loss)
+            if pushed is not None:
+                rng = _narrow(rng, log, pushed)
+            if rng.size > 0:
+                ranges.extend(split_by_bytes(log, rng, max_bytes))
+        return split_by_count(ranges, opts.max_records_per_partition, opts.min_partitions)
+    finally:
+        manager.close()
+
+
+def _narrow(rng: OffsetRange, log, pushed) -> OffsetRange:
+    start = max(rng.start, pushed.min_offset)
+    end = min(rng.end, pushed.max_offset)
+    if pushed.min_timestamp is not None and start < end:
+        record = log.find_offset_by_timestamp(pushed.min_timestamp)
+        start = max(start, record.offset if record is not None else end)
+    return OffsetRange(rng.topic, rng.partition, min(start, end), end)
+
+
+class KfsStreamReader(DataSourceStreamReader):
+    """Micro-batches over per-partition Kafka offsets, ``{"topic": {"0": 42}}`` (Spark's
+    ``KafkaSourceOffset`` JSON). Each batch ends at the partitions' log end offsets, or fewer
+    offsets under ``maxOffsetsPerTrigger`` (shared out in proportion to what each partition
+    has waiting, as Spark's Kafka source); partitions that appear later start at their earliest
+    offset."""
+
+    def __init__(self, options, schema: StructType):
+        self.opts = parse_options(options, streaming=True)
+        _check_schema(schema, self.opts)
+        self.max_bytes = _max_bytes(options)
+
+    def _logs(self, manager: LogManager):
+        return matching_logs(manager, self.opts)
+
+    def initialOffset(self) -> dict:
+        manager = LogManager(self.opts.path, read_only=True)
+        try:
+            logs = self._logs(manager)
+            check_covers(self.opts.starting, logs, "startingOffsets")
+            return _as_json({tp: resolve_offset(self.opts.starting, log, True,
+                                                self.opts.by_timestamp_strategy)
+                             for tp, log in logs.items()})
+        finally:
+            manager.close()
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        limit = self.opts.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        manager = LogManager(self.opts.path, read_only=True)
+        try:
+            logs = self._logs(manager)
+            begin = _from_json(start or {})
+            begin = {tp: begin.get(tp, log.log_start_offset) for tp, log in logs.items()}
+            latest = {tp: log.log_end_offset for tp, log in logs.items()}
+        finally:
+            manager.close()
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows is not None:
+            latest = _rate_limit(begin, latest, max_rows)
+        return _as_json(latest)
+
+    def reportLatestOffset(self) -> dict:
+        manager = LogManager(self.opts.path, read_only=True)
+        try:
+            return _as_json({tp: log.log_end_offset for tp, log in self._logs(manager).items()})
+        finally:
+            manager.close()
+
+    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+        begin, finish = _from_json(start), _from_json(end)
+        manager = LogManager(self.opts.path, read_only=True)
+        try:
+            ranges = []
+            for tp, end_offset in sorted(finish.items()):
+                log = manager.get(f"{tp[0]}-{tp[1]}")
+                rng = OffsetRange(*tp, begin.get(tp, log.log_start_offset), end_offset)
+                rng = clamp_to_log(rng, log, self.opts.fail_on_data_loss)
+                if rng.size > 0:
+                    ranges.extend(split_by_bytes(log, rng, self.max_bytes))
+        finally:
+            manager.close()
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: RangePartition):
+        return read_range(self.opts.path, partition.rng, self.opts.include_headers,
+                          self.opts.fail_on_data_loss)
+
+    def commit(self, end: dict) -> None:
+        pass  # offsets live in Spark's checkpoint; nothing to release here
+
+
+def _as_json(offsets: dict[tuple[str, int], int]) -> dict:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
+
+
+def _from_json(offsets: dict) -> dict[tuple[str, int], int]:
+    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+
+
+def _rate_limit(begin: dict, latest: dict, max_rows: int) -> dict:
+    """End offsets taking at most ``max_rows`` offsets in all, each partition getting a share
+    proportional to its backlog (Spark's ``KafkaMicroBatchStream.rateLimit``)."""
+    backlog = {tp: max(latest[tp] - begin[tp], 0) for tp in latest}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return latest
+    out = {}
+    for tp, waiting in backlog.items():
+        share = int(max_rows * waiting / total)
+        out[tp] = begin[tp] + min(waiting, share)
+    return out
