@@ -565,9 +565,11 @@ class Log:
         """Where reads stop: the last stable offset for read_committed, else the log end."""
         return self.last_stable_offset if read_committed else self._leo
 
-    def _aborted(self, offset: int, upper: int) -> AbortedTxnFilter:
-        """The aborted transactions overlapping [offset, upper), from the transaction indexes of
-        the segment holding ``offset`` and later ones (``UnifiedLog.collectAbortedTransactions``)."""
+    def aborted_transactions(self, offset: int, upper: int) -> AbortedTxnFilter:
+        """A filter of the aborted transactions overlapping [offset, upper), from the
+        transaction indexes of the segment holding ``offset`` and later ones
+        (``UnifiedLog.collectAbortedTransactions``): ``is_aborted(batch)`` tells a
+        read_committed reader to skip a batch."""
         bases, segments = self._view
         first = max(bisect.bisect_right(bases, offset) - 1, 0)
         return AbortedTxnFilter(collect_aborted_txns(
@@ -589,7 +591,7 @@ class Log:
         if found is None or found[1].is_control_batch:
             return None
         if read_committed and found[1].is_transactional and \
-                self._aborted(found[1].base_offset, end).is_aborted(found[1]):
+                self.aborted_transactions(found[1].base_offset, end).is_aborted(found[1]):
             return None
         records = self._cache.get((segment.base_offset, found[0]))
         if records is None:  # decode just this record; listing fills the cache
@@ -606,7 +608,7 @@ class Log:
         leo = self._visible_end(read_committed)
         if offset >= leo or limit <= 0:
             return out
-        aborted = self._aborted(offset, leo) if read_committed else None
+        aborted = self.aborted_transactions(offset, leo) if read_committed else None
         bases, segments = self._view
         first = bisect.bisect_right(bases, offset) - 1
         for segment in segments[max(first, 0):]:

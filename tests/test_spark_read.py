@@ -17,26 +17,13 @@ import kfs.spark  # noqa: E402
 from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes  # noqa: E402
 from kfs.spark.reader import read_range, spark_schema  # noqa: E402
 from storage import LogManager  # noqa: E402
-from storage.errors import InvalidRecordError  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
 TYPES = {"CREATE_TIME": 0, "LOG_APPEND_TIME": 1, "NO_TIMESTAMP_TYPE": -1}
 
 
-def _engine_reads_legacy() -> bool:
-    mgr = LogManager(FIXTURES, read_only=True)
-    try:
-        mgr.get("legacy-0").read(0)
-        return True
-    except InvalidRecordError:
-        return False
-    finally:
-        mgr.close()
-
-
-FIXTURE_TOPICS = ["plain", "codecs", "compacted", "txn", pytest.param("legacy", marks=pytest.mark.xfail(
-    not _engine_reads_legacy(), strict=True, reason="the engine does not read magic 0/1 yet"))]
+FIXTURE_TOPICS = ["plain", "codecs", "compacted", "txn", "legacy"]
 
 
 def b64(text):
@@ -258,3 +245,14 @@ def test_data_loss(spark, tmp_path):
     rows = reader.options(**options, failOnDataLoss="false").load().collect()
     assert [r.offset for r in rows] == list(range(bases[1], 40))
     shutil.rmtree(backing)
+
+
+def test_read_committed_hides_the_aborted_transaction(spark):
+    rows = [json.loads(line) for line in open(FIXTURES / "txn-0.expected.jsonl")]
+    aborted = {r["offset"] for r in rows if r["producerId"] == 2000 and 189 <= r["offset"] <= 262}
+    data = [r["offset"] for r in rows if not r["isControl"]]
+    committed = load(spark, subscribe="txn", **{"isolation.level": "read_committed"})
+    assert sorted(r.offset for r in committed.select("offset").collect()) == [
+        o for o in data if o not in aborted]
+    everything = load(spark, subscribe="txn")
+    assert sorted(r.offset for r in everything.select("offset").collect()) == data

@@ -75,7 +75,14 @@ def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, i
     return logs
 
 
-def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "error") -> int:
+def latest_offset(log: Log, read_committed: bool = False) -> int:
+    """Where "latest" is: the last stable offset for read_committed, else the log end offset
+    (as a Kafka consumer's end offsets under each ``isolation.level``)."""
+    return log.last_stable_offset if read_committed else log.log_end_offset
+
+
+def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "error",
+                   read_committed: bool = False) -> int:
     """The offset ``bound`` names in ``log``. Timestamps map to the first offset with a
     timestamp >= t; when none has one, an ending bound is the log end offset and a starting one
     follows ``startingOffsetsByTimestampStrategy`` ("error" raises ValueError, "latest")."""
@@ -83,18 +90,19 @@ def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "erro
     if bound.kind == "earliest":
         return log.log_start_offset
     if bound.kind == "latest":
-        return log.log_end_offset
+        return latest_offset(log, read_committed)
     if bound.kind == "offsets":
         offset = bound.per_partition[tp]
-        return {EARLIEST: log.log_start_offset, LATEST: log.log_end_offset}.get(offset, offset)
+        return {EARLIEST: log.log_start_offset,
+                LATEST: latest_offset(log, read_committed)}.get(offset, offset)
     timestamp = bound.timestamp if bound.kind == "timestamp" else bound.per_partition[tp]
-    record = log.find_offset_by_timestamp(timestamp)
+    record = log.find_offset_by_timestamp(timestamp, read_committed=read_committed)
     if record is not None:
         return record.offset
     if starting and strategy == "error":
         raise ValueError(f"No offset matched from request of topic-partition {log.name} and "
                          f"timestamp {timestamp} (startingOffsetsByTimestampStrategy=error)")
-    return log.log_end_offset
+    return latest_offset(log, read_committed)
 
 
 def check_covers(bound: Bound, partitions: Iterable[tuple[str, int]], name: str) -> None:

@@ -51,6 +51,10 @@ class SourceOptions:
     include_headers: bool
     isolation_level: str
 
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition is one the query reads (subscription or assignment)."""
         if self.assign is not None:
@@ -85,8 +89,6 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
     isolation = opts.get("isolation.level", opts.get("kafka.isolation.level", "read_uncommitted"))
     if isolation not in _ISOLATION_LEVELS:
         raise ValueError(f"isolation.level must be one of {_ISOLATION_LEVELS}, not {isolation!r}")
-    if isolation == "read_committed":
-        raise ValueError("isolation.level=read_committed is not supported by this version yet")
     return SourceOptions(
         path=path,
         subscribe=subscribe,

@@ -46,9 +46,11 @@ def spark_schema(include_headers: bool) -> T.StructType:
 
 
 def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
-               fail_on_data_loss: bool = True,
+               fail_on_data_loss: bool = True, read_committed: bool = False,
                rows_per_batch: int = ROWS_PER_ARROW_BATCH) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of every data record of ``rng``, in offset order. Raises DataLossError
+    """Arrow batches of every data record of ``rng``, in offset order (with
+    ``read_committed``, none of aborted transactions and none at or past the last stable
+    offset). Raises DataLossError
     when the range starts below the log start offset and ``fail_on_data_loss`` (else the lost
     offsets are skipped); CorruptRecordError for a batch that fails its CRC."""
     log = open_log(backing_dir, rng.topic, rng.partition)
@@ -61,7 +63,7 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                     "before they were read; set failOnDataLoss=false to skip them")
             start = log.log_start_offset
         pending, count = [], 0
-        for records in iter_record_lists(log, start, rng.end):
+        for records in iter_record_lists(log, start, rng.end, read_committed):
             pending.append(records)
             count += len(records)
             if count >= rows_per_batch:
@@ -73,12 +75,16 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
         log.close()
 
 
-def iter_record_lists(log: Log, start: int, end: int) -> Iterator[list]:
+def iter_record_lists(log: Log, start: int, end: int,
+                      read_committed: bool = False) -> Iterator[list]:
     """The decoded data records with offsets in ``[start, end)``, one list per batch: the offset
-    index finds the first batch, then batches are read in order (``Log.read`` path, in bulk)."""
-    end = min(end, log.log_end_offset)
+    index finds the first batch, then batches are read in order (``Log.read`` path, in bulk).
+    With ``read_committed`` batches of aborted transactions are skipped, as a Kafka consumer
+    does, and nothing at or past the last stable offset is read."""
+    end = min(end, log.last_stable_offset if read_committed else log.log_end_offset)
     if start >= end:
         return
+    aborted = log.aborted_transactions(start, end) if read_committed else None
     segments = log.log_segments()
     for i, segment in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
@@ -89,7 +95,8 @@ def iter_record_lists(log: Log, start: int, end: int) -> Iterator[list]:
         for pos, header in segment.scan_batches(position):
             if header.base_offset >= end:
                 return
-            if header.last_offset < start or header.is_control_batch:
+            if header.last_offset < start or header.is_control_batch or \
+                    aborted is not None and aborted.is_aborted(header):
                 continue
             records = segment.read_batch(pos, header).records()
             if header.base_offset < start or header.last_offset >= end:

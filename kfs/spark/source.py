@@ -26,6 +26,7 @@ from .offsets import (
     OffsetRange,
     check_covers,
     clamp_to_log,
+    latest_offset,
     matching_logs,
     resolve_offset,
     split_by_bytes,
@@ -118,7 +119,7 @@ class KfsBatchReader(DataSourceReader):
         if partition.rng is None:
             return iter(())
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
-                          self.opts.fail_on_data_loss)
+                          self.opts.fail_on_data_loss, self.opts.read_committed)
 
 
 class KfsPushdownBatchReader(KfsBatchReader):
@@ -145,8 +146,9 @@ def plan_batch(opts: SourceOptions, max_bytes: int, pushed=None) -> list[OffsetR
         for (topic, partition), log in sorted(logs.items()):
             if pushed is not None and not pushed.allows_partition(partition):
                 continue
-            start = resolve_offset(opts.starting, log, True, opts.by_timestamp_strategy)
-            end = resolve_offset(opts.ending, log, False)
+            start = resolve_offset(opts.starting, log, True, opts.by_timestamp_strategy,
+                                   opts.read_committed)
+            end = resolve_offset(opts.ending, log, False, read_committed=opts.read_committed)
             rng = clamp_to_log(OffsetRange(topic, partition, start, end), log,
                                opts.fail_on_data_loss)
             if pushed is not None:
@@ -188,7 +190,8 @@ class KfsStreamReader(DataSourceStreamReader):
             logs = self._logs(manager)
             check_covers(self.opts.starting, logs, "startingOffsets")
             return _as_json({tp: resolve_offset(self.opts.starting, log, True,
-                                                self.opts.by_timestamp_strategy)
+                                                self.opts.by_timestamp_strategy,
+                                                self.opts.read_committed)
                              for tp, log in logs.items()})
         finally:
             manager.close()
@@ -205,7 +208,7 @@ class KfsStreamReader(DataSourceStreamReader):
             logs = self._logs(manager)
             begin = _from_json(start or {})
             begin = {tp: begin.get(tp, log.log_start_offset) for tp, log in logs.items()}
-            latest = {tp: log.log_end_offset for tp, log in logs.items()}
+            latest = {tp: latest_offset(log, self.opts.read_committed) for tp, log in logs.items()}
         finally:
             manager.close()
         max_rows = getattr(limit, "max_rows", None)
@@ -216,7 +219,8 @@ class KfsStreamReader(DataSourceStreamReader):
     def reportLatestOffset(self) -> dict:
         manager = LogManager(self.opts.path, read_only=True)
         try:
-            return _as_json({tp: log.log_end_offset for tp, log in self._logs(manager).items()})
+            return _as_json({tp: latest_offset(log, self.opts.read_committed)
+                             for tp, log in self._logs(manager).items()})
         finally:
             manager.close()
 
@@ -237,7 +241,7 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def read(self, partition: RangePartition):
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
-                          self.opts.fail_on_data_loss)
+                          self.opts.fail_on_data_loss, self.opts.read_committed)
 
     def commit(self, end: dict) -> None:
         pass  # offsets live in Spark's checkpoint; nothing to release here
