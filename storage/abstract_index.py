@@ -73,13 +73,21 @@ class AbstractIndex:
 
     def _remap(self) -> None:
         """Map the whole file. The old map is dropped, not closed: a concurrent reader may still
-        hold it and only ever touches slots below ``entries``, which stay inside the file."""
+        hold it and only ever touches slots below ``entries``, which stay inside the file.
+
+        A read-only index reads the file once instead: another process (the writer) may trim
+        it at any moment, and touching a map past a file's new end kills the reader (SIGBUS)."""
         if self._length == 0:
             self._mmap = None
             return
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        with open(self.path, "r+b" if self.writable else "rb") as f:
-            self._mmap = mmap.mmap(f.fileno(), self._length, access=access)
+        if not self.writable:
+            with open(self.path, "rb") as f:
+                data = f.read(self._length)
+            self._length = len(data)  # as the file is: a bad length fails sanity_check
+            self._mmap = data if data else None
+            return
+        with open(self.path, "r+b") as f:
+            self._mmap = mmap.mmap(f.fileno(), self._length, access=mmap.ACCESS_WRITE)
 
     @property
     def entries(self) -> int:
