@@ -18,7 +18,8 @@ from pathlib import Path
 
 from storage.config import LogConfig
 from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.records import iter_batches
+from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.records import RecordBatch, iter_batches
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -70,7 +71,9 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         for base in bases:
             segment = LogSegment(directory, base, config, writable)
             segments.append(segment)
-            if writable and not _indexes_sane(segment):
+            # Every index is trimmed, except the active segment's after a crash
+            trimmed = had_clean_shutdown or base != bases[-1]
+            if writable and not _indexes_sane(segment, trimmed):
                 needs_recovery.add(base)
         if writable:
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
@@ -192,18 +195,53 @@ def _next_offset_of_log_file(path: Path, base_offset: int) -> int:
     return next_offset
 
 
-def _indexes_sane(segment: LogSegment) -> bool:
-    """False when an index fails ``sanityCheck`` or the offset index points past the end of the
-    .log (e.g. the .log was cut short after a clean shutdown)."""
+def _indexes_sane(segment: LogSegment, trimmed: bool) -> bool:
+    """False when an index fails ``sanityCheck``, when a ``trimmed`` index has zero-filled
+    slots, or when the last entry of either index disagrees with the .log (e.g. the .log was
+    cut short after a clean shutdown, or the index was zeroed or overwritten)."""
     try:
-        segment.offset_index.sanity_check()
-        segment.time_index.sanity_check()
+        for index in (segment.offset_index, segment.time_index):
+            index.sanity_check()
+            if trimmed and 0 < index.entries < index.max_entries:
+                # Kafka trims on roll and close: a zero tail there is damage, not preallocation
+                # (a missing index was just created empty: no entries, nothing to distrust)
+                raise ValueError(f"{index.path} has {index.max_entries - index.entries} "
+                                 f"zero-filled slots after its {index.entries} entries")
+        _check_last_entries(segment)
     except ValueError as e:
         log.warning("%s; rebuilding the indexes", e)
         return False
-    index = segment.offset_index
-    if index.entries and index.lookup(index.last_offset)[1] >= segment.size:
-        log.warning("%s points past the end of %s; rebuilding the indexes",
-                    index.path, segment.log_path)
-        return False
     return True
+
+
+def _check_last_entries(segment: LogSegment) -> None:
+    """Raise ValueError unless the last offset-index entry (O, P) names a batch at position P
+    of the .log starting at or before O, and the last time-index entry (T, O) names an offset
+    of a batch whose max timestamp is T (both indexes are written from those batches). Bytes
+    that cannot be read as v2 batch headers prove nothing here and pass."""
+    index, size = segment.offset_index, segment.size
+    if index.entries:
+        offset, position = index.lookup(index.last_offset)
+        if position >= size:
+            raise ValueError(f"{index.path} points past the end of {segment.log_path}")
+        batch = _batch_at(segment, position)
+        if batch is not None and batch.base_offset > offset:
+            raise ValueError(f"{index.path}: offset {offset} is not in the batch at byte "
+                             f"{position} of {segment.log_path}")
+    time_index = segment.time_index
+    if time_index.entries:
+        timestamp, offset = time_index.last_entry
+        try:
+            found = segment.find_batch(offset)
+        except (CorruptRecordError, InvalidRecordError):
+            return
+        if found is None or found[1].base_offset > offset or found[1].max_timestamp != timestamp:
+            raise ValueError(f"{time_index.path}: no batch of {segment.log_path} holds offset "
+                             f"{offset} with max timestamp {timestamp}")
+
+
+def _batch_at(segment: LogSegment, position: int) -> RecordBatch | None:
+    try:
+        return next(segment.scan_batches(position), (None, None))[1]
+    except (CorruptRecordError, InvalidRecordError):
+        return None
