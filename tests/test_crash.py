@@ -224,6 +224,8 @@ def test_torn_tail_at_every_byte_of_the_last_batch(tmp_path, clean):
         log = mgr.get("t-0")
         assert log.log_end_offset == last.base_offset, cut
         assert records_of(log) == kept, cut
+        # no index entry of the cut batch is trusted (the time index drives by-time and retention)
+        assert log.active_segment.largest_timestamp == max(t for o, _, t in kept if o >= last_base)
         assert log.append([b"after"]) == last.base_offset
         mgr.close()
         mgr = LogManager(backing)
@@ -321,7 +323,7 @@ def flip_inside(path: Path, position: int, batch: RecordBatch) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("where", ["active", "middle"])
+@pytest.mark.parametrize("where", ["active", "middle", "middle-bad-checkpoint"])
 def test_flipped_byte_after_the_recovery_point_cuts_from_that_batch(tmp_path, where):
     directory = build_log(tmp_path / "data", props="segment.bytes=1500\nindex.interval.bytes=150\n",
                           batches=30)
@@ -335,8 +337,11 @@ def test_flipped_byte_after_the_recovery_point_cuts_from_that_batch(tmp_path, wh
     position, bad = batches[len(batches) // 2]
     flip_inside(seg(directory, base, ".log"), position, bad)
     crash(directory.parent)
+    checkpoint = directory.parent / "recovery-point-offset-checkpoint"
     if where == "middle":  # a crash before any flush: everything is after the recovery point
-        (directory.parent / "recovery-point-offset-checkpoint").unlink()
+        checkpoint.unlink()
+    elif where == "middle-bad-checkpoint":  # a checkpoint that does not parse counts as none
+        checkpoint.write_text("0\n1\nt 0\n")
     mgr = LogManager(directory.parent)
     log = mgr.get("t-0")
     kept = [r for r in expected if r[0] < bad.base_offset]
@@ -431,13 +436,17 @@ def leftovers(directory: Path) -> list[str]:
                   if p.suffix in (".deleted", ".cleaned", ".swap"))
 
 
-def test_deleted_files_of_an_interrupted_retention_are_removed(tmp_path):
+@pytest.mark.parametrize("renamed", [SEGMENT_SUFFIXES, (".log",)], ids=["all", "log-only"])
+def test_deleted_files_of_an_interrupted_retention_are_removed(tmp_path, renamed):
     directory, bases, expected = leftover_log(tmp_path)
-    rename(directory, bases[0], ".deleted")  # retention renamed the segment, then the crash
+    for suffix in renamed:  # retention renamed the segment's files (or some), then the crash
+        path = seg(directory, bases[0], suffix)
+        path.rename(path.with_name(path.name + ".deleted"))
     crash(directory.parent)
     mgr = LogManager(directory.parent)
     log = mgr.get("t-0")
     assert leftovers(directory) == []
+    assert not any(directory.glob(f"{filename_prefix(bases[0])}.*"))  # nor orphan indexes
     assert log.log_start_offset == bases[1]
     assert records_of(log) == [r for r in expected if r[0] >= bases[1]]
     mgr.close()
