@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.config import LogConfig
-from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.records import RecordBatch, iter_batches
 from storage.segment import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    DELETED_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,

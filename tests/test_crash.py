@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from storage import LogManager
 from storage.errors import CorruptRecordError, LogDirLockedError
 from storage.log_manager import CLEAN_SHUTDOWN_FILE

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
+
 from storage import LogManager
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from storage.records import iter_batches
@@ -85,7 +85,7 @@ def kill9(m) -> None:
 
 
 def sh(script: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, timeout=60)
+    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, timeout=60, check=False)
 
 
 def test_kill9_of_the_mount_keeps_every_acknowledged_line(mount, tmp_path):
@@ -167,7 +167,8 @@ def test_corrupt_batch_is_eio_and_its_neighbours_read(mount, tmp_path):
 
 
 def run_kfs(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(kfs_command(*args), cwd=REPO, env=kfs_env(), capture_output=True, timeout=60)
+    return subprocess.run(kfs_command(*args), cwd=REPO, env=kfs_env(), capture_output=True, timeout=60,
+                          check=False)
 
 
 def test_one_writable_mount_per_backing_dir(mount, tmp_path):
