@@ -23,6 +23,8 @@ Measured:
      targets (kfs resolves many t to the same record, whose file the kernel then has cached).
   4. decode: the engine's ``RecordBatch(...).records()`` over every batch of bench-0's .log
      files vs kafka-python's ``DefaultRecordBatch`` over the same bytes (with and without CRC).
+  5. ``kfs verify`` of the backing directory after unmount (MB/s of .log verified, in process
+     and as the command), beside reading the same files and CRC-32C over all their bytes.
 
 Everything lives in a temp dir under /tmp; every mount is unmounted in ``finally`` blocks (also
 on Ctrl-C and SIGTERM).  ``--profile`` samples the kfs process with py-spy during the append and
@@ -866,6 +868,44 @@ class Bench:
                         return
                 pos += batch.size_in_bytes
 
+    # ---- 5. verify
+
+    def bench_verify(self) -> None:
+        a = self.a
+        try:
+            from crc32c import crc32c
+
+            from kfs import verify
+        except Exception as exc:  # noqa: BLE001 - verify may not have landed yet
+            print(f"\n5. verify: n/a ({type(exc).__name__}: {exc})")
+            return
+        parts = verify.find_partitions(self.backing)
+        logs = [p for d in parts for p in sorted(d.glob("*.log"))]
+        nbytes = verify.log_bytes(parts)
+        cmd = [sys.executable, "-m", "kfs", "verify", str(self.backing)]
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        inproc, command, ceiling = [], [], []
+        for r in range(a.codec_rounds):
+            log(f"verify round {r + 1}/{a.codec_rounds}")
+            dt, items = timed(lambda: list(verify.verify_partitions(parts)))
+            inproc.append(dt)
+            problems = [str(i) for i in items if isinstance(i, verify.Problem)]
+            dt, res = timed(lambda: subprocess.run(cmd, capture_output=True, text=True, env=env))
+            command.append(dt)
+            dt, _ = timed(lambda: [crc32c(p.read_bytes()) for p in logs])
+            ceiling.append(dt)
+        if problems or res.returncode != 0:
+            self.fail(f"kfs verify found problems in the benchmark's own data: {problems[:3]} "
+                      f"(exit status {res.returncode})")
+        mb = [nbytes / x / 1e6 for x in ceiling]
+        t = Table(f"5. verify {len(parts)} partitions: {len(logs)} .log file(s), {nbytes / 1e6:.0f} MB "
+                  f"(medians of {a.codec_rounds})", ("what", "MB/s", "kfs / ceiling"))
+        for name, times in (("kfs verify, in process", inproc), ("kfs verify, the command", command)):
+            rates = [nbytes / x / 1e6 for x in times]
+            t.add(name, spread(rates, lambda x: f"{x:.0f}"), ratio(med(rates), med(mb)))
+        t.add("ceiling: read + CRC-32C of every byte", spread(mb, lambda x: f"{x:.0f}"), "")
+        t.print()
+
     def run(self) -> int:
         try:
             self.setup()
@@ -873,6 +913,7 @@ class Bench:
             self.bench_lookups()
             self.bench_by_time()
             self.finish()
+            self.bench_verify()
         finally:
             self.mounts.close()
         self.prof.print()

@@ -1,4 +1,5 @@
-"""``kfs`` command line: ``kfs mount [options] BACKING_DIR MOUNTPOINT``.
+"""``kfs`` command line: ``kfs mount [options] BACKING_DIR MOUNTPOINT``, ``kfs dump FILE...``
+(``kafka-dump-log``) and ``kfs verify BACKING_DIR [PARTITION...]``.
 
 Without ``-f`` the command behaves like sshfs: it returns (status 0) only once the mount serves,
 and the file system keeps running in a detached background process.  It does so by re-running
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
 import os
 import select
@@ -22,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Callable, TextIO
 
 from .append import parse_separator
 
@@ -69,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="what splits key from value in lines written to append-keyed, like "
                             "kafka-console-producer's key.separator (default: TAB; the escapes "
                             "\\t and \\\\ are understood)")
+    mount.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                       default="read_uncommitted",
+                       help="as Kafka's consumer isolation.level: read_committed hides records "
+                            "of aborted transactions and everything at or past the last stable "
+                            "offset (default: read_uncommitted, every record but markers)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=cmd_mount)
 
@@ -84,13 +91,88 @@ def build_parser() -> argparse.ArgumentParser:
     )
     retention.add_argument("backing_dir", metavar="BACKING_DIR")
     retention.set_defaults(func=cmd_retention)
+    _add_dump_parser(sub)
+    _add_verify_parser(sub)
     return parser
+
+
+def _add_dump_parser(sub) -> None:
+    dump = sub.add_parser(
+        "dump",
+        help="print .log/.index/.timeindex/.snapshot/.txnindex files as kafka-dump-log does",
+        description=(
+            "Print segment files as Kafka's kafka-dump-log does: a line per batch of a .log (and "
+            "a '| offset: ...' line per record with --deep-iteration), the entries of .index and "
+            ".timeindex files (checked against their .log; mismatches go to stderr), producer "
+            "snapshots and transaction indexes. Nothing is written."
+        ),
+    )
+    dump.add_argument("files", metavar="FILE", nargs="*", help="segment files to dump")
+    dump.add_argument("--files", dest="files_csv", metavar="FILE[,FILE...]", action="append",
+                      default=[], help="comma-separated files, as kafka-dump-log takes them")
+    dump.add_argument("--deep-iteration", action="store_true",
+                      help="print every record, not just batches")
+    dump.add_argument("--print-data-log", action="store_true",
+                      help="print record keys and values as UTF-8 text (implies --deep-iteration)")
+    dump.add_argument("--skip-record-metadata", action="store_true",
+                      help="with --print-data-log, print only keys and values")
+    dump.add_argument("--verify-index-only", action="store_true",
+                      help="check index entries against the .log without printing them")
+    dump.add_argument("--index-sanity-check", action="store_true",
+                      help="only run Kafka's sanity check on .index/.timeindex files")
+    dump.add_argument("--max-bytes", type=_positive_int, metavar="N",
+                      help="read at most N bytes of each .log (default: all)")
+    dump.add_argument("--json", action="store_true",
+                      help="one JSON object per line (kcat -J fields for records); "
+                           "non-UTF-8 bytes as {\"base64\": ...}")
+    dump.set_defaults(func=cmd_dump, more_positionals="files")
+
+
+def _add_verify_parser(sub) -> None:
+    verify = sub.add_parser(
+        "verify",
+        help="check every segment of a backing directory (read-only); --repair recovers it",
+        description=(
+            "Check the partitions of BACKING_DIR (all, or the PARTITIONs named) read-only: batch "
+            "sizes and CRCs, offsets, segment base offsets, every .index and .timeindex entry, "
+            "leftover .cleaned/.swap/.deleted files. One line per problem (partition/file:byte: "
+            "what), then a summary. Exit status: 0 clean, 1 problems found, 2 usage error."
+        ),
+    )
+    verify.add_argument("backing_dir", metavar="BACKING_DIR")
+    verify.add_argument("partitions", metavar="PARTITION", nargs="*",
+                        help="partition directories to check, e.g. orders-0 (default: all)")
+    verify.add_argument("--repair", action="store_true",
+                        help="when problems are found, recover the whole directory as a broker "
+                             "start after a crash does (cut torn or corrupt tails, rebuild "
+                             "indexes, settle leftovers), report what changed, and verify again")
+    verify.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress bar on stderr (default: when stderr is a terminal "
+                             "or there is more than 1 GiB to check)")
+    verify.set_defaults(func=cmd_verify, more_positionals="partitions")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``kfs`` console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    # argparse takes a command's trailing positionals (FILE...) only before its options; the
+    # ones given after an option come back here
+    more = getattr(args, "more_positionals", None)
+    if extras and more and not any(e.startswith("-") for e in extras):
+        setattr(args, more, getattr(args, more) + extras)
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -99,6 +181,110 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"kfs: error: {exc}", file=sys.stderr)
         return 1
+
+
+# --------------------------------------------------------------------------- dump
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from .dump import MAX_BYTES_DEFAULT, DumpOptions, dump_files
+
+    files = list(args.files) + [f for csv in args.files_csv for f in csv.split(",") if f]
+    if not files:
+        print("kfs dump: error: no FILE given", file=sys.stderr)
+        return 2
+    options = DumpOptions(
+        deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
+        verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
+        skip_record_metadata=args.skip_record_metadata,
+        max_bytes=args.max_bytes or MAX_BYTES_DEFAULT, json=args.json,
+    )
+    return _with_stdout(lambda out: dump_files(files, options, out, sys.stderr))
+
+
+def _with_stdout(run: Callable[[TextIO], int]) -> int:
+    """Run with a UTF-8 stdout; a reader that goes away (``| head``) ends the command quietly
+    with the status of a process killed by SIGPIPE."""
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace",
+                           newline="\n", write_through=False)
+    try:
+        status = run(out)
+        out.flush()
+        return status
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit-time flush does not fail again
+        return 128 + signal.SIGPIPE
+    finally:
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            out.detach()
+
+
+# --------------------------------------------------------------------------- verify
+
+PROGRESS_BYTES = 1 << 30  # a progress bar even off a terminal from this many bytes on
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from . import verify
+
+    try:
+        partitions = verify.find_partitions(args.backing_dir, args.partitions)
+    except verify.UsageError as exc:
+        print(f"kfs verify: error: {exc}", file=sys.stderr)
+        return 2
+    return _with_stdout(lambda out: _verify_and_repair(out, args, partitions))
+
+
+def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int:
+    from . import verify
+
+    problems = _verify_run(out, partitions, args.progress)
+    if not problems or not args.repair:
+        return 1 if problems else 0
+    try:
+        changes = verify.repair(args.backing_dir, partitions)
+    except Exception as exc:  # noqa: BLE001 - any failure to recover is reported as one line
+        print(f"kfs verify: error: repair failed: {exc}", file=sys.stderr)
+        return 1
+    for change in changes:
+        out.write(f"repaired {change}\n")
+    out.write(f"repair done ({len(changes)} changed); verifying again\n")
+    out.flush()
+    return 1 if _verify_run(out, partitions, args.progress) else 0
+
+
+def _verify_run(out: TextIO, partitions, progress: bool | None) -> int:
+    """Verify ``partitions``, printing each problem and a summary; returns the problem count."""
+    from tqdm import tqdm
+
+    from . import verify
+
+    total = verify.log_bytes(partitions)
+    show = progress if progress is not None else (sys.stderr.isatty() or total > PROGRESS_BYTES)
+    problems = 0
+    started = time.monotonic()
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="verify",
+              disable=not show, file=sys.stderr, leave=False) as bar:
+        for item in verify.verify_partitions(partitions, bar.update):
+            if isinstance(item, verify.VerifyStats):
+                stats = item
+                continue
+            problems += 1
+            if show:
+                tqdm.write(str(item), file=out)
+            else:
+                out.write(f"{item}\n")
+    seconds = time.monotonic() - started
+    out.write(f"{_count(stats.partitions, 'partition')}, {_count(stats.segments, 'segment')}, "
+              f"{_count(stats.bytes, 'byte')} checked in {seconds:.1f} s: "
+              f"{_count(problems, 'problem') if problems else 'no problems'}\n")
+    out.flush()
+    return problems
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # --------------------------------------------------------------------------- retention
@@ -161,7 +347,8 @@ def check_paths(backing: str, mountpoint: str, read_only: bool) -> None:
 
 def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, ready_fd: int) -> list[str]:
     cmd = [sys.executable, "-m", "kfs", "mount", "--foreground", f"--ready-fd={ready_fd}",
-           f"--log-level={args.log_level}", f"--key-separator={args.key_separator}"]
+           f"--log-level={args.log_level}", f"--key-separator={args.key_separator}",
+           f"--isolation-level={args.isolation_level}"]
     if args.read_only:
         cmd.append("--read-only")
     if args.log_file:
@@ -294,7 +481,8 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         reporter.failed(message)
         raise CliError(message) from None
 
-    fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator)
+    fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator,
+                 isolation_level=args.isolation_level)
     options = set(pyfuse3.default_options) | {"fsname=kfs", "subtype=kfs", "noatime"}
     if args.read_only:
         options.add("ro")

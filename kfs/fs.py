@@ -4,7 +4,8 @@ Layout (every path maps to one storage call)::
 
     /                                   partitions; ``mkdir /<topic>-<N>`` creates one
     /<topic>-<N>/by-offset/<offset>     regular file 0444: the record value (null -> empty),
-                                        st_size exact, st_mtime = record timestamp, xattrs below
+                                        st_size exact, st_mtime = record timestamp (0 for
+                                        v0 messages, which have none), xattrs below
     /<topic>-<N>/by-offset/             lists the offsets in order
     /<topic>-<N>/by-time/<epoch-ms>     symlink to ../by-offset/<o>, o = first record with
                                         timestamp >= t (Kafka ListOffsets); ENOENT when none
@@ -238,20 +239,21 @@ def partition_xattrs(plog: Any) -> dict[bytes, bytes]:
     return {
         b"user.kafka.logStartOffset": b"%d" % plog.log_start_offset,
         b"user.kafka.logEndOffset": b"%d" % plog.log_end_offset,
+        b"user.kafka.lastStableOffset": b"%d" % plog.last_stable_offset,
         b"user.kafka.sizeInBytes": b"%d" % plog.size_in_bytes,
         b"user.kafka.segmentCount": b"%d" % plog.segment_count,
     }
 
 
-async def _cached_first(read: Callable[..., Any], *args: Any) -> Any:
-    """``read(*args)`` on the trio thread when the bytes it needs are in the page cache (it
+async def _cached_first(read: Callable[..., Any], target: int, read_committed: bool) -> Any:
+    """``read(target, nowait, read_committed)`` on the trio thread when the bytes it needs are in the page cache (it
     raises BlockingIOError otherwise, never waiting for the disk), else in a worker thread.
     A worker-thread hop costs a wake-up of the other CPU (~170 µs here), more than a cached
     read of one record."""
     try:
-        return read(*args, nowait=True)
+        return read(target, True, read_committed)
     except BlockingIOError:
-        return await trio.to_thread.run_sync(functools.partial(read, *args))
+        return await trio.to_thread.run_sync(read, target, False, read_committed)
 
 
 def _offset_of(record: Any) -> int:
@@ -304,6 +306,8 @@ class KafkaFs(pyfuse3.Operations):
     ``backing_dir``: its directory (``statfs`` reports that file system's space).
     ``read_only``: refuse mkdir and writes with EROFS (pass ``ro`` to FUSE as well).
     ``key_separator``: the bytes that split ``append-keyed`` lines (default TAB).
+    ``isolation_level``: ``read_uncommitted`` (Kafka's default: every record but transaction
+    markers) or ``read_committed``.
     """
 
     def __init__(
@@ -313,8 +317,12 @@ class KafkaFs(pyfuse3.Operations):
         *,
         read_only: bool = False,
         key_separator: bytes = DEFAULT_KEY_SEPARATOR,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
         super().__init__()
+        # Kafka's consumer isolation.level: read_committed hides aborted transactions and
+        # everything at or past the last stable offset.
+        self._read_committed = isolation_level == "read_committed"
         self._mgr = mgr
         self._backing_dir = os.fspath(backing_dir)
         self._read_only = read_only
@@ -354,7 +362,7 @@ class KafkaFs(pyfuse3.Operations):
         record = self._cache.get((pid, offset))
         if record is None:
             plog = self._log_by_pid(pid)
-            record = await _cached_first(plog.read, offset)
+            record = await _cached_first(plog.read, offset, self._read_committed)
             if record is None:
                 raise _fail(errno.ENOENT)
             self._cache.put((pid, offset), record)
@@ -459,7 +467,8 @@ class KafkaFs(pyfuse3.Operations):
             if timestamp is None:
                 raise _fail(errno.ENOENT)
             plog = self._log_by_pid(parent.pid)
-            record = await _cached_first(plog.find_offset_by_timestamp, timestamp)
+            record = await _cached_first(plog.find_offset_by_timestamp, timestamp,
+                                         self._read_committed)
             if record is None:
                 raise _fail(errno.ENOENT)
             self._cache.put((parent.pid, record.offset), record)
@@ -607,7 +616,8 @@ class KafkaFs(pyfuse3.Operations):
         if run and handle.records_from <= want <= run[-1].offset:
             return run, bisect_left(run, want, key=_offset_of)
         plog = self._log_by_pid(handle.node.pid)
-        run = await trio.to_thread.run_sync(plog.records_from, want, handle.run_limit)
+        run = await trio.to_thread.run_sync(plog.records_from, want, handle.run_limit,
+                                            self._read_committed)
         handle.records, handle.records_from = run, want
         if run:
             # records_from decodes values: keep a run's value bytes near LIST_CHUNK_BYTES.

@@ -58,3 +58,33 @@ class LogDirLockedError(KafkaStorageError):
 
 class CorruptCheckpointError(KafkaStorageError):
     """A checkpoint file that does not parse (Kafka's ``CheckpointFile`` "Malformed line")."""
+
+
+class CorruptIndexError(KafkaStorageError, ValueError):
+    """An index file that fails its sanity check or holds an entry of an unknown version
+    (Kafka's ``CorruptIndexException``)."""
+
+
+class CorruptSnapshotError(KafkaStorageError):
+    """A producer state ``.snapshot`` that is too short, has an unknown version, a bad CRC or a
+    malformed entry array (Kafka's ``CorruptSnapshotException``)."""
+
+
+class InvalidProducerEpochError(KafkaStorageError):
+    """A client batch or marker whose producer epoch is older than the one last seen
+    (Kafka's ``InvalidProducerEpochException``)."""
+
+
+class OutOfOrderSequenceError(KafkaStorageError):
+    """A client batch whose first sequence does not follow the producer's last one
+    (Kafka's ``OutOfOrderSequenceException``)."""
+
+
+class InvalidTxnStateError(KafkaStorageError):
+    """A non-transactional batch from a producer with an open transaction
+    (Kafka's ``InvalidTxnStateException``)."""
+
+
+class TransactionCoordinatorFencedError(KafkaStorageError):
+    """A marker from a coordinator epoch older than the producer's last one
+    (Kafka's ``TransactionCoordinatorFencedException``)."""

@@ -19,7 +19,8 @@ from pathlib import Path
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.records import RecordBatch, iter_batches
+from storage.producer_state import ProducerStateManager
+from storage.records import iter_batches
 from storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -57,7 +58,8 @@ def segment_bases(directory: Path) -> list[int]:
 
 
 def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdown: bool,
-         recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache) -> LoadedLog:
+         recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache,
+         producer_state: ProducerStateManager) -> LoadedLog:
     """Load ``directory`` (``LogLoader.load``). ``recovery_point`` and ``log_start_offset``
     come from the log-dir checkpoints (0 when absent). Read-only loads change no byte: they skip
     leftover files and recovery. Raises OSError, IndexOffsetOverflowError."""
@@ -75,9 +77,10 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
             trimmed = had_clean_shutdown or base != bases[-1]
             if writable and not _indexes_sane(segment, trimmed):
                 needs_recovery.add(base)
+        recovered: set[int] = set()
         if writable:
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
-                                recovery_point, epochs)
+                                recovery_point, epochs, recovered)
             if not segments:
                 segments = [LogSegment(directory, log_start_offset, config, writable=True)]
         if not segments:
@@ -95,6 +98,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         if writable:
             epochs.truncate_from_end(log_end_offset)
             epochs.truncate_from_start(log_start_offset)
+        rebuild_producer_state(producer_state, segments, log_start_offset, log_end_offset,
+                               recovered)
         return LoadedLog(segments, log_start_offset,
                          min(max(recovery_point, log_start_offset), log_end_offset)
                          if had_clean_shutdown else log_end_offset, log_end_offset)
@@ -106,7 +111,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
 
 def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[int],
              had_clean_shutdown: bool, recovery_point: int,
-             epochs: LeaderEpochFileCache) -> list[LogSegment]:
+             epochs: LeaderEpochFileCache, recovered: set[int]) -> list[LogSegment]:
     """Recover the segments that need it (``LogLoader.recoverLog``): after an unclean shutdown
     every segment from the one holding the recovery point; always those with bad indexes and an
     active segment whose last batch is torn. When an unflushed segment loses bytes, the segments
@@ -121,6 +126,7 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
         if segment.base_offset not in needs_recovery | unflushed:
             continue
         truncated = segment.recover(epochs)
+        recovered.add(segment.base_offset)
         segment.flush()  # what recovery kept becomes the new recovery point: make it durable
         if truncated and segment.base_offset in unflushed and i < len(segments) - 1:
             for later in segments[i + 1:]:
@@ -135,6 +141,30 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
     if segments:
         segments[-1].resize_indexes(config.segment_index_bytes)
     return segments
+
+
+def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegment],
+                           log_start_offset: int, log_end_offset: int,
+                           recovered: set[int] = frozenset()) -> None:
+    """Bring the producer state to ``log_end_offset`` (``UnifiedLog.rebuildProducerState``):
+    load the newest snapshot at or below the replay start, then replay batch headers (and
+    control records) from there. The replay starts no later than the first recovered segment,
+    whose transaction index recovery emptied: aborted transactions are indexed again there."""
+    start = min(recovered, default=log_end_offset)
+    state.truncate_and_reload(log_start_offset, start)
+    bases = [s.base_offset for s in segments]
+    first = max(bisect.bisect_right(bases, state.map_end_offset) - 1, 0)
+    for segment in segments[first:] if state.map_end_offset < log_end_offset else []:
+        index = segment.txn_index if segment.base_offset in recovered else None
+        for position, batch in segment.scan_batches(segment.offset_index.lookup(
+                max(state.map_end_offset, segment.base_offset))[1]):
+            if batch.last_offset < state.map_end_offset:
+                continue
+            if batch.is_control_batch:
+                batch = segment.read_batch(position, batch)
+            state.apply_batch(batch, index)
+    state.update_map_end_offset(log_end_offset)
+    state.on_high_watermark_updated(log_end_offset)
 
 
 def _finish_interrupted_operations(directory: Path) -> None:
@@ -211,37 +241,29 @@ def _indexes_sane(segment: LogSegment, trimmed: bool) -> bool:
     except ValueError as e:
         log.warning("%s; rebuilding the indexes", e)
         return False
+    except (CorruptRecordError, InvalidRecordError):
+        pass  # bytes that are not batch headers prove nothing about the indexes; reads will tell
     return True
 
 
 def _check_last_entries(segment: LogSegment) -> None:
     """Raise ValueError unless the last offset-index entry (O, P) names a batch at position P
-    of the .log starting at or before O, and the last time-index entry (T, O) names an offset
-    of a batch whose max timestamp is T (both indexes are written from those batches). Bytes
-    that cannot be read as v2 batch headers prove nothing here and pass."""
-    index, size = segment.offset_index, segment.size
+    of the .log whose last offset is at most O (P starts the append whose last offset is O),
+    and the last time-index entry (T, O) names an offset of the .log whose batch has max
+    timestamp T. Each check reads batch headers only."""
+    index = segment.offset_index
     if index.entries:
         offset, position = index.lookup(index.last_offset)
-        if position >= size:
+        if position >= segment.size:
             raise ValueError(f"{index.path} points past the end of {segment.log_path}")
-        batch = _batch_at(segment, position)
-        if batch is not None and batch.base_offset > offset:
-            raise ValueError(f"{index.path}: offset {offset} is not in the batch at byte "
-                             f"{position} of {segment.log_path}")
+        batch = next(segment.scan_batches(position), (None, None))[1]
+        if batch is not None and batch.last_offset > offset:
+            raise ValueError(f"{index.path}: the batch at byte {position} of "
+                             f"{segment.log_path} ends after offset {offset}")
     time_index = segment.time_index
     if time_index.entries:
         timestamp, offset = time_index.last_entry
-        try:
-            found = segment.find_batch(offset)
-        except (CorruptRecordError, InvalidRecordError):
-            return
-        if found is None or found[1].base_offset > offset or found[1].max_timestamp != timestamp:
+        found = segment.find_batch(offset)
+        if found is None or found[1].max_timestamp != timestamp:
             raise ValueError(f"{time_index.path}: no batch of {segment.log_path} holds offset "
                              f"{offset} with max timestamp {timestamp}")
-
-
-def _batch_at(segment: LogSegment, position: int) -> RecordBatch | None:
-    try:
-        return next(segment.scan_batches(position), (None, None))[1]
-    except (CorruptRecordError, InvalidRecordError):
-        return None

@@ -1,5 +1,6 @@
 """One log segment: a ``.log`` of record batches plus its offset and time indexes
-(Kafka's ``LogSegment``).
+(Kafka's ``LogSegment``). Batches are v2 record batches or, in logs an old broker wrote,
+v0/v1 log entries ("shallow" legacy batches); both are read, only v2 is appended.
 
 Positions are byte offsets in the ``.log``; offsets are Kafka offsets; timestamps epoch ms.
 The segment appends whole batches and keeps ``size`` at the end of the last whole batch, so a
@@ -12,6 +13,7 @@ import errno
 import logging
 import os
 import random
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +21,18 @@ from pathlib import Path
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import OffsetIndex
-from storage.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, iter_batches
+from storage.records import (
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    LegacyRecordBatch,
+    Record,
+    RecordBatch,
+    batch_at,
+    iter_batches,
+)
 from storage.time_index import TimeIndex
+from storage.transaction_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +45,11 @@ _INT32_MAX = 2**31 - 1
 _SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 _RECOVER_BLOCK = 8 * 1024 * 1024  # bytes read at a time while validating whole batches
+_HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1  # fewer bytes left: nothing more to read
+_CURRENT_MAGIC = 2
+_LENGTH_OFFSET = 8  # batchLength / messageSize, after the offset
+_INT32 = struct.Struct(">i")
+Batch = RecordBatch | LegacyRecordBatch
 
 
 def filename_prefix(offset: int) -> str:
@@ -66,6 +83,8 @@ class LogSegment:
         self.time_index = TimeIndex(
             prefix.with_suffix(TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes, writable
         )
+        # created on the first aborted transaction, as Kafka's
+        self.txn_index = TransactionIndex(prefix.with_suffix(TXN_INDEX_SUFFIX), base_offset, writable)
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset: tuple[int, int] | None = None  # loaded lazily, as Kafka
         self._rolling_based_timestamp: int | None = None
@@ -180,26 +199,42 @@ class LogSegment:
         return bytes(memoryview(buf)[:n])
 
     def scan_batches(self, position: int, end: int | None = None,
-                     nowait: bool = False) -> Iterator[tuple[int, RecordBatch]]:
-        """Yield (position, RecordBatch) for each whole batch from ``position`` up to ``end``
+                     nowait: bool = False) -> Iterator[tuple[int, Batch]]:
+        """Yield (position, batch) for each whole batch from ``position`` up to ``end``
         (default: the segment size), stopping silently at a partial batch, as Kafka's
-        ``FileLogInputStream``. Each RecordBatch is parsed from a block read ahead, so it holds
-        at least its header (see ``RecordBatch.is_complete``). Raises CorruptRecordError for an
+        ``FileLogInputStream``. A batch is a RecordBatch (magic 2) or a LegacyRecordBatch (a
+        v0/v1 log entry), chosen by its magic byte. Each is parsed from a block read ahead, so
+        it holds at least its header (see ``is_complete``). Raises CorruptRecordError for an
         impossible size; BlockingIOError as :meth:`read_at` with ``nowait``."""
         end = self.size if end is None else end
-        block, block_pos = b"", position
-        while position + RECORD_BATCH_OVERHEAD <= end:
+        block, block_pos, block_len = b"", position, 0
+        overhead, magic_at, v2 = RECORD_BATCH_OVERHEAD, MAGIC_OFFSET, _CURRENT_MAGIC
+        while position + _HEADER_SIZE_UP_TO_MAGIC < end:
             rel = position - block_pos
-            if rel < 0 or rel + RECORD_BATCH_OVERHEAD > len(block):
-                size = min(_SCAN_BLOCK, end - position)
-                block, block_pos, rel = self.read_at(position, size, nowait), position, 0
-            batch = RecordBatch(block, rel)
+            if rel < 0 or rel + overhead > block_len:  # past the block, or a header may be cut
+                if rel < 0 or block_pos + block_len < end:
+                    size = min(_SCAN_BLOCK, end - position)
+                    block, block_pos, rel = self.read_at(position, size, nowait), position, 0
+                    block_len = len(block)
+                    if block_len <= magic_at:  # the file is shorter than the segment size
+                        return
+                if rel + overhead > block_len:
+                    # The segment's last bytes: a torn header ends the scan as a torn batch does.
+                    (length,) = _INT32.unpack_from(block, rel + _LENGTH_OFFSET)
+                    if position + LOG_OVERHEAD + length > end:
+                        return
+            try:  # v2 first: the magic check costs v2 nothing, legacy entries an exception
+                batch = RecordBatch(block, rel)
+            except InvalidRecordError:
+                if block[rel + magic_at] >= v2:
+                    raise
+                batch = LegacyRecordBatch(block, rel)
             if position + batch.size_in_bytes > end:
                 return
             yield position, batch
             position += batch.size_in_bytes
 
-    def find_batch(self, offset: int, nowait: bool = False) -> tuple[int, RecordBatch] | None:
+    def find_batch(self, offset: int, nowait: bool = False) -> tuple[int, Batch] | None:
         """(position, batch) of the first batch whose last offset >= ``offset``, found by
         the offset index then a forward scan (``LogSegment.translateOffset``); None if none."""
         start_position = self.offset_index.lookup(offset)[1]
@@ -208,15 +243,15 @@ class LogSegment:
                 return position, batch
         return None
 
-    def read_batch(self, position: int, header: RecordBatch, nowait: bool = False) -> RecordBatch:
+    def read_batch(self, position: int, header: Batch, nowait: bool = False) -> Batch:
         """The whole batch at ``position``, CRC-checked (the scan's block is reused when it
         holds the whole batch). Raises CorruptRecordError; BlockingIOError with ``nowait``."""
-        batch = header if header.is_complete else RecordBatch(
+        batch = header if header.is_complete else batch_at(
             self.read_at(position, header.size_in_bytes, nowait))
         batch.ensure_valid()
         return batch
 
-    def read_records(self, position: int, header: RecordBatch) -> list[Record]:
+    def read_records(self, position: int, header: Batch) -> list[Record]:
         """Every record of the batch at ``position``, CRC-checked and decompressed.
         Raises CorruptRecordError / InvalidRecordError."""
         return self.read_batch(position, header).records()
@@ -270,12 +305,15 @@ class LogSegment:
     def recover(self, epochs=None) -> int:
         """Rebuild both indexes from the .log and cut off a torn or corrupt tail: from the first
         batch that is incomplete, fails its CRC or size checks, or whose offsets go backwards
-        (``LogSegment.recover``). Returns the number of bytes truncated. Raises
+        (``LogSegment.recover``). Legacy v0/v1 entries count as one shallow batch each, as in
+        Kafka: index entries name the entry's offset, and v0 entries (no timestamp) add none
+        to the time index. Returns the number of bytes truncated. Raises
         IndexOffsetOverflowError for offsets beyond the segment's 32-bit range (Kafka splits
         such legacy segments; they are not cut off as corrupt). ``epochs`` (a
         LeaderEpochFileCache) learns the leader epoch of every valid batch."""
         self.offset_index.reset(self.config.segment_index_bytes)
         self.time_index.reset(self.config.segment_index_bytes)
+        self.txn_index.reset()  # the loader's producer-state replay writes it again
         self._max_ts_and_offset = None
         self.size = os.fstat(self._fd).st_size
         valid_bytes = last_index_entry = 0
@@ -283,9 +321,13 @@ class LogSegment:
         try:
             for position, batch in self._iter_whole_batches(0):
                 batch.ensure_valid()
-                if batch.base_offset < next_offset:  # baseOffset is outside the CRC
+                # Offsets are outside the CRC. A legacy wrapper's first offset is only known
+                # after decompression, which recovery never does (as Kafka): its own offset,
+                # the last one, is checked instead.
+                first = batch.base_offset if batch.magic >= _CURRENT_MAGIC else batch.last_offset
+                if first < next_offset:
                     raise CorruptRecordError(
-                        f"batch at offset {batch.base_offset} goes back before {next_offset}")
+                        f"batch at offset {first} goes back before {next_offset}")
                 next_offset = batch.next_offset
                 self.offset_index.relative_offset(batch.last_offset)
                 if epochs is not None and batch.partition_leader_epoch > epochs.latest_epoch:
@@ -309,21 +351,22 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         return truncated
 
-    def _iter_whole_batches(self, position: int) -> Iterator[tuple[int, RecordBatch]]:
-        """Like :meth:`scan_batches` but each RecordBatch holds the whole batch (for CRC
-        checks), read in large blocks."""
+    def _iter_whole_batches(self, position: int) -> Iterator[tuple[int, Batch]]:
+        """Like :meth:`scan_batches` but each batch holds all its bytes (for CRC checks),
+        read in large blocks."""
         end = self.size
-        while position + RECORD_BATCH_OVERHEAD <= end:
+        while position + _HEADER_SIZE_UP_TO_MAGIC < end:
             block = self.read_at(position, _RECOVER_BLOCK)
             consumed = 0
-            for batch in iter_batches(block):
+            for batch in iter_batches(block, 0, end - position):
                 yield position + batch.position, batch
                 consumed = batch.position + batch.size_in_bytes
             if consumed == 0:  # one batch larger than the block, or torn at the end of the file
-                consumed = RecordBatch(block, 0).size_in_bytes
+                # (iter_batches has refused a declared size below the smallest message)
+                consumed = LOG_OVERHEAD + _INT32.unpack_from(block, _LENGTH_OFFSET)[0]
                 if position + consumed > end:
                     return
-                yield position, RecordBatch(self.read_at(position, consumed))
+                yield position, batch_at(self.read_at(position, consumed))
             position += consumed
 
     def truncate_to(self, offset: int) -> int:
@@ -332,6 +375,7 @@ class LogSegment:
         found = self.find_batch(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.config.segment_index_bytes)
         if found is None:
             return 0
@@ -360,6 +404,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Final time-index entry (if the max is known), trim, close (``LogSegment.close``)."""
@@ -368,6 +413,7 @@ class LogSegment:
                 self.time_index.maybe_append(*self._max_ts_and_offset, skip_full_check=True)
             self.offset_index.close()
             self.time_index.close()
+        self.txn_index.close()
         os.close(self._fd)
         self._fd = -1
 
@@ -381,6 +427,8 @@ class LogSegment:
             if path.exists():
                 path.rename(renamed)
             setattr(owner, attr, renamed)
+        txn = self.txn_index.path
+        self.txn_index.rename_to(txn.with_name(txn.name + DELETED_SUFFIX))
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
@@ -388,4 +436,5 @@ class LogSegment:
         self._fd = -1
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)

@@ -21,6 +21,7 @@ from storage.records import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     CompressionType,
+    LegacyRecordBatch,
     Record,
     RecordBatch,
     TimestampType,
@@ -451,7 +452,7 @@ def fixture_batches(partition: str):
         assert pos == len(buf)
 
 
-@pytest.mark.parametrize("partition", ["codecs-0", "plain-0", "txn-0", "compacted-0"])
+@pytest.mark.parametrize("partition", ["codecs-0", "plain-0", "txn-0", "compacted-0", "legacy-0"])
 def test_kafka_written_batches_decode_as_kafka_reads_them(partition):
     expected = [json.loads(line) for line in open(FIXTURES / f"{partition}.expected.jsonl")]
     b64 = lambda b: None if b is None else base64.b64encode(b).decode()  # noqa: E731
@@ -519,9 +520,14 @@ def test_iter_batches_errors():
         list(iter_batches(EXAMPLE_2_7[:8] + struct.pack(">i", 13) + EXAMPLE_2_7[12:]))
     with pytest.raises(CorruptRecordError):  # 14..48 passes the first check, not the v2 one
         list(iter_batches(EXAMPLE_2_7[:8] + struct.pack(">i", 40) + EXAMPLE_2_7[12:]))
-    legacy = EXAMPLE_2_7[:16] + b"\x01" + EXAMPLE_2_7[17:]
+    unknown = EXAMPLE_2_7[:16] + b"\x03" + EXAMPLE_2_7[17:]
     with pytest.raises(InvalidRecordError):
-        list(iter_batches(EXAMPLE_2_7 + legacy))
+        list(iter_batches(EXAMPLE_2_7 + unknown))
+    legacy = EXAMPLE_2_7[:16] + b"\x01" + EXAMPLE_2_7[17:]  # read as a v1 entry, bad CRC
+    first, second = iter_batches(EXAMPLE_2_7 + legacy)
+    assert (type(first), type(second)) == (RecordBatch, LegacyRecordBatch)
+    with pytest.raises(CorruptRecordError, match="crc"):
+        second.ensure_valid()
     assert list(iter_batches(b"")) == [] and list(iter_batches(EXAMPLE_2_7[:17])) == []
 
 

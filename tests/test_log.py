@@ -2,12 +2,14 @@
 §6.2, §8.2 of the reference), reads by offset and time, reopening and recovery."""
 
 import os
+import time
 import struct
 
 import pytest
 
 from storage import LogConfig, LogManager
 from storage.errors import (
+    CorruptRecordError,
     InvalidTopicError,
     PartitionExistsError,
     ReadOnlyLogError,
@@ -481,3 +483,95 @@ def test_kafka_topic_configs_not_applied_yet_are_accepted(tmp_path):
     mgr = LogManager(tmp_path)
     mgr.create("t-0").append([b"x"])
     mgr.close()
+
+
+# -- append_as_leader: producer-built batches, offsets assigned by the log ----------------------
+
+
+def kafka_python_batch(values, producer_id=-1, sequence=-1, transactional=False):
+    """A v2 batch built by kafka-python (an independent producer), base offset 0."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer_id, producer_epoch=0,
+                                        base_sequence=sequence, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def test_append_as_leader_assigns_offsets_and_epoch_and_keeps_the_crc(tmp_path):
+    from kafka.record import MemoryRecords
+
+    log = open_log(tmp_path / "t-0")
+    log.append([b"first"])
+    data = kafka_python_batch([b"a", b"b"]) + kafka_python_batch([b"c"])
+    assert log.append_as_leader(data) == (1, 3)
+    assert log.log_end_offset == 4
+    assert [(r.offset, r.key, r.value) for r in log.records_from(1, 10)] == [
+        (1, b"k0", b"a"), (2, b"k1", b"b"), (3, b"k0", b"c")]
+    log.close()
+    records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
+    seen = []
+    while (batch := records.next_batch()) is not None:
+        assert batch.validate_crc()
+        seen += [(r.offset, r.value) for r in batch]
+    assert seen == [(0, b"first"), (1, b"a"), (2, b"b"), (3, b"c")]
+
+
+def test_append_as_leader_with_log_append_time_stamps_now(tmp_path):
+    log = open_log(tmp_path / "t-0", message_timestamp_type="LogAppendTime")
+    before = int(time.time() * 1000)
+    log.append_as_leader(kafka_python_batch([b"a", b"b"]))
+    records = log.records_from(0, 10)
+    assert all(r.timestamp_type == 1 and r.timestamp >= before for r in records)
+    assert log.active_segment.find_batch(0)[1].max_timestamp == records[0].timestamp
+    log.close()
+
+
+@pytest.mark.parametrize("damage", ["crc", "partial", "empty"])
+def test_append_as_leader_refuses_bad_bytes_and_writes_nothing(tmp_path, damage):
+    log = open_log(tmp_path / "t-0")
+    log.append([b"kept"])
+    data = bytearray(kafka_python_batch([b"a"]))
+    if damage == "crc":
+        data[-1] ^= 0xFF
+    elif damage == "partial":
+        data = kafka_python_batch([b"b"]) + data[:-3]
+    else:
+        data = b""
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytes(data))
+    segment = log.active_segment
+    assert log.log_end_offset == 1 and segment.size == segment.last_whole_batch_end()
+    log.close()
+
+
+def test_append_as_leader_refuses_batches_over_max_message_bytes(tmp_path):
+    log = open_log(tmp_path / "t-0", max_message_bytes=200)
+    with pytest.raises(RecordTooLargeError):
+        log.append_as_leader(kafka_python_batch([b"x" * 300]))
+    assert log.log_end_offset == 0
+    log.close()
+
+
+def test_open_transaction_holds_the_last_stable_offset_until_its_marker(tmp_path):
+    from storage.records.control import ControlRecordType, build_control_batch
+
+    log = open_log(tmp_path / "t-0")
+    log.append([b"plain"])
+    log.append_as_leader(kafka_python_batch([b"t1", b"t2"], producer_id=7, sequence=0,
+                                            transactional=True))
+    log.append([b"after"])
+    assert log.last_stable_offset == 1 and log.log_end_offset == 4
+    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"plain"]
+    assert log.read(3, read_committed=True) is None and log.read(3).value == b"after"
+    log.append_as_leader(build_control_batch(0, 7, 0, ControlRecordType.ABORT))
+    assert log.last_stable_offset == log.log_end_offset == 5
+    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"plain", b"after"]
+    assert [r.value for r in log.records_from(0, 10)] == [b"plain", b"t1", b"t2", b"after"]
+    log.close()
+    reopened = open_log(tmp_path / "t-0")  # the .txnindex and snapshot carry it over
+    assert [r.value for r in reopened.records_from(0, 10, read_committed=True)] == [b"plain", b"after"]
+    assert reopened.last_stable_offset == 5
+    reopened.close()

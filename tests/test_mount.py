@@ -249,8 +249,10 @@ def test_xattrs_of_a_partition_directory(mount):
     assert xattr("orders-0", "user.kafka.logEndOffset", m.path) == b"0"
     sh("printf 'a\\nb\\nc\\n' >> orders-0/append", m.path)
     assert xattr_names("orders-0", m.path) == {
-        "user.kafka.logStartOffset", "user.kafka.logEndOffset", "user.kafka.sizeInBytes", "user.kafka.segmentCount",
+        "user.kafka.logStartOffset", "user.kafka.logEndOffset", "user.kafka.lastStableOffset",
+        "user.kafka.sizeInBytes", "user.kafka.segmentCount",
     }
+    assert xattr("orders-0", "user.kafka.lastStableOffset", m.path) == b"3"
     assert xattr("orders-0", "user.kafka.logStartOffset", m.path) == b"0"
     assert xattr("orders-0", "user.kafka.logEndOffset", m.path) == b"3"
     assert xattr("orders-0", "user.kafka.segmentCount", m.path) == b"1"
@@ -678,3 +680,27 @@ def test_foreground_mount_ends_cleanly_on_signal(tmp_path, signum):
             proc.wait()
         if is_mounted(mnt):
             subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+
+
+def test_retention_runs_in_the_mount_and_deleted_offsets_read_enoent(mount, tmp_path):
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "server.properties").write_text("log.retention.check.interval.ms=200\n")
+    (backing / "orders.topic.properties").write_text(
+        "retention.ms=1500\nsegment.bytes=1024\nfile.delete.delay.ms=0\n")
+    m = mount(backing)
+    new_partition(m)
+    sh("for i in $(seq 0 49); do printf 'record-%02d-%s\\n' $i $(head -c 60 /dev/zero | tr '\\0' x); done"
+       " >> orders-0/append", m.path)
+    assert sh("cat orders-0/by-offset/0", m.path).stdout.startswith(b"record-00-")  # now cached
+    segments = int(xattr("orders-0", "user.kafka.segmentCount", m.path))
+    assert segments > 1
+    deadline = time.monotonic() + 20
+    while int(xattr("orders-0", "user.kafka.logStartOffset", m.path)) < 50:
+        assert time.monotonic() < deadline, "retention never ran"
+        time.sleep(0.2)
+    fails_with("cat orders-0/by-offset/0", m.path, "No such file or directory")
+    assert sh("ls orders-0/by-offset", m.path).stdout == b""
+    assert not list((backing / "orders-0").glob("00000000000000000000.*"))
+    sh("echo fresh >> orders-0/append", m.path)
+    assert sh("cat orders-0/by-offset/50", m.path).stdout == b"fresh"

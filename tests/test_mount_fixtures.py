@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from test_fixtures import FIXTURES, V2_FIXTURES, expected_records
+from test_fixtures import FIXTURE_NAMES, FIXTURES, expected_records
 
 pytestmark = [pytest.mark.fuse, pytest.mark.skipif(not FIXTURES.is_dir(), reason="no fixtures")]
 
@@ -49,10 +49,10 @@ def fixtures_mount(tmp_path_factory):
 
 def test_root_lists_the_fixture_partitions(fixtures_mount):
     listing = subprocess.run(["ls", fixtures_mount], capture_output=True, check=True).stdout.split()
-    assert {name.encode() for name in V2_FIXTURES} <= set(listing)
+    assert {name.encode() for name in FIXTURE_NAMES} <= set(listing)
 
 
-@pytest.mark.parametrize("name", V2_FIXTURES)
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_every_record_through_the_mount(fixtures_mount, name):
     rows = expected_records(name)
     by_offset = fixtures_mount / name / "by-offset"
@@ -66,14 +66,15 @@ def test_every_record_through_the_mount(fixtures_mount, name):
             assert f.read() == (value or b""), row["offset"]
         st = os.stat(path)
         assert st.st_size == len(value or b"")
-        assert st.st_mtime_ns == row["timestamp"] * 1_000_000
+        assert st.st_mtime_ns == max(row["timestamp"], 0) * 1_000_000  # v0: none (-1)
         attrs = {a: os.getxattr(path, a) for a in os.listxattr(path)}
         assert attrs["user.kafka.offset"] == str(row["offset"]).encode()
         assert attrs["user.kafka.topic"] == topic.encode()
         assert attrs["user.kafka.partition"] == partition.encode()
         assert attrs["user.kafka.timestamp"] == str(row["timestamp"]).encode()
         assert attrs["user.kafka.timestampType"] == {
-            "CREATE_TIME": b"CreateTime", "LOG_APPEND_TIME": b"LogAppendTime"}[row["timestampType"]]
+            "CREATE_TIME": b"CreateTime", "LOG_APPEND_TIME": b"LogAppendTime",
+            "NO_TIMESTAMP_TYPE": b"NoTimestampType"}[row["timestampType"]]
         if row["key"] is None:
             assert "user.kafka.key" not in attrs and attrs["user.kafka.key.null"] == b"true"
         else:
@@ -82,10 +83,10 @@ def test_every_record_through_the_mount(fixtures_mount, name):
         assert json.loads(attrs["user.kafka.headers"]) == headers_json(row["headers"])
 
 
-@pytest.mark.parametrize("name", V2_FIXTURES)
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_by_time_through_the_mount(fixtures_mount, name):
     rows = expected_records(name)
-    by_time = sorted((r["timestamp"], r["offset"]) for r in rows)
+    by_time = sorted((r["timestamp"], r["offset"]) for r in rows if r["timestamp"] >= 0)
     times = [t for t, _ in by_time]
     suffix_min, best = [0] * len(by_time), None
     for i in range(len(by_time) - 1, -1, -1):
@@ -101,3 +102,26 @@ def test_by_time_through_the_mount(fixtures_mount, name):
         with open(link, "rb") as f:  # follows the link to the record
             assert f.read() == (values[expected] or b"")
     assert not (fixtures_mount / name / "by-time" / str(times[-1] + 1)).exists()
+
+
+def test_read_committed_mount_hides_the_aborted_transaction(tmp_path):
+    from conftest import FUSE_MISSING, Mounter
+
+    if FUSE_MISSING:
+        pytest.skip(FUSE_MISSING)
+    rows = expected_records("txn-0")
+    aborted = {r["offset"] for r in rows if r["producerId"] == 2000 and 189 <= r["offset"] <= 262}
+    mounter = Mounter(tmp_path)
+    try:
+        root = mounter(FIXTURES, "--read-only", "--isolation-level", "read_committed").path
+        by_offset = root / "txn-0" / "by-offset"
+        listed = sorted(int(n) for n in os.listdir(by_offset))
+        assert listed == [r["offset"] for r in rows if r["offset"] not in aborted]
+        first = min(aborted)
+        cat = subprocess.run(["cat", str(by_offset / str(first))], capture_output=True)
+        assert cat.returncode != 0 and b"No such file" in cat.stderr
+        lso = subprocess.run(["getfattr", "--only-values", "-n", "user.kafka.lastStableOffset",
+                              str(root / "txn-0")], capture_output=True, check=True).stdout
+        assert int(lso) == 396
+    finally:
+        mounter.close_all()

@@ -1,4 +1,5 @@
-"""Sans-IO codec of Kafka's record batch format v2: varints, compression framing, batches.
+"""Sans-IO codec of Kafka's record formats: varints, compression framing, record batches
+(magic 2) and, read-only, the legacy v0/v1 message formats.
 
 Everything takes and returns bytes/memoryviews; nothing here touches a file.
 """
@@ -10,11 +11,13 @@ from storage.records.batch import (
     RECORD_BATCH_OVERHEAD,
     RecordBatch,
     assign_offsets,
+    batch_at,
     build_batch,
     iter_batches,
     set_log_append_time,
 )
 from storage.records.compression import CompressionType, compress, decompress
+from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import Record, TimestampType
 from storage.records.varint import (
     decode_varint,
@@ -31,10 +34,12 @@ __all__ = [
     "MAGIC_OFFSET",
     "RECORD_BATCH_OVERHEAD",
     "CompressionType",
+    "LegacyRecordBatch",
     "Record",
     "RecordBatch",
     "TimestampType",
     "assign_offsets",
+    "batch_at",
     "build_batch",
     "compress",
     "decode_varint",

@@ -25,6 +25,7 @@ from crc32c import crc32c
 
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records.compression import CompressionType, compress, decompress
+from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import Record, TimestampType
 from storage.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
@@ -34,6 +35,7 @@ __all__ = [
     "MAGIC_OFFSET",
     "HEADER_STRUCT",
     "RecordBatch",
+    "batch_at",
     "iter_batches",
     "build_batch",
     "assign_offsets",
@@ -77,7 +79,8 @@ class RecordBatch:
     bytes, bytearray, memoryview or mmap and is kept by reference, not copied.
 
     Raises CorruptRecordError if fewer than 61 bytes are available or the declared size is
-    below 61, InvalidRecordError if the magic is not 2 (v0/v1 are read elsewhere).
+    below 61, InvalidRecordError if the magic is not 2 (v0/v1 entries are LegacyRecordBatch;
+    :func:`batch_at` picks the class by the magic).
     """
 
     __slots__ = (
@@ -323,12 +326,25 @@ def _increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-def iter_batches(buf, pos: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
-    """Yield a RecordBatch for each whole batch in ``buf[pos:end]`` (``FileLogInputStream``).
+def batch_at(buf, pos: int = 0) -> RecordBatch | LegacyRecordBatch:
+    """The batch whose header starts at ``buf[pos]``, chosen by the magic byte at ``pos + 16``
+    (the same place in every format), as ``FileLogInputStream.nextBatch``: a RecordBatch for
+    magic 2, a LegacyRecordBatch (one v0/v1 log entry) for magic 0 and 1. Raises as the
+    constructor it picks (InvalidRecordError for any other magic)."""
+    if len(buf) - pos > MAGIC_OFFSET and buf[pos + MAGIC_OFFSET] < CURRENT_MAGIC:
+        return LegacyRecordBatch(buf, pos)
+    return RecordBatch(buf, pos)
+
+
+def iter_batches(buf, pos: int = 0, end: int | None = None
+                 ) -> Iterator[RecordBatch | LegacyRecordBatch]:
+    """Yield each whole batch in ``buf[pos:end]`` (``FileLogInputStream``): a RecordBatch
+    for magic 2, a LegacyRecordBatch for each v0/v1 log entry (see :func:`batch_at`).
 
     Stops silently at a partial trailing batch (fewer than 17 bytes left, or fewer than the
     declared size). Raises CorruptRecordError for a declared size below the smallest possible
-    message (14) or below 61, InvalidRecordError for a batch whose magic is not 2.
+    message (14), below 61 for v2 or below the v1 overhead (22), InvalidRecordError for a
+    magic above 2.
     """
     end = len(buf) if end is None else min(end, len(buf))
     unpack_length = _INT32.unpack_from
@@ -340,7 +356,10 @@ def iter_batches(buf, pos: int = 0, end: int | None = None) -> Iterator[RecordBa
                 f"({LEGACY_RECORD_OVERHEAD_V0}) at position {pos}")
         if pos > end - LOG_OVERHEAD - length:
             return
-        batch = RecordBatch(buf, pos)
+        if buf[pos + MAGIC_OFFSET] < CURRENT_MAGIC:
+            batch = LegacyRecordBatch(buf, pos)
+        else:
+            batch = RecordBatch(buf, pos)
         yield batch
         pos += batch.size_in_bytes
 

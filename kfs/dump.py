@@ -1,0 +1,564 @@
+"""``kfs dump FILE...``: print segment files as Kafka's ``kafka-dump-log`` (``DumpLogSegments``)
+does, or as JSON lines.
+
+The kind of file is the text after the last ``.`` of its name, as in Kafka: ``.log`` (one line
+per batch, and one ``| offset: ...`` line per record with ``deep_iteration``/``print_data_log``),
+``.index``, ``.timeindex`` (each entry checked against the sibling ``.log``; mismatches go to
+stderr after all files, in Kafka's words), ``.snapshot`` and ``.txnindex``. Nothing is written
+to any file.
+
+With ``json`` every line on stdout is one JSON object: a batch (Kafka's batch fields), a record
+(kcat ``-J`` fields ``topic partition offset tstype ts headers key payload`` plus batch context),
+or an index entry. Bytes that are valid UTF-8 are strings, others ``{"base64": "..."}``, null
+stays null; headers are kcat's flat ``[key, value, key, value, ...]`` list.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import json
+import mmap
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from storage.errors import (
+    CorruptRecordError,
+    CorruptSnapshotError,
+    InvalidRecordError,
+    InvalidTopicError,
+    KafkaStorageError,
+)
+from storage.offset_index import OffsetIndex
+from storage.producer_state import ProducerStateEntry, decode_snapshot
+from storage.records import Record, RecordBatch, TimestampType, iter_batches
+from storage.records.control import (
+    ControlRecordType,
+    decode_control_record_key,
+    decode_end_txn_marker_value,
+)
+from storage.time_index import TimeIndex
+from storage.topic_partition import parse_partition_dir_name
+from storage.transaction_index import TransactionIndex
+
+__all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_line"]
+
+MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes default
+RECORD_INDENT = "|"
+SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")
+_KCAT_TSTYPE = {TimestampType.CREATE_TIME: "create", TimestampType.LOG_APPEND_TIME: "logappend"}
+
+
+@dataclasses.dataclass(frozen=True)
+class DumpOptions:
+    """kafka-dump-log's options (``print_data_log`` implies ``deep_iteration``), plus ``json``.
+
+    ``max_bytes`` limits how much of each ``.log`` is read (from its start)."""
+
+    deep_iteration: bool = False
+    print_data_log: bool = False
+    verify_index_only: bool = False
+    index_sanity_check: bool = False
+    skip_record_metadata: bool = False
+    max_bytes: int = MAX_BYTES_DEFAULT
+    json: bool = False
+
+    @property
+    def deep(self) -> bool:
+        return self.deep_iteration or self.print_data_log
+
+
+def dump_files(paths: Sequence[str], options: DumpOptions, out: TextIO, err: TextIO) -> int:
+    """Dump each file in order; then print, on ``err``, what kafka-dump-log reports after all
+    files (index mismatches, time-index errors, non-consecutive offsets).
+
+    Returns the exit status: 0, or 1 when some file was missing, of an unknown kind or
+    unreadable (each such file gets one ``kfs dump: ...`` line on ``err``; the others are still
+    dumped). Mismatches are reported as Kafka does and do not change the status."""
+    dumper = _Dumper(options, out, err)
+    for path in paths:
+        dumper.dump(path)
+    dumper.reports.print(err)
+    return dumper.status
+
+
+# -- Kafka's text lines -------------------------------------------------------------------
+
+
+def _java_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _delete_horizon(batch: RecordBatch) -> int | None:
+    """``RecordBatch.deleteHorizonMs``: baseTimestamp when the delete-horizon bit is set."""
+    return batch.base_timestamp if batch.has_delete_horizon else None
+
+
+def _is_valid(batch: RecordBatch) -> bool:
+    """``RecordBatch.isValid``: size and CRC-32C (no record decoding)."""
+    try:
+        batch.ensure_valid()
+    except CorruptRecordError:
+        return False
+    return True
+
+
+def _codec_name(batch: RecordBatch) -> str:
+    return batch.compression_type.kafka_name  # InvalidRecordError for ids 5-7, as Kafka
+
+
+def batch_line(batch: RecordBatch, position: int) -> str:
+    """kafka-dump-log's line for a v2 batch at ``position`` in its file (``printBatchLevel``)."""
+    horizon = _delete_horizon(batch)
+    return (
+        f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
+        f"count: {batch.records_count} baseSequence: {batch.base_sequence} "
+        f"lastSequence: {batch.last_sequence} producerId: {batch.producer_id} "
+        f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
+        f"isTransactional: {_java_bool(batch.is_transactional)} "
+        f"isControl: {_java_bool(batch.is_control_batch)} deleteHorizonMs: "
+        f"{'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'} "
+        f"position: {position} {batch.timestamp_type.kafka_name}: {batch.max_timestamp} "
+        f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: {_codec_name(batch)} "
+        f"crc: {batch.crc} isvalid: {_java_bool(_is_valid(batch))}"
+    )
+
+
+def _decode_text(data: bytes) -> str:
+    # kafka-dump-log's default StringDecoder: new String(bytes, UTF_8), malformed input replaced
+    return data.decode("utf-8", "replace")
+
+
+def _control_fields(record: Record) -> tuple[ControlRecordType, int, int | None]:
+    """(type, raw type id, coordinator epoch of an end-transaction marker or None).
+    Raises InvalidRecordError for a malformed key or marker value."""
+    key = decode_control_record_key(record.key)
+    epoch = decode_end_txn_marker_value(record.value)[1] if key.type.is_transaction_marker else None
+    return key.type, key.type_id, epoch
+
+
+def _control_text(record: Record) -> str:
+    control_type, type_id, epoch = _control_fields(record)
+    if epoch is not None:
+        return f" endTxnMarker: {control_type.name} coordinatorEpoch: {epoch}"
+    # KRaft's snapshot/voter records are not decoded here: their type is named instead
+    return f" controlType: {control_type.name}({type_id})"
+
+
+def record_line(batch: RecordBatch, record: Record, print_data: bool = False,
+                skip_metadata: bool = False) -> str:
+    """kafka-dump-log's deep-iteration line for one record of a v2 ``batch``: ``| offset: ...``,
+    with the control marker of a control record and, with ``print_data``, ``key:`` and
+    ``payload:`` as UTF-8 text. Raises InvalidRecordError for a malformed control record."""
+    parts = []
+    prefix = f"{RECORD_INDENT} "
+    if not skip_metadata:
+        parts.append(
+            f"{prefix}offset: {record.offset} {batch.timestamp_type.kafka_name}: {record.timestamp} "
+            f"keySize: {-1 if record.key is None else len(record.key)} "
+            f"valueSize: {-1 if record.value is None else len(record.value)}"
+            f" sequence: {record.sequence} headerKeys: [{','.join(k for k, _ in record.headers)}]")
+        prefix = " "
+        if batch.is_control_batch:
+            parts.append(_control_text(record))
+    if print_data and not batch.is_control_batch:
+        if record.key is not None:
+            parts.append(f"{prefix}key: {_decode_text(record.key)}")
+        if record.value is not None:
+            parts.append(f" payload: {_decode_text(record.value)}")
+    return "".join(parts)
+
+
+# -- JSON objects -------------------------------------------------------------------------
+
+
+def json_bytes(data: bytes | None) -> str | dict | None:
+    """A string when ``data`` is UTF-8, ``{"base64": ...}`` otherwise, None for None."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def _batch_object(batch: RecordBatch, position: int) -> dict[str, Any]:
+    return {
+        "baseOffset": batch.base_offset, "lastOffset": batch.last_offset,
+        "count": batch.records_count, "baseSequence": batch.base_sequence,
+        "lastSequence": batch.last_sequence, "producerId": batch.producer_id,
+        "producerEpoch": batch.producer_epoch, "partitionLeaderEpoch": batch.partition_leader_epoch,
+        "isTransactional": batch.is_transactional, "isControl": batch.is_control_batch,
+        "deleteHorizonMs": _delete_horizon(batch), "position": position,
+        "timestampType": batch.timestamp_type.kafka_name, "maxTimestamp": batch.max_timestamp,
+        "size": batch.size_in_bytes, "magic": batch.magic, "compresscodec": _codec_name(batch),
+        "crc": batch.crc, "isvalid": _is_valid(batch),
+    }
+
+
+def _record_object(batch: RecordBatch, record: Record) -> dict[str, Any]:
+    obj: dict[str, Any] = {"offset": record.offset}
+    tstype = _KCAT_TSTYPE.get(TimestampType(record.timestamp_type))
+    if tstype is not None:  # kcat leaves both out when there is no timestamp
+        obj["tstype"] = tstype
+        obj["ts"] = record.timestamp
+    obj["headers"] = [item for k, v in record.headers for item in (k, json_bytes(v))]
+    obj["key"] = json_bytes(record.key)
+    obj["payload"] = json_bytes(record.value)
+    obj.update(sequence=record.sequence, batchBaseOffset=batch.base_offset,
+               producerId=batch.producer_id, isTransactional=batch.is_transactional,
+               isControl=batch.is_control_batch)
+    if batch.is_control_batch:
+        control_type, type_id, epoch = _control_fields(record)
+        obj["controlType"] = control_type.name if control_type != ControlRecordType.UNKNOWN else type_id
+        if epoch is not None:
+            obj["coordinatorEpoch"] = epoch
+    return obj
+
+
+# -- the files ----------------------------------------------------------------------------
+
+
+class DumpError(Exception):
+    """A file that cannot be dumped: reported as ``kfs dump: <path>: <message>``."""
+
+
+class _Reports:
+    """What kafka-dump-log collects while dumping and prints on stderr after the last file."""
+
+    def __init__(self) -> None:
+        self.index_mismatches: dict[str, list[tuple[int, int]]] = {}
+        self.timestamp_mismatches: dict[str, list[tuple[int, int]]] = {}
+        self.out_of_order: dict[str, list[tuple[int, int]]] = {}
+        self.not_found: dict[str, list[tuple[int, int]]] = {}
+        self.non_consecutive: dict[str, list[tuple[int, int]]] = {}
+
+    @staticmethod
+    def add(table: dict[str, list], path: str, pair: tuple[int, int]) -> None:
+        table.setdefault(os.path.abspath(path), []).append(pair)
+
+    def print(self, err: TextIO) -> None:
+        # Kafka prepends index mismatches and offset gaps to Scala lists, so it prints them
+        # last-first; time-index errors go to buffers and print in order.
+        for path, pairs in self.index_mismatches.items():
+            err.write(f"Mismatches in :{path}\n")
+            err.writelines(f"  Index offset: {a}, log offset: {b}\n" for a, b in reversed(pairs))
+        for path, pairs in self.timestamp_mismatches.items():
+            err.write(f"Found timestamp mismatch in :{path}\n")
+            err.writelines(f"  Index timestamp: {a}, log timestamp: {b}\n" for a, b in pairs)
+        for path, pairs in self.out_of_order.items():
+            err.write(f"Found out of order timestamp in :{path}\n")
+            err.writelines(f"  Index timestamp: {a}, Previously indexed timestamp: {b}\n"
+                           for a, b in pairs)
+        for pairs in self.not_found.values():
+            err.write("The following indexed offsets are not found in the log.\n")
+            err.writelines(f"Indexed offset: {a}, found log offset: {b}\n" for a, b in pairs)
+        for path, pairs in self.non_consecutive.items():
+            err.write(f"Non-consecutive offsets in {path}\n")
+            err.writelines(f"  {a} is followed by {b}\n" for a, b in reversed(pairs))
+
+
+def _base_offset(path: str) -> int:
+    """The offset before the first ``.`` of the file name (``UnifiedLog.offsetFromFile``)."""
+    prefix = os.path.basename(path).split(".")[0]
+    if not prefix.isdigit():
+        raise DumpError("the file name does not start with a base offset "
+                        f"(e.g. 00000000000000000000{os.path.splitext(path)[1]})")
+    return int(prefix)
+
+
+def _sibling(path: str, suffix: str) -> str:
+    """The segment file beside ``path`` with the same prefix and another suffix."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)),
+                        os.path.basename(path).split(".")[0] + suffix)
+
+
+def _check_exists(path: str, what: str = "") -> None:
+    if not os.path.exists(path):
+        raise DumpError(f"{what}{path}: No such file or directory" if what else "No such file or directory")
+    if os.path.isdir(path):
+        raise DumpError(f"{what}{path}: Is a directory" if what else "Is a directory")
+
+
+@contextlib.contextmanager
+def _mapped(path: str) -> Iterator[bytes | mmap.mmap]:
+    """The whole file, memory-mapped read-only (an empty file is ``b""``)."""
+    _check_exists(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            yield b""
+            return
+        mapped = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    try:
+        yield mapped
+    finally:
+        with contextlib.suppress(BufferError):  # a batch still referencing it: the GC closes it
+            mapped.close()
+
+
+class _Dumper:
+    def __init__(self, options: DumpOptions, out: TextIO, err: TextIO) -> None:
+        self.options = options
+        self.out = out
+        self.err = err
+        self.reports = _Reports()
+        self.status = 0
+        self._partition: dict[str, Any] = {}
+
+    # -- output ---------------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+    def note(self, text: str) -> None:
+        """Kafka's informational lines: stdout as text, stderr with --json (stdout is JSON)."""
+        (self.err if self.options.json else self.out).write(text + "\n")
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        self.out.write(json.dumps({**self._partition, **obj}, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    def error(self, path: str, message: str) -> None:
+        self.err.write(f"kfs dump: {path}: {message}\n")
+        self.status = 1
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def dump(self, path: str) -> None:
+        if not self.options.json:
+            self.line(f"Dumping {path}")
+        name = os.path.basename(path)
+        suffix = name[name.rfind("."):] if "." in name else ""
+        handler: Callable[[str], None] | None = {
+            ".log": self.dump_log, ".index": self.dump_index, ".timeindex": self.dump_time_index,
+            ".snapshot": self.dump_snapshot, ".txnindex": self.dump_txn_index,
+        }.get(suffix)
+        if handler is None:
+            self.err.write(f"Ignoring unknown file {path} (kfs dump reads {', '.join(SUFFIXES)} files)\n")
+            self.status = 1
+            return
+        self._partition = self._topic_partition(path)
+        try:
+            _check_exists(path)
+            handler(path)
+        except DumpError as e:
+            self.error(path, str(e))
+        except (KafkaStorageError, ValueError) as e:
+            self.error(path, str(e))
+        except OSError as e:
+            self.error(path, e.strerror or str(e))
+
+    @staticmethod
+    def _topic_partition(path: str) -> dict[str, Any]:
+        """topic/partition from the ``<topic>-<N>`` directory holding the file (null if not)."""
+        try:
+            topic, partition = parse_partition_dir_name(
+                os.path.basename(os.path.dirname(os.path.abspath(path))))
+        except InvalidTopicError:
+            return {"topic": None, "partition": None}
+        return {"topic": topic, "partition": partition}
+
+    # -- .log -----------------------------------------------------------------------------
+
+    def dump_log(self, path: str) -> None:
+        base = _base_offset(path)
+        if not self.options.json:
+            self.line(f"Log starting offset: {base}")
+        with _mapped(path) as buf:
+            end = min(len(buf), self.options.max_bytes)
+            valid_bytes = 0
+            last_offset = [-1]
+            try:
+                for batch in iter_batches(buf, 0, end):
+                    self._dump_batch(path, batch, valid_bytes, last_offset)
+                    valid_bytes += batch.size_in_bytes
+            except (CorruptRecordError, InvalidRecordError) as e:
+                raise DumpError(f"at byte {valid_bytes}: {e}") from None
+            trailing = end - valid_bytes
+            if trailing > 0 and self.options.max_bytes == MAX_BYTES_DEFAULT:
+                self.note(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")
+
+    def _dump_batch(self, path: str, batch: RecordBatch, position: int, last_offset: list[int]) -> None:
+        options = self.options
+        if not options.deep:
+            if options.json:
+                self.emit(_batch_object(batch, position))
+            else:
+                self.line(batch_line(batch, position))
+            return
+        if not options.json:
+            self.line(batch_line(batch, position))
+        try:
+            records = batch.records()
+            lines = []
+            for record in records:
+                if last_offset[0] != -1 and record.offset != last_offset[0] + 1:
+                    self.reports.add(self.reports.non_consecutive, path, (last_offset[0], record.offset))
+                last_offset[0] = record.offset
+                if options.json:
+                    lines.append(_record_object(batch, record))
+                else:
+                    lines.append(record_line(batch, record, options.print_data_log,
+                                             options.skip_record_metadata))
+        except (CorruptRecordError, InvalidRecordError) as e:
+            # Kafka's tool stops with a stack trace; the batch is skipped and the walk goes on.
+            self.error(path, f"batch at position {position} (offset {batch.base_offset}): {e}")
+            return
+        for item in lines:
+            if options.json:
+                self.emit(item)
+            else:
+                self.line(item)
+
+    # -- .index ---------------------------------------------------------------------------
+
+    def dump_index(self, path: str) -> None:
+        base = _base_offset(path)
+        log_path = _sibling(path, ".log")
+        _check_exists(log_path, "its segment's log ")
+        index = OffsetIndex(path, base, 0, writable=False)
+        try:
+            if index.entries == 0:
+                self.note(f"{path} is empty.")
+                return
+            if self.options.index_sanity_check:
+                index.sanity_check()
+                self.note(f"{path} passed sanity check.")
+                return
+            with _mapped(log_path) as buf:
+                for slot in range(index.entries):
+                    offset, position = index.entry(slot)
+                    if slot > 0 and offset == base:
+                        break  # the zero-filled tail of an index left untrimmed by a crash
+                    self._check_index_entry(path, buf, offset, position)
+                    if not self.options.verify_index_only:
+                        if self.options.json:
+                            self.emit({"offset": offset, "position": position})
+                        else:
+                            self.line(f"offset: {offset} position: {position}")
+        finally:
+            index.close()
+
+    def _check_index_entry(self, path: str, buf, offset: int, position: int) -> None:
+        """Kafka compares the entry's offset with the last offset of the batch at its position."""
+        try:
+            batch = RecordBatch(buf, position)
+        except (CorruptRecordError, InvalidRecordError) as e:
+            self.error(path, f"entry (offset {offset}, position {position}): no batch there: {e}")
+            return
+        if batch.last_offset != offset:
+            self.reports.add(self.reports.index_mismatches, path, (offset, batch.last_offset))
+
+    # -- .timeindex -----------------------------------------------------------------------
+
+    def dump_time_index(self, path: str) -> None:
+        base = _base_offset(path)
+        log_path = _sibling(path, ".log")
+        _check_exists(log_path, "its segment's log ")
+        time_index = TimeIndex(path, base, 0, writable=False)
+        offset_index = OffsetIndex(_sibling(path, ".index"), base, 0, writable=False)
+        try:
+            if self.options.index_sanity_check:
+                time_index.sanity_check()
+                self.note(f"{path} passed sanity check.")
+                return
+            with _mapped(log_path) as buf:
+                previous = -1
+                for slot in range(time_index.entries):
+                    timestamp, offset = time_index.entry(slot)
+                    if slot > 0 and offset == base:
+                        break
+                    self._check_time_index_entry(path, buf, offset_index, timestamp, offset, previous)
+                    if not self.options.verify_index_only:
+                        if self.options.json:
+                            self.emit({"timestamp": timestamp, "offset": offset})
+                        else:
+                            self.line(f"timestamp: {timestamp} offset: {offset}")
+                    previous = timestamp
+        finally:
+            time_index.close()
+            offset_index.close()
+
+    def _check_time_index_entry(self, path: str, buf, offset_index: OffsetIndex, timestamp: int,
+                                offset: int, previous: int) -> None:
+        """Kafka finds the first batch at or past the entry's offset (from the offset index's
+        position) and wants it to end at that offset and carry that max record timestamp."""
+        reports = self.reports
+        found = None
+        for batch in iter_batches(buf, offset_index.lookup(offset)[1]):
+            if batch.last_offset >= offset:
+                found = batch
+                break
+        if found is None:
+            reports.add(reports.not_found, path, (offset, -1))
+        elif found.last_offset != offset:
+            reports.add(reports.not_found, path, (offset, found.last_offset))
+        else:
+            max_timestamp = max((r.timestamp for r in found.records()), default=-1)
+            if max_timestamp != timestamp:
+                reports.add(reports.timestamp_mismatches, path, (timestamp, max_timestamp))
+            if previous >= timestamp:
+                reports.add(reports.out_of_order, path, (timestamp, previous))
+
+    # -- .snapshot and .txnindex ----------------------------------------------------------
+
+    def dump_snapshot(self, path: str) -> None:
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            entries = decode_snapshot(data)
+        except CorruptSnapshotError as e:
+            raise DumpError(str(e)) from None  # Kafka prints the message and goes on
+        for entry in entries:
+            if self.options.json:
+                self.emit(_snapshot_object(entry))
+            else:
+                self.line(snapshot_line(entry))
+
+    def dump_txn_index(self, path: str) -> None:
+        index = TransactionIndex(Path(path), _base_offset(path), writable=False)
+        try:
+            for txn in index.all_aborted_txns():
+                if self.options.json:
+                    self.emit({"version": txn.version, "producerId": txn.producer_id,
+                               "firstOffset": txn.first_offset, "lastOffset": txn.last_offset,
+                               "lastStableOffset": txn.last_stable_offset})
+                else:
+                    self.line(f"version: {txn.version} producerId: {txn.producer_id} "
+                              f"firstOffset: {txn.first_offset} lastOffset: {txn.last_offset} "
+                              f"lastStableOffset: {txn.last_stable_offset}")
+        finally:
+            index.close()
+
+
+def _optional_long(value: int | None) -> str:
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def snapshot_line(entry: ProducerStateEntry) -> str:
+    """kafka-dump-log's line for one producer of a ``.snapshot`` (``dumpProducerIdSnapshot``):
+    without batch metadata it ends with the space after lastTimestamp, as Kafka's does."""
+    line = (f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {_optional_long(entry.current_txn_first_offset)} "
+            f"lastTimestamp: {entry.last_timestamp} ")
+    if entry.batch_metadata:
+        b = entry.batch_metadata[0]
+        line += (f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} "
+                 f"lastOffset: {b.last_offset} offsetDelta: {b.offset_delta} timestamp: {b.timestamp}")
+    return line
+
+
+def _snapshot_object(entry: ProducerStateEntry) -> dict[str, Any]:
+    obj = {"producerId": entry.producer_id, "producerEpoch": entry.producer_epoch,
+           "coordinatorEpoch": entry.coordinator_epoch,
+           "currentTxnFirstOffset": entry.current_txn_first_offset,
+           "lastTimestamp": entry.last_timestamp}
+    if entry.batch_metadata:
+        b = entry.batch_metadata[0]
+        obj.update(firstSequence=b.first_seq, lastSequence=b.last_seq, lastOffset=b.last_offset,
+                   offsetDelta=b.offset_delta, timestamp=b.timestamp)
+    return obj

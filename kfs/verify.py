@@ -1,0 +1,534 @@
+"""``kfs verify BACKING_DIR [PARTITION...]``: check every segment of a backing directory,
+read-only, as a broker's recovery would judge it, and report each problem.
+
+Per partition directory ``<topic>-<N>``:
+
+* every batch of every ``.log``: size and CRC-32C (headers only; records are not decoded),
+  offsets increasing across batches and segments, the first batch not below the segment's base
+  offset, no segment starting below the end of the one before, no bytes after the last whole
+  batch (a torn write);
+* every ``.index`` entry (``OffsetIndex``): strictly increasing, at the start of a batch, not
+  past the batch holding its offset (a lookup would skip it), within the segment, and no
+  zero-filled slots left untrimmed; Kafka's ``sanityCheck``;
+* every ``.timeindex`` entry (``TimeIndex``): strictly increasing timestamps, naming the last
+  offset of a batch, whose timestamp is the largest up to that offset and is that batch's largest;
+  the last entry holding the segment's largest timestamp; Kafka's ``sanityCheck``;
+* every ``.txnindex`` (Kafka's ``sanityCheck``, increasing entries) and every producer
+  ``.snapshot`` (version, size and CRC);
+* missing index files, index files without a ``.log``, and leftover ``.cleaned``, ``.swap`` and
+  ``.deleted`` files.
+
+Nothing is written; :func:`repair` opens the directory with the engine and recovers it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import hashlib
+import os
+import re
+import struct
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+from storage.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    CorruptSnapshotError,
+    InvalidRecordError,
+    InvalidTopicError,
+)
+from storage.offset_index import OffsetIndex
+from storage.producer_state import decode_snapshot
+from storage.records import LOG_OVERHEAD, RecordBatch, iter_batches
+from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
+from storage.time_index import TimeIndex
+from storage.topic_partition import parse_partition_dir_name
+from storage.transaction_index import AbortedTxn, TransactionIndex
+
+__all__ = [
+    "Problem",
+    "UsageError",
+    "VerifyStats",
+    "find_partitions",
+    "repair",
+    "verify_partition",
+    "verify_partitions",
+]
+
+_SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex)")
+_LEFTOVER_SUFFIXES = {
+    ".cleaned": "output of an interrupted compaction",
+    ".swap": "a compaction result not yet swapped in",
+    ".deleted": "a file whose deletion did not finish",
+}
+_SNAPSHOT_SUFFIX = ".snapshot"
+_TXN_INDEX_SUFFIX = ".txnindex"
+_BLOCK = 8 * 1024 * 1024  # bytes read at a time from a .log
+_HEADER_UP_TO_MAGIC = 17
+_LENGTH = struct.Struct(">i")
+_INT32_MAX = 2**31 - 1
+_CODEC_MASK = 0x07
+_MAX_CODEC_ID = 4
+
+
+class UsageError(Exception):
+    """A backing directory or partition name that cannot be verified (exit status 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One problem: the partition directory, the file's name, the byte position in that file
+    (None when the problem is the whole file) and what is wrong."""
+
+    partition: str
+    file: str
+    position: int | None
+    what: str
+
+    def __str__(self) -> str:
+        where = f"{self.partition}/{self.file}"
+        if self.position is not None:
+            where += f":{self.position}"
+        return f"{where}: {self.what}"
+
+
+@dataclasses.dataclass
+class VerifyStats:
+    """What was checked: partitions, segments and .log bytes."""
+
+    partitions: int = 0
+    segments: int = 0
+    bytes: int = 0
+
+
+# -- which partitions ----------------------------------------------------------------------
+
+
+def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -> list[Path]:
+    """The partition directories to check: every ``<topic>-<N>`` directory of ``backing_dir``
+    (as ``LogManager`` loads them), or the named ones. Raises UsageError for a missing
+    directory or a name that is not a partition directory in it."""
+    backing = Path(backing_dir)
+    if not backing.is_dir():
+        raise UsageError(f"backing directory {backing} "
+                         f"{'is not a directory' if backing.exists() else 'does not exist'}")
+    if not names:
+        found = []
+        for child in sorted(backing.iterdir()):
+            try:
+                parse_partition_dir_name(child.name)
+            except InvalidTopicError:
+                continue
+            if child.is_dir():
+                found.append(child)
+        if not found and any(_SEGMENT_FILE.fullmatch(p.name) for p in backing.iterdir()):
+            raise UsageError(f"{backing} holds segment files: it is a partition directory; "
+                             f"give its parent and the partition name ({backing.name})")
+        return found
+    paths = []
+    for name in names:
+        try:
+            parse_partition_dir_name(name)
+        except InvalidTopicError as e:
+            raise UsageError(str(e)) from None
+        if not (backing / name).is_dir():
+            raise UsageError(f"no partition {name} in {backing}")
+        paths.append(backing / name)
+    return paths
+
+
+def log_bytes(partitions: Iterable[Path]) -> int:
+    """Total size of the ``.log`` files of ``partitions`` (what the progress bar counts)."""
+    return sum(p.stat().st_size for d in partitions for p in d.iterdir()
+               if (m := _SEGMENT_FILE.fullmatch(p.name)) and m.group(2) == "log")
+
+
+def verify_partitions(partitions: Sequence[Path], on_bytes: Callable[[int], None] = lambda n: None,
+                      ) -> Iterator[Problem | VerifyStats]:
+    """Problems of every partition in order, then the VerifyStats of the whole run.
+    ``on_bytes(n)`` is called as .log bytes are checked."""
+    stats = VerifyStats()
+    for directory in partitions:
+        stats.partitions += 1
+        yield from verify_partition(directory, stats, on_bytes)
+    yield stats
+
+
+# -- one partition -------------------------------------------------------------------------
+
+
+def verify_partition(directory: Path, stats: VerifyStats | None = None,
+                     on_bytes: Callable[[int], None] = lambda n: None) -> Iterator[Problem]:
+    """Every problem of one partition directory, segment by segment (read-only)."""
+    stats = stats if stats is not None else VerifyStats()
+    partition = directory.name
+    names = sorted(p.name for p in directory.iterdir())
+    bases = sorted(int(m.group(1)) for n in names
+                   if (m := _SEGMENT_FILE.fullmatch(n)) and m.group(2) == "log")
+    for name in names:
+        suffix = name[name.rfind("."):]
+        if suffix in _LEFTOVER_SUFFIXES:
+            yield Problem(partition, name, None,
+                          f"leftover: {_LEFTOVER_SUFFIXES[suffix]} (Kafka finishes or removes it "
+                          "at the next start)")
+        elif (m := _SEGMENT_FILE.fullmatch(name)) and m.group(2) != "log" and int(m.group(1)) not in bases:
+            yield Problem(partition, name, None,
+                          "index file without its .log (Kafka deletes it at the next start)")
+        elif name.endswith(_SNAPSHOT_SUFFIX) and name[:-len(_SNAPSHOT_SUFFIX)].isdigit():
+            yield from _check_snapshot(directory / name)
+    previous_end: int | None = None  # the offset after the last batch of the earlier segments
+    for base in bases:
+        stats.segments += 1
+        scan = _LogScan(directory, base, previous_end, on_bytes)
+        yield from scan.run()
+        stats.bytes += scan.size
+        yield from _check_offset_index(scan)
+        yield from _check_time_index(scan)
+        yield from _check_txn_index(scan)
+        if scan.last_offset is not None:
+            previous_end = scan.last_offset + 1
+
+
+class _LogScan:
+    """One pass over a ``.log``: its problems, and per batch (in arrays, 24 bytes each) the
+    position, last offset and max timestamp the index checks need."""
+
+    def __init__(self, directory: Path, base: int, previous_end: int | None,
+                 on_bytes: Callable[[int], None]) -> None:
+        self.partition = directory.name
+        self.base = base
+        self.prefix = directory / filename_prefix(base)
+        self.file = self.prefix.name + LOG_SUFFIX
+        self.previous_end = previous_end
+        self.on_bytes = on_bytes
+        self.positions = array("q")
+        self.last_offsets = array("q")
+        self.max_timestamps = array("q")
+        # where the running max timestamp rises: (last offset of that batch, new max)
+        self.rise_offsets = array("q")
+        self.rise_timestamps = array("q")
+        self.valid_end = 0  # end of the last batch whose header could be read
+        self.readable = True  # False when a structural error stopped the scan early
+        self.size = 0
+
+    @property
+    def last_offset(self) -> int | None:
+        return self.last_offsets[-1] if self.last_offsets else None
+
+    def problem(self, position: int | None, what: str) -> Problem:
+        return Problem(self.partition, self.file, position, what)
+
+    def run(self) -> Iterator[Problem]:
+        fd = os.open(self.prefix.with_suffix(LOG_SUFFIX), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self.size = os.fstat(fd).st_size
+            if self.previous_end is not None and self.base < self.previous_end:
+                yield self.problem(None, f"base offset {self.base} is below the end of the "
+                                         f"segment before (offset {self.previous_end - 1})")
+            next_offset = self.previous_end
+            for position, batch, error in _walk(fd, self.size):
+                if error is not None:
+                    self.readable = False
+                    yield self.problem(position, f"{error}; the remaining {self.size - position} "
+                                                 "bytes of the segment cannot be read")
+                    break
+                yield from self._check_batch(position, batch, next_offset)
+                next_offset = batch.next_offset
+                self.valid_end = position + batch.size_in_bytes
+                self.on_bytes(batch.size_in_bytes)
+            else:
+                if self.valid_end < self.size:
+                    yield self.problem(self.valid_end, f"{self.size - self.valid_end} bytes after "
+                                       "the last whole batch (a torn write, or a corrupt batch size)")
+            self.on_bytes(self.size - self.valid_end)
+        finally:
+            os.close(fd)
+
+    def _check_batch(self, position: int, batch: RecordBatch, next_offset: int | None) -> Iterator[Problem]:
+        try:
+            batch.ensure_valid()
+        except CorruptRecordError as e:
+            yield self.problem(position, str(e))
+        codec = batch.attributes & _CODEC_MASK
+        if codec > _MAX_CODEC_ID:
+            yield self.problem(position, f"batch at offset {batch.base_offset}: unknown "
+                                         f"compression type id {codec}")
+        if batch.magic < 2:
+            pass  # a legacy entry has no count or offset delta: its CRC covers all of it
+        elif batch.last_offset_delta < 0 or batch.records_count > batch.last_offset_delta + 1 \
+                or batch.records_count < 0:
+            yield self.problem(position, f"batch at offset {batch.base_offset}: "
+                                         f"{batch.records_count} records for lastOffsetDelta "
+                                         f"{batch.last_offset_delta}")
+        if not self.positions and batch.base_offset < self.base:
+            yield self.problem(position, f"first batch starts at offset {batch.base_offset}, below "
+                                         f"the segment's base offset {self.base}")
+        if next_offset is not None and batch.base_offset < next_offset:
+            yield self.problem(position, f"offsets go back: batch at offset {batch.base_offset} "
+                                         f"follows one ending at offset {next_offset - 1}")
+        if batch.last_offset - self.base > _INT32_MAX:
+            yield self.problem(position, f"offset {batch.last_offset} does not fit the index "
+                                         f"(more than 2^31-1 past the base offset {self.base})")
+        self.positions.append(position)
+        self.last_offsets.append(batch.last_offset)
+        self.max_timestamps.append(batch.max_timestamp)
+        running = self.rise_timestamps[-1] if self.rise_timestamps else -1
+        if batch.max_timestamp > running:
+            self.rise_offsets.append(batch.last_offset)
+            self.rise_timestamps.append(batch.max_timestamp)
+
+    def batch_ending_at(self, offset: int) -> int | None:
+        """Index (in the arrays) of the batch whose last offset is ``offset``, or None."""
+        i = bisect.bisect_left(self.last_offsets, offset)
+        return i if i < len(self.last_offsets) and self.last_offsets[i] == offset else None
+
+    def max_timestamp_up_to(self, offset: int) -> tuple[int, int]:
+        """(largest batch max timestamp up to ``offset``, last offset of the first batch that
+        reached it), or (-1, -1)."""
+        i = bisect.bisect_right(self.rise_offsets, offset) - 1
+        return (self.rise_timestamps[i], self.rise_offsets[i]) if i >= 0 else (-1, -1)
+
+
+def _walk(fd: int, size: int) -> Iterator[tuple[int, RecordBatch | None, str | None]]:
+    """(position, batch, None) for each whole batch, each holding all its bytes, read in large
+    blocks; stops at a partial last batch; (position, None, error) when the bytes at
+    ``position`` are not a batch (a size below the minimum, another magic)."""
+    position = 0
+    buffer = memoryview(bytearray(min(_BLOCK, size)))  # reused: fresh pages cost more than the copy
+    while position + _HEADER_UP_TO_MAGIC < size:
+        block = buffer[:os.preadv(fd, [buffer[:min(_BLOCK, size - position)]], position)]
+        next_position = position
+        try:
+            for batch in iter_batches(block):
+                yield position + batch.position, batch, None
+                next_position = position + batch.position + batch.size_in_bytes
+            if next_position == position:  # a batch larger than the block, or a torn tail
+                batch_size = _LENGTH.unpack_from(block, 8)[0] + LOG_OVERHEAD
+                if position + batch_size > size:
+                    return
+                batch = RecordBatch(os.pread(fd, batch_size, position))
+                yield position, batch, None
+                next_position = position + batch_size
+        except (CorruptRecordError, InvalidRecordError) as e:
+            yield next_position, None, str(e)
+            return
+        position = next_position
+
+
+# -- indexes -------------------------------------------------------------------------------
+
+
+def _zero_tail(index, name: str) -> str | None:
+    unused = index.max_entries - index.entries
+    if unused <= 0:
+        return None
+    return (f"{unused} zero-filled slots after the last entry: the {name} was not trimmed "
+            "(Kafka would read them as entries)")
+
+
+def _check_offset_index(scan: _LogScan) -> Iterator[Problem]:
+    path = scan.prefix.with_suffix(INDEX_SUFFIX)
+    file = path.name
+    if not path.exists():
+        yield Problem(scan.partition, file, None, "missing (Kafka rebuilds it by recovering the segment)")
+        return
+    index = OffsetIndex(path, scan.base, 0, writable=False)
+    try:
+        try:
+            index.sanity_check()
+        except ValueError as e:
+            yield Problem(scan.partition, file, None, str(e))
+        if (tail := _zero_tail(index, "index")) is not None:
+            yield Problem(scan.partition, file, index.entries * 8, tail)
+        previous: tuple[int, int] | None = None
+        beyond = None
+        for slot in range(index.entries):
+            offset, position = index.entry(slot)
+            at = slot * 8
+            what = _index_entry_problem(scan, offset, position, previous)
+            previous = (offset, position)
+            if what == "beyond":
+                beyond = beyond or (at, 0)
+                beyond = (beyond[0], beyond[1] + 1)
+            elif what is not None:
+                yield Problem(scan.partition, file, at, f"entry (offset {offset}, position {position}): {what}")
+        if beyond is not None:
+            yield Problem(scan.partition, file, beyond[0],
+                          f"{beyond[1]} {'entry points' if beyond[1] == 1 else 'entries point'} at "
+                          f"or past byte {scan.valid_end} of the .log, where its whole batches end")
+    finally:
+        index.close()
+
+
+def _index_entry_problem(scan: _LogScan, offset: int, position: int,
+                         previous: tuple[int, int] | None) -> str | None:
+    """What is wrong with one offset-index entry, "beyond" when it points past the batches
+    read, None when a lookup through it finds the right batch (``lookup`` then a forward
+    scan): it must start a batch, no earlier batch may hold its offset, and it must not name
+    an offset past the segment. (Kafka's follower appends index the last offset of several
+    batches at the first one's position: that is allowed.)"""
+    if previous is not None and (offset <= previous[0] or position <= previous[1]):
+        return (f"not above the entry before (offset {previous[0]}, position {previous[1]}): "
+                "entries must strictly increase")
+    if position >= scan.valid_end:
+        # past a structural error the .log's problem says it all; past a torn tail it is one more
+        return "beyond" if scan.readable else None
+    i = bisect.bisect_left(scan.positions, position)
+    if scan.positions[i] != position:
+        return "no batch starts at that position"
+    if i > 0 and scan.last_offsets[i - 1] >= offset:
+        holder = bisect.bisect_left(scan.last_offsets, offset)
+        return (f"past the batch holding offset {offset} (at position {scan.positions[holder]}): "
+                "a lookup would skip it")
+    if scan.readable and offset > scan.last_offsets[-1]:
+        return f"offset beyond the segment's last offset {scan.last_offsets[-1]}"
+    return None
+
+
+def _check_time_index(scan: _LogScan) -> Iterator[Problem]:
+    path = scan.prefix.with_suffix(TIME_INDEX_SUFFIX)
+    file = path.name
+    largest = scan.max_timestamp_up_to(scan.last_offset) if scan.last_offset is not None else (-1, -1)
+    if not path.exists():
+        yield Problem(scan.partition, file, None,
+                      "missing (Kafka would create it empty and lose the segment's largest "
+                      "timestamp; recovery rebuilds it)")
+        return
+    index = TimeIndex(path, scan.base, 0, writable=False)
+    try:
+        try:
+            index.sanity_check()
+        except ValueError as e:
+            yield Problem(scan.partition, file, None, str(e))
+        if (tail := _zero_tail(index, "time index")) is not None:
+            yield Problem(scan.partition, file, index.entries * 12, tail)
+        previous: tuple[int, int] | None = None
+        for slot in range(index.entries):
+            timestamp, offset = index.entry(slot)
+            what = _time_entry_problem(scan, timestamp, offset, previous)
+            previous = (timestamp, offset)
+            if what is not None:
+                yield Problem(scan.partition, file, slot * 12,
+                              f"entry (timestamp {timestamp}, offset {offset}): {what}")
+        if scan.readable and largest[0] >= 0:
+            last = index.last_entry if index.entries else None
+            if last is None or last[0] != largest[0]:
+                what = "empty" if last is None else f"last entry (timestamp {last[0]}, offset {last[1]})"
+                yield Problem(scan.partition, file, None,
+                              f"{what}, but the segment's largest timestamp is {largest[0]} (at "
+                              f"offset {largest[1]}): Kafka takes it from the last entry "
+                              "(retention, ListOffsets)")
+    finally:
+        index.close()
+
+
+def _time_entry_problem(scan: _LogScan, timestamp: int, offset: int,
+                        previous: tuple[int, int] | None) -> str | None:
+    """What is wrong with one time-index entry (T, O): T must be the largest timestamp up to
+    O, and O the last offset of a batch whose largest timestamp is T (``TimeIndex`` semantics,
+    and kafka-dump-log's check)."""
+    if previous is not None and (timestamp <= previous[0] or offset < previous[1]):
+        return (f"not above the entry before (timestamp {previous[0]}, offset {previous[1]}): "
+                "timestamps must strictly increase, offsets must not go back")
+    if scan.last_offset is None or offset > scan.last_offset:
+        return None if not scan.readable else "offset beyond the segment's last batch"
+    i = scan.batch_ending_at(offset)
+    if i is None:
+        return "no batch ends at that offset (entries name the last offset of a batch)"
+    running = scan.max_timestamp_up_to(offset)[0]
+    if running != timestamp:
+        return f"the largest timestamp up to that offset is {running}"
+    if scan.max_timestamps[i] != timestamp:
+        return f"the batch ending there has largest timestamp {scan.max_timestamps[i]}"
+    return None
+
+
+def _check_snapshot(path: Path) -> Iterator[Problem]:
+    try:
+        decode_snapshot(path.read_bytes())
+    except CorruptSnapshotError as e:
+        yield Problem(path.parent.name, path.name, None,
+                      f"{e} (Kafka deletes it and rebuilds the producer state from the log)")
+
+
+def _check_txn_index(scan: _LogScan) -> Iterator[Problem]:
+    """``TransactionIndex.sanityCheck`` (entries' last offsets not below the segment's base),
+    strictly increasing last offsets, no partial trailing entry."""
+    path = scan.prefix.with_suffix(_TXN_INDEX_SUFFIX)
+    if not path.exists():
+        return  # created only when the segment gets an aborted transaction
+    index = TransactionIndex(path, scan.base, writable=False)
+    try:
+        try:
+            txns = index.all_aborted_txns()
+            index.sanity_check()
+        except CorruptIndexError as e:
+            yield Problem(scan.partition, path.name, None, str(e))
+            return
+        for i in range(1, len(txns)):
+            if txns[i].last_offset <= txns[i - 1].last_offset:
+                yield Problem(scan.partition, path.name, i * AbortedTxn.SIZE,
+                              f"last offset {txns[i].last_offset} does not follow the entry "
+                              f"before ({txns[i - 1].last_offset}): entries must strictly increase")
+        extra = path.stat().st_size % AbortedTxn.SIZE
+        if extra:
+            yield Problem(scan.partition, path.name, len(txns) * AbortedTxn.SIZE,
+                          f"{extra} bytes of a partial entry at the end")
+    finally:
+        index.close()
+
+
+# -- repair --------------------------------------------------------------------------------
+
+
+def _file_states(partitions: Iterable[Path]) -> dict[str, tuple[int, bytes | None]]:
+    """relative path -> (size, digest); digests for everything but .log files."""
+    states = {}
+    for directory in partitions:
+        if not directory.is_dir():
+            continue
+        for path in directory.iterdir():
+            if not path.is_file():
+                continue
+            size = path.stat().st_size
+            digest = None if path.suffix == LOG_SUFFIX else hashlib.blake2b(path.read_bytes()).digest()
+            states[f"{directory.name}/{path.name}"] = (size, digest)
+    return states
+
+
+def repair(backing_dir: str | os.PathLike, partitions: Sequence[Path]) -> list[str]:
+    """Recover the whole backing directory as a broker start without a clean shutdown does
+    (``LogManager(force_recovery=True)``: every segment revalidated, torn or corrupt tails cut,
+    later segments deleted, indexes rebuilt, leftovers settled) and close it cleanly.
+
+    Returns what changed in ``partitions``, one line per segment (or other file), e.g.
+    ``orders-0/00000000000000000253: .log cut by 120 bytes (to 4096), .index rebuilt``.
+    Raises whatever opening the directory raises (LogDirLockedError while a mount has it)."""
+    from storage import LogManager
+
+    before = _file_states(partitions)
+    LogManager(backing_dir, force_recovery=True).close()
+    after = _file_states(partitions)
+    changes: dict[str, list[str]] = {}
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name), after.get(name)
+        if old != new:
+            group, _, suffix = name.partition(".")
+            changes.setdefault(group, []).append(_describe_change("." + suffix, old, new))
+    return [f"{group}: {', '.join(parts)}" for group, parts in changes.items()]
+
+
+def _describe_change(suffix: str, old: tuple[int, bytes | None] | None,
+                     new: tuple[int, bytes | None] | None) -> str:
+    if new is None:
+        return f"{suffix} removed ({old[0]} bytes)"
+    if old is None:
+        return f"{suffix} created ({new[0]} bytes)"
+    if suffix == LOG_SUFFIX:
+        return f"{suffix} cut by {old[0] - new[0]} bytes (to {new[0]})"
+    if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        return f"{suffix} rebuilt"
+    return f"{suffix} rewritten"

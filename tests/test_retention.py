@@ -1,0 +1,157 @@
+"""Retention (§9 of the reference): retention.ms on the largest record timestamp, retention.bytes,
+the log start offset, the ``.deleted`` rename and its delayed delete, and the checkpoint."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from storage import LogConfig, LogManager
+from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets
+from storage.log import Log
+from storage.records import build_batch
+
+DAY_MS = 86_400_000
+
+
+def follower_log(path, timestamps, **config):
+    """A log with one 1-record batch per timestamp, 1 KiB values, three batches per segment."""
+    path.mkdir(exist_ok=True)
+    cfg = dict(segment_bytes=3 * 1100, file_delete_delay_ms=0)
+    cfg.update(config)
+    log = Log(path, "t", 0, LogConfig(**cfg))
+    for offset, ts in enumerate(timestamps):
+        log.append_batches(build_batch(offset, [b"%04d" % offset + b"v" * 1020], None, ts))
+    return log
+
+
+def test_retention_ms_deletes_segments_whose_largest_timestamp_expired(tmp_path):
+    now = 1_700_000_000_000
+    # segments: [0,1,2] old, [3,4,5] one record young (largest timestamp keeps it), [6,7] young
+    stamps = [now - 3 * DAY_MS] * 3 + [now - 3 * DAY_MS, now - 3 * DAY_MS, now] + [now, now]
+    log = follower_log(tmp_path / "t-0", stamps, retention_ms=DAY_MS)
+    assert log.segment_count == 3
+    assert log.delete_old_segments(now) == 1
+    assert log.log_start_offset == 3
+    assert log.read(2) is None and log.read(3).value.startswith(b"0003")
+    assert not (tmp_path / "t-0" / "00000000000000000000.log").exists()
+    assert not list((tmp_path / "t-0").glob("*.deleted"))  # file.delete.delay.ms=0
+    assert log.delete_old_segments(now) == 0  # the walk stops at the first segment kept
+    log.close()
+
+
+def test_retention_deletes_no_segment_after_one_it_keeps(tmp_path):
+    now = 1_700_000_000_000
+    stamps = [now] * 3 + [now - 3 * DAY_MS] * 3 + [now]
+    log = follower_log(tmp_path / "t-0", stamps, retention_ms=DAY_MS)
+    assert log.delete_old_segments(now) == 0
+    assert log.log_start_offset == 0
+    log.close()
+
+
+def test_when_every_segment_expires_the_log_rolls_and_keeps_an_empty_active_segment(tmp_path):
+    now = 1_700_000_000_000
+    log = follower_log(tmp_path / "t-0", [now - 3 * DAY_MS] * 7, retention_ms=DAY_MS)
+    assert log.delete_old_segments(now) == 3
+    assert log.log_start_offset == log.log_end_offset == 7
+    assert log.segment_count == 1 and log.active_segment.size == 0
+    assert log.read(6) is None
+    assert log.append([b"after"]) == 7 and log.read(7).value == b"after"
+    log.close()
+
+
+def test_retention_bytes_keeps_the_log_at_or_above_the_limit(tmp_path):
+    log = follower_log(tmp_path / "t-0", [1_700_000_000_000] * 8, retention_bytes=4 * 1100,
+                       retention_ms=-1)
+    sizes = [s.size for s in log._segments]
+    assert log.delete_old_segments() == 1  # dropping a second would go under the limit
+    assert log.size_in_bytes == sum(sizes[1:]) >= 4 * 1100 - sizes[0]
+    assert log.log_start_offset == 3
+    log.close()
+
+
+def test_unlimited_retention_and_compact_policy_delete_nothing(tmp_path):
+    old = [1_000] * 7
+    for name, config in (("a-0", dict(retention_ms=-1)),
+                         ("b-0", dict(retention_ms=1, cleanup_policy="compact"))):
+        log = follower_log(tmp_path / name, old, **config)
+        assert log.delete_old_segments() == 0
+        log.close()
+
+
+def test_deleted_files_wait_for_file_delete_delay_ms(tmp_path):
+    now = 1_700_000_000_000
+    log = follower_log(tmp_path / "t-0", [now - 3 * DAY_MS] * 3 + [now] * 3,
+                       retention_ms=DAY_MS, file_delete_delay_ms=60_000)
+    assert log.delete_old_segments(now) == 1
+    renamed = sorted(p.name for p in (tmp_path / "t-0").glob("*.deleted"))
+    assert renamed == ["00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
+                       "00000000000000000000.timeindex.deleted"]
+    log.delete_due_files(now=int(time.time() * 1000))  # not yet due
+    assert len(list((tmp_path / "t-0").glob("*.deleted"))) == 3
+    log.delete_due_files(now=int(time.time() * 1000) + 60_001)
+    assert not list((tmp_path / "t-0").glob("*.deleted"))
+    log.close()
+
+
+def expiring_backing(tmp_path, retention_key):
+    """A backing dir whose t-0 has one expired segment (3 records 3 days old) then 3 new
+    records, with retention set by the broker key ``retention_key`` to one day."""
+    now = int(time.time() * 1000)
+    value = DAY_MS // 3_600_000 if retention_key.endswith("hours") else DAY_MS
+    (tmp_path / "server.properties").write_text(
+        f"{retention_key}={value}\nlog.segment.bytes=3300\nlog.segment.delete.delay.ms=0\n")
+    mgr = LogManager(tmp_path)
+    log = mgr.create("t-0")
+    for offset, ts in enumerate([now - 3 * DAY_MS] * 3 + [now] * 3):
+        log.append_batches(build_batch(offset, [b"v" * 1024], None, ts))
+    return mgr
+
+
+def test_log_start_offset_is_checkpointed_and_survives_reopen(tmp_path):
+    mgr = expiring_backing(tmp_path, "log.retention.ms")
+    assert mgr.cleanup_logs() == {"t-0": 1}
+    assert read_offsets(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {}  # start == first base
+    mgr.close()
+    mgr = LogManager(tmp_path)
+    assert mgr.get("t-0").log_start_offset == 3
+    mgr.close()
+
+
+def test_checkpointed_log_start_offset_above_the_first_segment_hides_lower_offsets(tmp_path):
+    mgr = LogManager(tmp_path)
+    log = mgr.create("t-0")
+    log.append([b"a", b"b", b"c", b"d"])
+    mgr.close()
+    (tmp_path / LOG_START_OFFSET_CHECKPOINT).write_text("0\n1\nt 0 2\n")
+    mgr = LogManager(tmp_path)
+    log = mgr.get("t-0")
+    assert log.log_start_offset == 2
+    assert log.read(1) is None and log.read(2).value == b"c"
+    assert [r.offset for r in log.records_from(0, 10)] == [2, 3]
+    mgr.close()
+    assert read_offsets(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {"t-0": 2}
+
+
+def test_cli_retention_prints_what_moved(tmp_path):
+    expiring_backing(tmp_path, "log.retention.hours").close()
+    repo = str(Path(__file__).resolve().parents[1])
+    run = subprocess.run([sys.executable, "-m", "kfs", "retention", str(tmp_path)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": repo})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "t-0: deleted 1 segment(s); log start offset 0 -> 3\n"
+
+
+@pytest.mark.parametrize("retention", ["retention.ms=-2", "retention.bytes=x"])
+def test_bad_retention_settings_are_refused(tmp_path, retention):
+    from storage.errors import InvalidConfigError
+
+    (tmp_path / "t.topic.properties").write_text(retention + "\n")
+    mgr = LogManager(tmp_path)
+    with pytest.raises(InvalidConfigError):
+        mgr.create("t-0")
+    assert not (tmp_path / "t-0").exists()
+    mgr.close()
