@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage import log_loader
+from storage.checkpoint import fsync_directory
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
@@ -664,9 +665,10 @@ class Log:
     # -- lifecycle --------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync every segment holding offsets at or past the recovery point, then move the
-        recovery point to the log end offset (``UnifiedLog.flush``): a crash keeps everything
-        below it without revalidation."""
+        """fsync every segment holding offsets at or past the recovery point, and the
+        directory when one of them was created since (its name must survive a power loss too),
+        then move the recovery point to the log end offset (``UnifiedLog.flush``,
+        ``LocalLog.flush``): a crash keeps everything below it without revalidation."""
         with self._lock:
             leo = self._leo
             if not self.writable or leo <= self.recovery_point:
@@ -675,6 +677,8 @@ class Log:
             first = max(bisect.bisect_right(bases, self.recovery_point) - 1, 0)
             for segment in segments[first:]:
                 segment.flush()
+            if bases[-1] >= self.recovery_point:
+                fsync_directory(self.dir)
             self.recovery_point = leo
             self._last_flush_ms = now_ms()
 

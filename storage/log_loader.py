@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.config import LogConfig
+from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.producer_state import ProducerStateManager
 from storage.records import iter_batches
 from storage.segment import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    DELETED_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,
@@ -72,7 +73,9 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         for base in bases:
             segment = LogSegment(directory, base, config, writable)
             segments.append(segment)
-            if writable and not _indexes_sane(segment):
+            # Every index is trimmed, except the active segment's after a crash
+            trimmed = had_clean_shutdown or base != bases[-1]
+            if writable and not _indexes_sane(segment, trimmed):
                 needs_recovery.add(base)
         recovered: set[int] = set()
         if writable:
@@ -222,18 +225,45 @@ def _next_offset_of_log_file(path: Path, base_offset: int) -> int:
     return next_offset
 
 
-def _indexes_sane(segment: LogSegment) -> bool:
-    """False when an index fails ``sanityCheck`` or the offset index points past the end of the
-    .log (e.g. the .log was cut short after a clean shutdown)."""
+def _indexes_sane(segment: LogSegment, trimmed: bool) -> bool:
+    """False when an index fails ``sanityCheck``, when a ``trimmed`` index has zero-filled
+    slots, or when the last entry of either index disagrees with the .log (e.g. the .log was
+    cut short after a clean shutdown, or the index was zeroed or overwritten)."""
     try:
-        segment.offset_index.sanity_check()
-        segment.time_index.sanity_check()
+        for index in (segment.offset_index, segment.time_index):
+            index.sanity_check()
+            if trimmed and 0 < index.entries < index.max_entries:
+                # Kafka trims on roll and close: a zero tail there is damage, not preallocation
+                # (a missing index was just created empty: no entries, nothing to distrust)
+                raise ValueError(f"{index.path} has {index.max_entries - index.entries} "
+                                 f"zero-filled slots after its {index.entries} entries")
+        _check_last_entries(segment)
     except ValueError as e:
         log.warning("%s; rebuilding the indexes", e)
         return False
-    index = segment.offset_index
-    if index.entries and index.lookup(index.last_offset)[1] >= segment.size:
-        log.warning("%s points past the end of %s; rebuilding the indexes",
-                    index.path, segment.log_path)
-        return False
+    except (CorruptRecordError, InvalidRecordError):
+        pass  # bytes that are not batch headers prove nothing about the indexes; reads will tell
     return True
+
+
+def _check_last_entries(segment: LogSegment) -> None:
+    """Raise ValueError unless the last offset-index entry (O, P) names a batch at position P
+    of the .log whose last offset is at most O (P starts the append whose last offset is O),
+    and the last time-index entry (T, O) names an offset of the .log whose batch has max
+    timestamp T. Each check reads batch headers only."""
+    index = segment.offset_index
+    if index.entries:
+        offset, position = index.lookup(index.last_offset)
+        if position >= segment.size:
+            raise ValueError(f"{index.path} points past the end of {segment.log_path}")
+        batch = next(segment.scan_batches(position), (None, None))[1]
+        if batch is not None and batch.last_offset > offset:
+            raise ValueError(f"{index.path}: the batch at byte {position} of "
+                             f"{segment.log_path} ends after offset {offset}")
+    time_index = segment.time_index
+    if time_index.entries:
+        timestamp, offset = time_index.last_entry
+        found = segment.find_batch(offset)
+        if found is None or found[1].max_timestamp != timestamp:
+            raise ValueError(f"{time_index.path}: no batch of {segment.log_path} holds offset "
+                             f"{offset} with max timestamp {timestamp}")

@@ -397,16 +397,21 @@ def test_flush_fsyncs_every_segment_from_the_recovery_point(tmp_path, monkeypatc
     log.flush()
     flushed = []
     monkeypatch.setattr(LogSegment, "flush", lambda segment: flushed.append(segment.base_offset))
+    monkeypatch.setattr("storage.log.fsync_directory", lambda d: flushed.append(d))
     for _ in range(6):
         log.append([b"y" * 150])  # rolls several times
     log.flush()
     bases = [s.base_offset for s in log._segments]
-    # the rolled segments too, not just the active; not segment 0, flushed before
-    assert len(bases) > 2 and flushed == bases[1:]
+    # the rolled segments too, not just the active; not segment 0, flushed before; then the
+    # directory, which holds the names of the new segments (Kafka's LocalLog.flush)
+    assert len(bases) > 2 and flushed == bases[1:] + [tmp_path / "t-0"]
     assert log.recovery_point == log.log_end_offset
     flushed.clear()
     log.flush()
     assert flushed == []  # nothing past the recovery point
+    log.append([b"z"])
+    log.flush()
+    assert flushed == [bases[-1]]  # no new segment: the directory is not fsynced again
 
 
 def test_bad_config_values_are_refused_when_read(tmp_path):

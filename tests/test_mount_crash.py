@@ -1,0 +1,190 @@
+"""Crashes through real mounts: the serving process killed with SIGKILL while a writer appends,
+corrupt batches read through the mount, and the one-writer lock between mounts.
+
+A line is acknowledged when the ``write()`` that carried it returned (a trailing partial line:
+when ``close()`` returned). It is then in the page cache, which outlives the killed process, so
+after ``fusermount3 -u -z`` and a remount (recovery without the clean-shutdown marker) every
+acknowledged line reads back whole at its offset and the log continues after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
+
+from storage import LogManager
+from storage.log_manager import CLEAN_SHUTDOWN_FILE
+from storage.records import iter_batches
+
+pytestmark = pytest.mark.fuse
+
+TESTS = Path(__file__).resolve().parent
+
+
+def line_for(n: int) -> bytes:
+    """Line ``n`` of the writer (no newline; some empty): its content is known from its number."""
+    digest = hashlib.blake2b(b"%d" % n, digest_size=6).hexdigest().encode()
+    return b"" if n % 23 == 7 else b"line %d " % n + digest * (n % 11)
+
+
+def writer_main(append: str, first: int, seed: int) -> None:
+    """Append lines ``first, first+1, ...`` to ``append`` and print ``<first> <last>`` once the
+    write() that carried them (or, for a trailing partial line, the close()) returned. Most
+    writes go through one open file; some open, write lines ending in a partial one, close."""
+    rng = random.Random(seed)
+    fd = os.open(append, os.O_WRONLY | os.O_APPEND)
+    print("ready", flush=True)
+    n = first
+    while True:
+        count = rng.choice([1, 1, 2, 5, 30, 200])
+        lines = [line_for(i) for i in range(n, n + count)]
+        if rng.random() < 0.2 and lines[-1]:  # (an empty partial line would be no line)
+            data = b"".join(line + b"\n" for line in lines[:-1]) + lines[-1]
+            partial = os.open(append, os.O_WRONLY | os.O_APPEND)
+            assert os.write(partial, data) == len(data)
+            os.close(partial)
+        else:
+            data = b"".join(line + b"\n" for line in lines)
+            assert os.write(fd, data) == len(data)
+        print(f"{n} {n + count - 1}", flush=True)
+        n += count
+
+
+def acknowledged(stdout: str) -> int:
+    """The last acknowledged line number (-1 when none)."""
+    last = -1
+    for line in stdout.split("\n")[:-1]:
+        if line != "ready":
+            last = int(line.split()[1])
+    return last
+
+
+def wait_for_line(path: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.read_text().startswith("ready"):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the writer never became ready"
+        time.sleep(0.01)
+
+
+def kill9(m) -> None:
+    """kill -9 the serving process and detach its dead mount."""
+    os.kill(m.pid, signal.SIGKILL)
+    assert wait_for_exit(m.pid, 10)
+    subprocess.run(["fusermount3", "-u", "-z", str(m.path)], check=True, capture_output=True)
+    assert not is_mounted(m.path)
+
+
+def sh(script: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, timeout=60, check=False)
+
+
+def test_kill9_of_the_mount_keeps_every_acknowledged_line(mount, tmp_path):
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "orders.topic.properties").write_text("segment.bytes=20000\nindex.interval.bytes=500\n")
+    m = mount(backing)
+    assert sh("mkdir orders-0", m.path).returncode == 0
+    env = dict(kfs_env(), PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS)]))
+    script = ("import sys, test_mount_crash as t; "
+              "t.writer_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
+    rng = random.Random(7)
+    leo = 0
+    for trial in range(12):
+        out_path = tmp_path / f"writer{trial}.out"
+        with open(out_path, "w") as out:
+            writer = subprocess.Popen(
+                [sys.executable, "-c", script, str(m.path / "orders-0" / "append"), str(leo), str(trial)],
+                stdout=out, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        try:
+            wait_for_line(out_path, writer)
+            time.sleep(rng.uniform(0.0, 0.5))
+            assert writer.poll() is None, writer.stderr.read().decode()
+            kill9(m)
+            writer.wait(timeout=30)  # its next write fails: the connection is gone
+        finally:
+            if writer.poll() is None:
+                writer.kill()
+                writer.wait()
+        acked = acknowledged(out_path.read_text())
+        assert acked >= leo, "the writer got at least one write through"
+        assert not (backing / CLEAN_SHUTDOWN_FILE).exists()
+
+        m = mount(backing)  # recovers: no clean-shutdown marker
+        part = m.path / "orders-0"
+        new_leo = int(os.getxattr(part, "user.kafka.logEndOffset"))
+        assert new_leo >= acked + 1, (trial, new_leo, acked)
+        listed = sorted(int(n) for n in os.listdir(part / "by-offset"))
+        assert listed == list(range(new_leo)), trial
+        for offset in range(leo, new_leo):  # earlier offsets were checked by earlier trials
+            assert (part / "by-offset" / str(offset)).read_bytes() == line_for(offset), offset
+        sample = sorted(random.Random(trial).sample(range(new_leo), min(new_leo, 5)))
+        res = sh(" && ".join(f"cat orders-0/by-offset/{o} && echo" for o in sample), m.path)
+        assert res.stdout == b"".join(line_for(o) + b"\n" for o in sample), res.stderr
+        # the log continues right after the last line: the next line gets the next offset
+        assert sh(f"echo '{line_for(new_leo).decode()}' >> orders-0/append", m.path).returncode == 0
+        assert (part / "by-offset" / str(new_leo)).read_bytes() == line_for(new_leo)
+        leo = new_leo + 1
+    mount.unmount(m)
+    mgr = LogManager(backing, read_only=True)
+    log = mgr.get("orders-0")
+    assert log.log_end_offset == leo and log.segment_count > 1
+    assert all(r.value == line_for(r.offset) for r in log.records_from(0, leo))
+    mgr.close()
+
+
+def test_corrupt_batch_is_eio_and_its_neighbours_read(mount, tmp_path):
+    backing = tmp_path / "data"
+    (tmp_path / "data").mkdir()
+    (backing / "t.topic.properties").write_text("segment.bytes=1000\n")
+    mgr = LogManager(backing)
+    log = mgr.create("t-0")
+    for i in range(40):
+        log.append([b"record %d " % i * 3])
+    mgr.close()
+    middle = sorted((backing / "t-0").glob("*.log"))[1]
+    data = bytearray(middle.read_bytes())
+    batches = list(iter_batches(bytes(data)))
+    bad = batches[len(batches) // 2]
+    data[bad.position + 70] ^= 0xFF  # a byte of its record: the CRC no longer matches
+    middle.write_bytes(bytes(data))
+    m = mount(backing)
+    res = sh(f"cat t-0/by-offset/{bad.base_offset}", m.path)
+    assert res.returncode != 0 and b"Input/output error" in res.stderr, res
+    for offset in (0, bad.base_offset - 1, bad.base_offset + 1, 39):
+        assert (m.path / "t-0" / "by-offset" / str(offset)).read_bytes() == b"record %d " % offset * 3
+    assert sh("echo more >> t-0/append && cat t-0/by-offset/40", m.path).stdout == b"more"
+    mount.unmount(m)
+
+
+def run_kfs(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(kfs_command(*args), cwd=REPO, env=kfs_env(), capture_output=True, timeout=60,
+                          check=False)
+
+
+def test_one_writable_mount_per_backing_dir(mount, tmp_path):
+    m = mount()
+    assert sh("mkdir t-0 && echo x >> t-0/append", m.path).returncode == 0
+    second = tmp_path / "second"
+    second.mkdir()
+    res = run_kfs("mount", str(m.backing), str(second))
+    err = res.stderr.decode()
+    assert res.returncode == 1 and err.startswith("kfs: error: ") and err.count("\n") == 1, err
+    assert "in use by another writer" in err and "--read-only" in err, err
+    assert not is_mounted(second)
+    reader = mount(m.backing, "--read-only")  # a reader may share with the writer
+    assert (reader.path / "t-0" / "by-offset" / "0").read_bytes() == b"x"
+    mount.unmount(reader)
+    kill9(m)  # the kernel drops the lock with the dead process
+    m2 = mount(m.backing)
+    assert (m2.path / "t-0" / "by-offset" / "0").read_bytes() == b"x"
+    mount.unmount(m2)
