@@ -68,8 +68,11 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
     bases = segment_bases(directory)
     segments: list[LogSegment] = []
     try:
+        # A missing index is rebuilt (Kafka creates a missing .timeindex empty, which loses
+        # the segment's largest timestamp for retention and ListOffsets).
         needs_recovery = {b for b in bases
-                          if not (directory / (filename_prefix(b) + INDEX_SUFFIX)).exists()}
+                          if not all((directory / (filename_prefix(b) + suffix)).exists()
+                                     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))}
         for base in bases:
             segment = LogSegment(directory, base, config, writable)
             segments.append(segment)

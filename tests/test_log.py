@@ -427,16 +427,18 @@ def test_bad_config_values_are_refused_when_read(tmp_path):
     mgr.close()
 
 
-def test_missing_time_index_of_an_old_segment_comes_back_empty(tmp_path):
+def test_missing_time_index_of_an_old_segment_is_rebuilt(tmp_path):
     log = open_log(tmp_path / "t-0", segment_bytes=600, index_interval_bytes=0)
     for i in range(8):
         log.append_batches(batch(i, 1, 1000 + i))
     log.close()
     first = tmp_path / "t-0" / f"{filename_prefix(0)}.timeindex"
+    original = first.read_bytes()
     first.unlink()
     log = open_log(tmp_path / "t-0", segment_bytes=600, index_interval_bytes=0)
-    assert first.stat().st_size == 0  # created empty, as Kafka: not 10 MB of zero entries
-    assert log.find_offset_by_timestamp(1000).offset == 0
+    assert first.read_bytes() == original  # trimmed, as the appends wrote it
+    assert log._segments[0].largest_timestamp == 1000 + log._segments[1].base_offset - 1
+    assert log.find_offset_by_timestamp(1001).offset == 1
     log.close()
 
 
