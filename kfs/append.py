@@ -137,3 +137,57 @@ def parse_separator(text: str) -> bytes:
     if b"\n" in sep:
         raise ValueError("the key separator must not contain a newline")
     return sep
+
+
+class PartialBatchError(ValueError):
+    """Bytes of an unfinished record batch left when ``append-batches`` is closed (EINVAL)."""
+
+
+class BatchFramer:
+    """Splits one open ``append-batches`` file's ``write()`` chunks into whole record batches,
+    framed as on disk and in a produce request: 8 bytes of base offset, then a 4-byte
+    big-endian batchLength counting the rest. A batch may span any number of chunks.
+
+    ``feed`` returns the batches a chunk completes (as one bytes object, possibly empty);
+    ``finish`` raises PartialBatchError when a partial batch is left. After a failed store
+    (``abandon``) the stream cannot be resynchronised: every later ``feed`` raises
+    AbandonedLineError."""
+
+    __slots__ = ("_buf", "_abandoned", "max_batch")
+
+    def __init__(self, max_batch: int) -> None:
+        self._buf = bytearray()
+        self._abandoned = False
+        self.max_batch = max_batch  # a declared size past this can only be garbage or too large
+
+    @property
+    def pending_len(self) -> int:
+        return len(self._buf)
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._abandoned:
+            raise AbandonedLineError("this write continues batches abandoned by a failed write")
+        self._buf += chunk
+        end = 0
+        while len(self._buf) - end >= 12:
+            size = 12 + int.from_bytes(self._buf[end + 8:end + 12], "big", signed=True)
+            if size < 12 + 14 or size > self.max_batch + 12:
+                self.abandon()
+                raise ValueError(f"a record batch of {size} bytes: not a batch, or larger than "
+                                 f"max.message.bytes={self.max_batch}")
+            if len(self._buf) - end < size:
+                break
+            end += size
+        done = bytes(self._buf[:end])
+        del self._buf[:end]
+        return done
+
+    def abandon(self, chunk: bytes = b"") -> None:
+        self._buf.clear()
+        self._abandoned = True
+
+    def finish(self) -> None:
+        if self._buf:
+            left = len(self._buf)
+            self._buf.clear()
+            raise PartialBatchError(f"{left} bytes of a partial record batch at close")

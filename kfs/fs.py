@@ -57,8 +57,10 @@ from . import inodes
 from .append import (
     DEFAULT_KEY_SEPARATOR,
     AbandonedLineError,
+    BatchFramer,
     KeySeparatorMissingError,
     LineFramer,
+    PartialBatchError,
     split_keys,
 )
 from .inodes import Kind
@@ -81,6 +83,19 @@ XATTR_PREFIX = b"user.kafka."
 
 # --------------------------------------------------------------------------- errno mapping
 
+class InvalidBatchesError(ValueError):
+    """Bytes written to ``append-batches`` that a broker would refuse from a producer: not
+    whole v2 batches, a bad CRC, a partial batch at close, or a producer-state violation
+    (sequence, epoch, transaction state). The mount answers EINVAL."""
+
+
+# What append_as_leader raises for a producer's bad input (not for the disk).
+_PRODUCER_INPUT_ERRORS = (
+    serr.CorruptRecordError, serr.InvalidRecordError, serr.OutOfOrderSequenceError,
+    serr.InvalidProducerEpochError, serr.InvalidTxnStateError, ValueError,
+)
+
+
 _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (serr.UnknownTopicOrPartitionError, errno.ENOENT),
     (serr.OffsetOutOfRangeError, errno.ENOENT),
@@ -90,6 +105,7 @@ _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (serr.RecordTooLargeError, errno.EFBIG),
     (serr.ReadOnlyLogError, errno.EROFS),
     (KeySeparatorMissingError, errno.EINVAL),
+    (InvalidBatchesError, errno.EINVAL),
     (OverflowError, errno.EOVERFLOW),
 )
 
@@ -99,7 +115,7 @@ def errno_for(exc: BaseException) -> int:
 
     UnknownTopicOrPartition/OffsetOutOfRange -> ENOENT, InvalidTopic/InvalidConfig -> EINVAL,
     PartitionExists -> EEXIST, RecordTooLarge -> EFBIG, ReadOnlyLog -> EROFS, a keyed line
-    without separator -> EINVAL, an offset beyond the inode space -> EOVERFLOW, OSError -> its
+    without separator or bad ``append-batches`` input -> EINVAL, an offset beyond the inode space -> EOVERFLOW, OSError -> its
     own errno (ENOSPC, EIO...), CorruptRecord/InvalidRecord and anything else -> EIO (logged,
     with a traceback when unexpected).
     """
@@ -272,14 +288,16 @@ class _RecordHandle:
 
 
 class _AppendHandle:
-    """One open ``append``/``append-keyed`` file: its own framer, writes serialized in order."""
+    """One open ``append``/``append-keyed``/``append-batches`` file: its own framer (lines, or
+    record batches), writes serialized in order."""
 
-    __slots__ = ("log", "keyed", "framer", "lock", "max_line", "abandon_errno")
+    __slots__ = ("log", "kind", "keyed", "framer", "lock", "max_line", "abandon_errno")
 
-    def __init__(self, plog: Any, keyed: bool, max_line: int) -> None:
+    def __init__(self, plog: Any, kind: Kind, max_line: int) -> None:
         self.log = plog
-        self.keyed = keyed
-        self.framer = LineFramer()
+        self.kind = kind
+        self.keyed = kind is Kind.APPEND_KEYED
+        self.framer = BatchFramer(max_line) if kind is Kind.APPEND_BATCHES else LineFramer()
         self.lock = trio.Lock()  # FIFO: requests are stored in the order they arrived
         self.max_line = max_line
         self.abandon_errno = errno.EIO  # what refused continuations of an abandoned line get
@@ -683,7 +701,7 @@ class KafkaFs(pyfuse3.Operations):
             # A line longer than this can never fit in a batch: refuse it before buffering more.
             max_line = max_bytes + (len(self._sep) if keyed else 0)
             fh = next(self._next_fh)
-            self._handles[fh] = _AppendHandle(plog, keyed, max_line)
+            self._handles[fh] = _AppendHandle(plog, node.kind, max_line)
             # direct_io: writes reach us as the application wrote them, no page cache to go stale.
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
         raise _fail(errno.EISDIR if node.kind in inodes.DIR_KINDS else errno.EINVAL)
@@ -711,8 +729,11 @@ class KafkaFs(pyfuse3.Operations):
                 lines = framer.feed(buf)
             except AbandonedLineError:
                 raise _fail(handle.abandon_errno) from None
+            except ValueError:  # append-batches: a declared batch size that cannot be right
+                handle.abandon_errno = errno.EINVAL
+                raise _fail(errno.EINVAL) from None
             try:
-                if framer.pending_len > handle.max_line:
+                if handle.kind is not Kind.APPEND_BATCHES and framer.pending_len > handle.max_line:
                     # Refuse early: this line can never fit a batch, and must not fill memory.
                     raise serr.RecordTooLargeError(f"line longer than {handle.max_line} bytes")
                 if lines:
@@ -723,8 +744,15 @@ class KafkaFs(pyfuse3.Operations):
                 raise _fail(handle.abandon_errno) from None
         return len(buf)
 
-    def _store(self, handle: _AppendHandle, lines: list[bytes]) -> int:
-        """Runs in a worker thread: key splitting (append-keyed) and the append itself."""
+    def _store(self, handle: _AppendHandle, lines) -> int:
+        """Runs in a worker thread: key splitting (append-keyed) and the append itself;
+        ``append-batches`` appends whole producer batches as a broker does (offsets assigned,
+        transactions tracked: ``Log.append_as_leader``)."""
+        if handle.kind is Kind.APPEND_BATCHES:
+            try:
+                return handle.log.append_as_leader(lines)[0]
+            except _PRODUCER_INPUT_ERRORS as exc:
+                raise InvalidBatchesError(str(exc)) from exc
         if handle.keyed:
             keys, values = split_keys(lines, self._sep)
             return handle.log.append(values, keys)
@@ -737,6 +765,12 @@ class KafkaFs(pyfuse3.Operations):
         if not isinstance(handle, _AppendHandle):
             return
         async with handle.lock:
+            if handle.kind is Kind.APPEND_BATCHES:
+                try:
+                    handle.framer.finish()
+                except PartialBatchError as exc:
+                    raise InvalidBatchesError(str(exc)) from None
+                return
             tail = handle.framer.finish()
             if tail is not None:  # on failure the tail is dropped: never stored in pieces
                 await trio.to_thread.run_sync(self._store, handle, [tail])

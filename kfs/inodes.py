@@ -45,6 +45,7 @@ class Kind(enum.Enum):
     BY_TIME = "by-time"
     APPEND = "append"
     APPEND_KEYED = "append-keyed"
+    APPEND_BATCHES = "append-batches"
     RECORD = "record"
     TIME_LINK = "time-link"
 
@@ -56,6 +57,7 @@ _FIXED_SLOTS = {
     Kind.BY_TIME: 3,
     Kind.APPEND: 4,
     Kind.APPEND_KEYED: 5,
+    Kind.APPEND_BATCHES: 6,
 }
 _SLOT_KINDS = {slot: kind for kind, slot in _FIXED_SLOTS.items()}
 
@@ -65,11 +67,12 @@ PARTITION_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
     (b"by-time", Kind.BY_TIME),
     (b"append", Kind.APPEND),
     (b"append-keyed", Kind.APPEND_KEYED),
+    (b"append-batches", Kind.APPEND_BATCHES),
 )
 PARTITION_ENTRY_KINDS = dict(PARTITION_ENTRIES)
 
 DIR_KINDS = frozenset({Kind.ROOT, Kind.PARTITION, Kind.BY_OFFSET, Kind.BY_TIME})
-APPEND_KINDS = frozenset({Kind.APPEND, Kind.APPEND_KEYED})
+APPEND_KINDS = frozenset({Kind.APPEND, Kind.APPEND_KEYED, Kind.APPEND_BATCHES})
 
 
 class Node(NamedTuple):

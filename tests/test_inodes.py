@@ -80,7 +80,7 @@ def test_fixed_ino_refuses_non_fixed_kinds():
         inodes.fixed_ino(1, Kind.ROOT)
 
 
-@pytest.mark.parametrize("ino", [0, 2, 15, (1 << 44) - 1, (1 << 44) | 0, (1 << 44) | 6, (1 << 44) | 15])
+@pytest.mark.parametrize("ino", [0, 2, 15, (1 << 44) - 1, (1 << 44) | 0, (1 << 44) | 7, (1 << 44) | 15])
 def test_decode_rejects_numbers_no_encoder_produces(ino):
     with pytest.raises(ValueError):
         inodes.decode(ino)
@@ -108,7 +108,7 @@ def test_parse_offset_name_rejects_everything_else(name):
 
 
 def test_partition_entries_have_fixed_slots():
-    assert [name for name, _ in inodes.PARTITION_ENTRIES] == [b"by-offset", b"by-time", b"append", b"append-keyed"]
+    assert [name for name, _ in inodes.PARTITION_ENTRIES] == [b"by-offset", b"by-time", b"append", b"append-keyed", b"append-batches"]
     for name, kind in inodes.PARTITION_ENTRIES:
         assert inodes.PARTITION_ENTRY_KINDS[name] is kind
         assert inodes.decode(inodes.fixed_ino(5, kind)).kind is kind

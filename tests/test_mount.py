@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import errno
 import os
 import signal
 import subprocess
@@ -99,7 +100,7 @@ def test_user_session(mount):
     sh(f"echo hello >> {mnt}/orders-0/append", cwd)
     sh(f"printf 'a\\nb\\nc\\n' >> {mnt}/orders-0/append", cwd)
     assert out(f"ls {mnt}/", cwd).split() == ["orders-0"]
-    assert out(f"ls {mnt}/orders-0", cwd).split() == ["append", "append-keyed", "by-offset", "by-time"]
+    assert out(f"ls {mnt}/orders-0", cwd).split() == ["append", "append-batches", "append-keyed", "by-offset", "by-time"]
     assert out(f"ls {mnt}/orders-0/by-offset | head", cwd).split() == ["0", "1", "2", "3"]
     assert sh(f"cat {mnt}/orders-0/by-offset/2", cwd).stdout == b"b"
     assert sh(f"cat {mnt}/orders-0/by-offset/0", cwd).stdout == b"hello"
@@ -704,3 +705,62 @@ def test_retention_runs_in_the_mount_and_deleted_offsets_read_enoent(mount, tmp_
     assert not list((backing / "orders-0").glob("00000000000000000000.*"))
     sh("echo fresh >> orders-0/append", m.path)
     assert sh("cat orders-0/by-offset/50", m.path).stdout == b"fresh"
+
+
+def producer_batch(values, producer_id=-1, sequence=-1, transactional=False):
+    """A v2 batch as a producer builds it (kafka-python, independent of kfs), base offset 0."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer_id, producer_epoch=0,
+                                        base_sequence=sequence, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k", value=value, headers=[])
+    return bytes(builder.build())
+
+
+def write_batches(path, data: bytes, chunk: int = 1000) -> None:
+    """Write ``data`` to ``path`` in small write() calls (batches span them), then close."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        for i in range(0, len(data), chunk):
+            os.write(fd, data[i:i + chunk])
+    finally:
+        os.close(fd)
+
+
+def test_append_batches_takes_producer_batches_and_assigns_offsets(mount):
+    m = mount()
+    part = new_partition(m)
+    sh("echo first >> orders-0/append", m.path)
+    data = producer_batch([b"a" * 700, b"b" * 700]) + producer_batch([b"c" * 900])
+    write_batches(part / "append-batches", data)
+    assert [out(f"cat orders-0/by-offset/{o}", m.path)[:1] for o in range(4)] == ["f", "a", "b", "c"]
+    assert xattr("orders-0/by-offset/3", "user.kafka.key", m.path) == b"k"
+
+
+def test_append_batches_refuses_bad_bytes_with_einval_and_keeps_nothing(mount):
+    m = mount()
+    part = new_partition(m)
+    bad = bytearray(producer_batch([b"x"]))
+    bad[-1] ^= 0xFF
+    with pytest.raises(OSError) as err:
+        write_batches(part / "append-batches", bytes(bad), chunk=len(bad))
+    assert err.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as err:  # a partial batch: the error reaches close()
+        write_batches(part / "append-batches", producer_batch([b"y"])[:-5])
+    assert err.value.errno == errno.EINVAL
+    assert xattr("orders-0", "user.kafka.logEndOffset", m.path) == b"0"
+
+
+def test_append_batches_transaction_is_hidden_from_read_committed_until_committed(mount):
+    from storage.records.control import ControlRecordType, build_control_batch
+
+    m = mount()
+    part = new_partition(m)
+    write_batches(part / "append-batches",
+                  producer_batch([b"t1", b"t2"], producer_id=42, sequence=0, transactional=True))
+    assert xattr("orders-0", "user.kafka.lastStableOffset", m.path) == b"0"
+    write_batches(part / "append-batches", build_control_batch(0, 42, 0, ControlRecordType.COMMIT))
+    assert xattr("orders-0", "user.kafka.lastStableOffset", m.path) == b"3"
+    assert out("ls orders-0/by-offset", m.path).split() == ["0", "1"]  # the marker is no record
