@@ -27,6 +27,7 @@ import time
 from typing import Callable, TextIO
 
 from .append import parse_separator
+from .mounts import fsname_for
 
 log = logging.getLogger("kfs")
 
@@ -483,7 +484,9 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
 
     fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator,
                  isolation_level=args.isolation_level)
-    options = set(pyfuse3.default_options) | {"fsname=kfs", "subtype=kfs", "noatime"}
+    # The source column of mount/findmnt names the backing directory, as sshfs names user@host:path.
+    options = set(pyfuse3.default_options) | {f"fsname={fsname_for(backing)}", "subtype=kfs",
+                                               "noatime"}
     if args.read_only:
         options.add("ro")
     libfuse_said: list[str] = []

@@ -16,8 +16,11 @@ If the driver dies between tasks and markers, the job's transactions stay open (
 ``transaction.timeout.ms`` has no counterpart here).
 
 Appends go through ``Log.append_as_leader`` under the backing directory's ``.lock`` (the one
-writer at a time; tasks wait for each other). A running writable mount holds that lock: write
-while it is mounted read-only, or unmount first.
+writer at a time; tasks wait for each other). When a writable kfs mount serves the directory
+(it holds the lock, as a broker owns its logs), tasks hand their batches to it instead, through
+its ``<topic>-<N>/append-batches`` files: the mount assigns the offsets, so tasks and mount
+writers never tear or duplicate offsets. On a cluster, that needs the mount on each executor's
+machine; otherwise write while the directory is unmounted (or mounted read-only).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from storage.records import build_batch
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.topic_partition import parse_partition_dir_name
 
+from ..mounts import find_mount
 from .partitioner import StickyPartitioner, partition_for_key
 
 PRODUCER_EPOCH = 0
@@ -117,10 +121,9 @@ class KfsWriter(DataSourceArrowWriter):
         data = {name: _transactional_batches(records, producer_id)
                 for name, records in grouped.items()}
         if data:
-            with self._manager() as manager:
+            with self._appender() as append:
                 for name, chunk in sorted(data.items()):
-                    log = _get_or_create(manager, name)
-                    log.append_as_leader(chunk)
+                    append(name, chunk)
         return KfsCommitMessage(producer_id, sorted(data), rows)
 
     def _records(self, batch):
@@ -140,8 +143,8 @@ class KfsWriter(DataSourceArrowWriter):
             hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else []
             yield topic, partitions[i], (keys[i], values[i], hdrs)
 
-    def _manager(self) -> LogManager:
-        return _Writable(self.path, self.lock_timeout_s)
+    def _appender(self) -> _Appender:
+        return _Appender(self.path, self.lock_timeout_s)
 
     # -- driver -----------------------------------------------------------------------------
 
@@ -155,17 +158,20 @@ class KfsWriter(DataSourceArrowWriter):
         self._end_transactions(set())
 
     def _end_transactions(self, committed: set[tuple[int, str]]) -> None:
-        with self._manager() as manager:
-            open_txns = set()
-            for name in manager.partition_names():
-                log = manager.get(name)
-                start = self.start_offsets.get(name, log.log_start_offset)
-                open_txns |= {(pid, name) for pid in self._open_producers(log, start)}
+        with self._appender() as append:
+            manager = LogManager(self.path, read_only=True)  # the tasks' batches are on disk
+            try:
+                open_txns = set()
+                for name in manager.partition_names():
+                    log = manager.get(name)
+                    start = self.start_offsets.get(name, log.log_start_offset)
+                    open_txns |= {(pid, name) for pid in self._open_producers(log, start)}
+            finally:
+                manager.close()
             for pid, name in sorted(open_txns):
                 marker = ControlRecordType.COMMIT if (pid, name) in committed \
                     else ControlRecordType.ABORT
-                manager.get(name).append_as_leader(
-                    build_control_batch(0, pid, PRODUCER_EPOCH, marker))
+                append(name, build_control_batch(0, pid, PRODUCER_EPOCH, marker))
 
     def _open_producers(self, log, start: int) -> set[int]:
         """This job's producer ids with data but no marker in ``log`` from ``start`` on."""
@@ -185,19 +191,41 @@ class KfsWriter(DataSourceArrowWriter):
         return open_ids
 
 
-class _Writable:
-    """A writable LogManager for the span of a ``with`` block (the ``.lock`` held only then)."""
+class _Appender:
+    """``append(partition, batches)`` for the span of a ``with`` block: through the kfs mount
+    serving the directory when there is one (its ``append-batches`` files), else through the
+    engine with the ``.lock`` held only for the block."""
 
     def __init__(self, path: str, timeout_s: float):
-        self._args = (path, timeout_s)
+        self._path, self._timeout_s = path, timeout_s
+        self._manager: LogManager | None = None
 
-    def __enter__(self) -> LogManager:
-        path, timeout_s = self._args
-        self._manager = LogManager(path, lock_timeout_s=timeout_s)
-        return self._manager
+    def __enter__(self):
+        mount = find_mount(self._path)
+        if mount is not None:
+            return lambda name, data: _append_through_mount(mount, name, data)
+        self._manager = LogManager(self._path, lock_timeout_s=self._timeout_s)
+        return lambda name, data: _get_or_create(self._manager, name).append_as_leader(data)
 
     def __exit__(self, *exc) -> None:
-        self._manager.close()
+        if self._manager is not None:
+            self._manager.close()
+
+
+def _append_through_mount(mount: Path, name: str, data: bytes) -> None:
+    """Write whole batches to the mount's ``append-batches`` (a missing first partition of a
+    topic is made with mkdir, as ``_get_or_create`` does). Raises OSError with the mount's
+    errno (EINVAL, EFBIG, ENOSPC...)."""
+    directory = mount / name
+    if not directory.exists():
+        topic, partition = parse_partition_dir_name(name)
+        if partition != 0:
+            raise ValueError(f"partition {name} does not exist")
+        directory.mkdir(exist_ok=True)
+    with open(directory / "append-batches", "ab", buffering=0) as f:
+        view = memoryview(data)
+        while view:
+            view = view[f.write(view):]
 
 
 def _as_bytes(v) -> bytes | None:

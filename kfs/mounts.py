@@ -1,0 +1,40 @@
+"""Finding the kfs mount that serves a backing directory, as ``findmnt`` would: a kfs mount's
+source (fsname) is its backing directory's absolute path, as sshfs shows ``user@host:path``.
+
+Pure /proc parsing: no FUSE needed, so Spark executors can use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+FSTYPE = "fuse.kfs"
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+def fsname_for(backing_dir: str) -> str:
+    """The ``fsname=`` mount option naming ``backing_dir`` (commas escaped for libfuse)."""
+    return os.path.realpath(backing_dir).replace("\\", "\\\\").replace(",", "\\,")
+
+
+def _unescape(field: str) -> str:
+    """/proc/self/mountinfo escapes space, tab, newline and backslash as octal (``\\040``)."""
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), field)
+
+
+def find_mount(backing_dir: str, mountinfo: str = "/proc/self/mountinfo") -> Path | None:
+    """The mount point of a kfs mount serving ``backing_dir``, or None."""
+    real = os.path.realpath(backing_dir)
+    try:
+        with open(mountinfo) as f:
+            lines = f.readlines()
+    except OSError:
+        return None
+    for line in lines:
+        before, _, after = line.partition(" - ")
+        fields = after.split()
+        if len(fields) >= 2 and fields[0] == FSTYPE and _unescape(fields[1]) == real:
+            return Path(_unescape(before.split()[4]))
+    return None
