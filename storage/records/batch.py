@@ -26,7 +26,7 @@ from crc32c import crc32c
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
-from storage.records.record import Record, TimestampType
+from storage.records.record import BatchSpan, Record, TimestampType
 from storage.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 __all__ = [
@@ -71,7 +71,7 @@ _TAIL = struct.Struct(">hiqqqhii")
 _INT32 = struct.Struct(">i")
 
 
-class RecordBatch:
+class RecordBatch(BatchSpan):
     """A v2 batch header parsed from ``buf[pos:pos + 61]`` (``DefaultRecordBatch``).
 
     Only the 61 header bytes are needed to construct it; :meth:`ensure_valid` and
@@ -166,22 +166,6 @@ class RecordBatch:
 
     # -- whole-batch operations ----------------------------------------------------------
 
-    @property
-    def position(self) -> int:
-        """Where the batch starts in the buffer it was parsed from."""
-        return self._pos
-
-    @property
-    def is_complete(self) -> bool:
-        """True when ``buf`` holds the whole batch, not just its header."""
-        return len(self._buf) - self._pos >= self.size_in_bytes
-
-    def _check_complete(self) -> None:
-        available = len(self._buf) - self._pos
-        if available < self.size_in_bytes:
-            raise CorruptRecordError(
-                f"record batch at offset {self.base_offset} is truncated: "
-                f"{self.size_in_bytes} bytes declared, {available} available")
 
     def ensure_valid(self) -> None:
         """Check the size and the CRC-32C over [21, size) (``DefaultRecordBatch.ensureValid``).
@@ -189,7 +173,7 @@ class RecordBatch:
         Needs the whole batch in ``buf``. Raises CorruptRecordError (with the stored and
         computed CRC on a mismatch).
         """
-        self._check_complete()
+        self._check_complete(f"record batch at offset {self.base_offset}")
         start = self._pos + ATTRIBUTES_OFFSET
         computed = crc32c(memoryview(self._buf)[start:self._pos + self.size_in_bytes])
         if computed != self.crc:
@@ -260,7 +244,7 @@ class RecordBatch:
 
     def _records_section(self) -> bytes:
         """The records section, decompressed. Raises CorruptRecordError when truncated."""
-        self._check_complete()
+        self._check_complete(f"record batch at offset {self.base_offset}")
         start = self._pos + RECORD_BATCH_OVERHEAD
         end = self._pos + self.size_in_bytes
         buf = self._buf

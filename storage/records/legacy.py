@@ -24,7 +24,7 @@ import zlib
 
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records.compression import CompressionType, decompress
-from storage.records.record import Record, TimestampType
+from storage.records.record import BatchSpan, Record, TimestampType
 
 __all__ = ["LegacyRecordBatch", "RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1"]
 
@@ -49,7 +49,7 @@ NO_TIMESTAMP = -1
 _NO_HEADERS = ()
 
 
-class LegacyRecordBatch:
+class LegacyRecordBatch(BatchSpan):
     """One v0/v1 log entry parsed from ``buf[pos:]``: a "shallow" batch, as Kafka's
     ``LegacyFileChannelRecordBatch`` / ``ByteBufferLegacyRecordBatch``.
 
@@ -164,23 +164,9 @@ class LegacyRecordBatch:
 
     # -- whole-entry operations -----------------------------------------------------------
 
-    @property
-    def position(self) -> int:
-        """Where the entry starts in the buffer it was parsed from."""
-        return self._pos
-
-    @property
-    def is_complete(self) -> bool:
-        """True when ``buf`` holds the whole entry, not just its header."""
-        return len(self._buf) - self._pos >= self.size_in_bytes
-
     def _message(self) -> memoryview:
         """Bytes [12, size) of the entry: crc, magic, attributes, ..., value."""
-        available = len(self._buf) - self._pos
-        if available < self.size_in_bytes:
-            raise CorruptRecordError(
-                f"legacy message at offset {self.offset} is truncated: "
-                f"{self.size_in_bytes} bytes declared, {available} available")
+        self._check_complete(f"legacy message at offset {self.offset}")
         start = self._pos + LOG_OVERHEAD
         return memoryview(self._buf)[start:start + self.message_size]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import enum
 import typing
 
-__all__ = ["TimestampType", "Record"]
+from storage.errors import CorruptRecordError
+
+__all__ = ["BatchSpan", "TimestampType", "Record"]
 
 
 class TimestampType(enum.IntEnum):
@@ -53,3 +55,27 @@ class Record(typing.NamedTuple):
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     sequence: int
+
+
+class BatchSpan:
+    """What a parsed batch of either format (v2 ``RecordBatch``, v0/v1 ``LegacyRecordBatch``)
+    knows of the buffer it came from: ``_buf``, its start ``_pos`` and ``size_in_bytes``."""
+
+    __slots__ = ()
+
+    @property
+    def position(self) -> int:
+        """Where the batch starts in the buffer it was parsed from."""
+        return self._pos
+
+    @property
+    def is_complete(self) -> bool:
+        """True when the buffer holds the whole batch, not just its header."""
+        return len(self._buf) - self._pos >= self.size_in_bytes
+
+    def _check_complete(self, what: str) -> None:
+        """Raise CorruptRecordError when the buffer ends inside the batch."""
+        available = len(self._buf) - self._pos
+        if available < self.size_in_bytes:
+            raise CorruptRecordError(f"{what} is truncated: {self.size_in_bytes} bytes "
+                                     f"declared, {available} available")
