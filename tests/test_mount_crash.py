@@ -107,6 +107,11 @@ def test_kill9_of_the_mount_keeps_every_acknowledged_line(mount, tmp_path):
                 stdout=out, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
         try:
             wait_for_line(out_path, writer)
+            deadline = time.monotonic() + 30  # one write through first, even on a loaded machine
+            while acknowledged(out_path.read_text()) < leo:
+                assert writer.poll() is None, writer.stderr.read().decode()
+                assert time.monotonic() < deadline, "no write of the writer ever returned"
+                time.sleep(0.01)
             time.sleep(rng.uniform(0.0, 0.5))
             assert writer.poll() is None, writer.stderr.read().decode()
             kill9(m)
