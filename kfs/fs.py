@@ -72,6 +72,8 @@ RECORD_TIMEOUT = 3600.0
 # Directory names and attributes are fixed for the mount's life (see KafkaFs._fixed_attr);
 # caching them saves a LOOKUP and a GETATTR per directory on every path walk.
 DIR_TIMEOUT = 3600.0
+# by-time/ names remembered per partition so retention can invalidate them (bounds memory).
+TIME_NAMES_KEPT = 65536
 # by-offset/ listing: records fetched per worker-thread call, bounded by their value bytes.
 LIST_CHUNK_MAX = 1024
 LIST_CHUNK_MIN = 16
@@ -115,9 +117,9 @@ def errno_for(exc: BaseException) -> int:
 
     UnknownTopicOrPartition/OffsetOutOfRange -> ENOENT, InvalidTopic/InvalidConfig -> EINVAL,
     PartitionExists -> EEXIST, RecordTooLarge -> EFBIG, ReadOnlyLog -> EROFS, a keyed line
-    without separator or bad ``append-batches`` input -> EINVAL, an offset beyond the inode space -> EOVERFLOW, OSError -> its
-    own errno (ENOSPC, EIO...), CorruptRecord/InvalidRecord and anything else -> EIO (logged,
-    with a traceback when unexpected).
+    without separator or bad ``append-batches`` input -> EINVAL, an offset beyond the inode
+    space -> EOVERFLOW, OSError -> its own errno (ENOSPC, EIO...), CorruptRecord/InvalidRecord
+    and anything else -> EIO (logged, with a traceback when unexpected).
     """
     if isinstance(exc, pyfuse3.FUSEError):
         return exc.errno
@@ -262,8 +264,9 @@ def partition_xattrs(plog: Any) -> dict[bytes, bytes]:
 
 
 async def _cached_first(read: Callable[..., Any], target: int, read_committed: bool) -> Any:
-    """``read(target, nowait, read_committed)`` on the trio thread when the bytes it needs are in the page cache (it
-    raises BlockingIOError otherwise, never waiting for the disk), else in a worker thread.
+    """``read(target, nowait, read_committed)`` on the trio thread when the bytes it needs are
+    in the page cache (it raises BlockingIOError otherwise, never waiting for the disk), else in
+    a worker thread.
     A worker-thread hop costs a wake-up of the other CPU (~170 µs here), more than a cached
     read of one record."""
     try:
@@ -490,7 +493,7 @@ class KafkaFs(pyfuse3.Operations):
             if record is None:
                 raise _fail(errno.ENOENT)
             self._cache.put((parent.pid, record.offset), record)
-            self._time_names.setdefault(parent.pid, {})[name] = record.offset
+            self._remember_time_name(parent.pid, name, record.offset)
             return self._time_link_attr(parent.pid, record)
         raise _fail(errno.ENOTDIR)
 
@@ -524,6 +527,15 @@ class KafkaFs(pyfuse3.Operations):
         if node.kind is not Kind.TIME_LINK:
             raise _fail(errno.EINVAL)
         return _time_link_target(node.offset)
+
+    def _remember_time_name(self, pid: int, name: bytes, offset: int) -> None:
+        """Keep the newest TIME_NAMES_KEPT by-time names per partition for retention to
+        invalidate; an older one the kernel still caches may outlive retention by at most
+        RECORD_TIMEOUT."""
+        names = self._time_names.setdefault(pid, {})
+        names[name] = offset
+        if len(names) > TIME_NAMES_KEPT:
+            del names[next(iter(names))]
 
     def _served(self, pid: int, offset: int) -> None:
         if offset < self._lowest_served.get(pid, offset + 1):
