@@ -1,5 +1,6 @@
 """``kfs`` command line: ``kfs mount [options] BACKING_DIR MOUNTPOINT``, ``kfs dump FILE...``
-(``kafka-dump-log``) and ``kfs verify BACKING_DIR [PARTITION...]``.
+(``kafka-dump-log``), ``kfs verify BACKING_DIR [PARTITION...]`` and ``kfs retention
+BACKING_DIR``.
 
 Without ``-f`` the command behaves like sshfs: it returns (status 0) only once the mount serves,
 and the file system keeps running in a detached background process.  It does so by re-running
