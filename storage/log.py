@@ -294,8 +294,10 @@ class Log:
                 if batch.max_timestamp > max_ts:
                     max_ts, shallow = batch.max_timestamp, offset - 1
             headers = [RecordBatch(buf, pos) for pos, _ in batches]
-            origin = (AppendOrigin.COORDINATOR if any(b.is_control_batch for b in headers)
-                      else AppendOrigin.CLIENT)
+            controls = sum(b.is_control_batch for b in headers)
+            if 0 < controls < len(headers):  # Kafka: markers come from the coordinator alone
+                raise InvalidRecordError("transaction markers and data batches in one append")
+            origin = AppendOrigin.COORDINATOR if controls else AppendOrigin.CLIENT
             producers = self._analyze(headers, origin)
             self._append_whole(bytes(buf), first, offset - 1, max_ts, shallow, None, producers)
             return first, offset - 1
@@ -307,6 +309,13 @@ class Log:
             if batch.magic != CURRENT_MAGIC:
                 raise InvalidRecordError(f"magic v{batch.magic} entry: producers append magic 2")
             batch.ensure_valid()
+            if batch.records_count <= 0 or batch.last_offset_delta != batch.records_count - 1:
+                raise InvalidRecordError(
+                    f"batch of {batch.records_count} records with lastOffsetDelta "
+                    f"{batch.last_offset_delta}: a producer's batch numbers its records 0..n-1")
+            if batch.producer_id >= 0 and batch.base_sequence < 0 and not batch.is_control_batch:
+                raise InvalidRecordError(f"producer {batch.producer_id} sent a batch without a "
+                                         "sequence number")
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"a {batch.size_in_bytes}-byte record batch exceeds"
@@ -341,11 +350,11 @@ class Log:
         leo = self._leo
         try:
             self._append_chunk(data, first, last, max_ts, shallow)
+            if producers is not None:  # may write a .txnindex entry: part of the append
+                self._update_producer_state(*producers)
         except BaseException:
-            self.truncate_to(leo)
+            self.truncate_to(leo)  # also reloads the producer state from before the append
             raise
-        if producers is not None:
-            self._update_producer_state(*producers)
         self._after_append(first, last + 1, epochs)
 
     def _update_producer_state(self, infos, completed) -> None:
@@ -486,6 +495,12 @@ class Log:
                 lambda segment, _next: 0 <= self.config.retention_ms
                 < now - segment.largest_timestamp))
             return deleted
+
+    def remove_expired_producers(self, now: int | None = None) -> None:
+        """Forget producers idle for ``producer.id.expiration.ms`` with no open transaction
+        (the broker's ``producer.id.expiration.check.interval.ms`` job)."""
+        with self._lock:
+            self.producer_state.remove_expired_producers(now_ms() if now is None else now)
 
     def _below_log_start_offset(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
         return next_segment is not None and next_segment.base_offset <= self._log_start_offset

@@ -154,7 +154,7 @@ def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegmen
     control records) from there. The replay starts no later than the first recovered segment,
     whose transaction index recovery emptied: aborted transactions are indexed again there."""
     start = min(recovered, default=log_end_offset)
-    state.truncate_and_reload(log_start_offset, start)
+    state.truncate_and_reload(log_start_offset, start, force=True)
     bases = [s.base_offset for s in segments]
     first = max(bisect.bisect_right(bases, state.map_end_offset) - 1, 0)
     for segment in segments[first:] if state.map_end_offset < log_end_offset else []:

@@ -161,6 +161,8 @@ class LogManager:
     def cleanup_logs(self, now: int | None = None) -> dict[str, int]:
         """Apply retention to every log (``LogManager.cleanupLogs``); returns
         ``{partition: segments deleted}`` for the partitions that lost any."""
+        for log_ in self._writable_logs():
+            log_.remove_expired_producers(now)
         deleted = {log_.name: n for log_ in self._writable_logs()
                    if (n := log_.delete_old_segments(now))}
         if deleted:

@@ -817,6 +817,9 @@ class ProducerStateManager:
                 log.warning("Failed to load producer snapshot from '%s': %s", path, exc)
                 self._remove_and_delete_snapshot(offset)
                 continue
+            except FileNotFoundError:  # a writer beside this reader deleted it meanwhile
+                self._snapshots.pop(offset, None)
+                continue
             for entry in entries:
                 if not self._is_expired(now, entry):
                     self.load_producer_entry(entry)
@@ -825,14 +828,15 @@ class ProducerStateManager:
         self._last_snap_offset = self.map_end_offset = log_start_offset
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int,
-                            current_time_ms: int | None = None) -> None:
+                            current_time_ms: int | None = None, force: bool = False) -> None:
         """Delete snapshots above ``log_end_offset`` or at/below ``log_start_offset``; if the
-        state does not end at ``log_end_offset``, reload it from the newest remaining snapshot
-        (``truncateAndReload``). Assumes the log end offset is at most the high watermark."""
+        state does not end at ``log_end_offset`` (or ``force``: it may hold a failed append's
+        updates), reload it from the newest remaining snapshot (``truncateAndReload``).
+        Assumes the log end offset is at most the high watermark."""
         for offset in list(self._snapshots):
             if offset > log_end_offset or offset <= log_start_offset:
                 self._remove_and_delete_snapshot(offset)
-        if log_end_offset != self.map_end_offset:
+        if force or log_end_offset != self.map_end_offset:
             self._producers.clear()
             self._ongoing_txns.clear()
             self._unreplicated_txns.clear()

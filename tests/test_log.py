@@ -10,6 +10,7 @@ import pytest
 from storage import LogConfig, LogManager
 from storage.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     InvalidTopicError,
     PartitionExistsError,
     ReadOnlyLogError,
@@ -577,3 +578,44 @@ def test_open_transaction_holds_the_last_stable_offset_until_its_marker(tmp_path
     assert [r.value for r in reopened.records_from(0, 10, read_committed=True)] == [b"plain", b"after"]
     assert reopened.last_stable_offset == 5
     reopened.close()
+
+
+def test_append_as_leader_refuses_batches_a_producer_cannot_send(tmp_path):
+    from storage.records.control import ControlRecordType, build_control_batch
+
+    log = open_log(tmp_path / "t-0")
+    gap = build_batch(0, [b"a"], None, 1_700_000_000_000, last_offset_delta=5)
+    mixed = kafka_python_batch([b"d"], producer_id=9, sequence=0, transactional=True) + \
+        build_control_batch(0, 9, 0, ControlRecordType.COMMIT)
+    for data in (gap, mixed):
+        with pytest.raises(InvalidRecordError):
+            log.append_as_leader(data)
+    assert log.log_end_offset == 0 and log.active_segment.size == 0
+    log.close()
+
+
+def test_a_failed_txnindex_write_rolls_the_whole_append_back(tmp_path, monkeypatch):
+    import errno as errno_module
+
+    from storage.records.control import ControlRecordType, build_control_batch
+    from storage.transaction_index import TransactionIndex
+
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(kafka_python_batch([b"t1", b"t2"], producer_id=5, sequence=0,
+                                            transactional=True))
+    size = log.size_in_bytes
+
+    def full_disk(self, txn):
+        raise OSError(errno_module.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(TransactionIndex, "append", full_disk)
+    with pytest.raises(OSError):
+        log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT))
+    monkeypatch.undo()
+    assert log.log_end_offset == 2 and log.size_in_bytes == size  # no orphan marker
+    assert log.last_stable_offset == 0  # the transaction is still open
+    log.append([b"next"])
+    assert log.read(2).value == b"next"
+    log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT))
+    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"next"]
+    log.close()

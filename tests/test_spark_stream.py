@@ -87,3 +87,12 @@ def test_micro_batches_see_new_appends(spark, tmp_path):
     finally:
         query.stop()
         writer.close()
+
+
+def test_rate_limit_never_starves_a_partition():
+    from kfs.spark.source import _rate_limit
+
+    begin = {("t", 0): 0, ("t", 1): 0}
+    # one offset for two partitions with a backlog each: Spark rounds small shares up
+    assert _rate_limit(begin, {("t", 0): 1, ("t", 1): 1}, 1) == {("t", 0): 1, ("t", 1): 1}
+    assert _rate_limit(begin, {("t", 0): 90, ("t", 1): 10}, 10) == {("t", 0): 9, ("t", 1): 1}

@@ -93,13 +93,14 @@ def iter_record_lists(log: Log, start: int, end: int,
             return
         position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
         for pos, header in segment.scan_batches(position):
-            if header.base_offset >= end:
-                return
             if header.last_offset < start or header.is_control_batch or \
                     aborted is not None and aborted.is_aborted(header):
                 continue
-            records = segment.read_batch(pos, header).records()
-            if header.base_offset < start or header.last_offset >= end:
+            batch = segment.read_batch(pos, header)  # whole: a legacy wrapper's base decompresses
+            if batch.base_offset >= end:
+                return
+            records = batch.records()
+            if batch.base_offset < start or batch.last_offset >= end:
                 records = [r for r in records if start <= r.offset < end]
             if records:
                 yield records

@@ -9,6 +9,7 @@ the one that fits the session).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import (
@@ -267,6 +268,8 @@ def _rate_limit(begin: dict, latest: dict, max_rows: int) -> dict:
         return latest
     out = {}
     for tp, waiting in backlog.items():
-        share = int(max_rows * waiting / total)
+        share = max_rows * waiting / total
+        # as Spark: a share below one offset is rounded up, so no partition starves
+        share = math.ceil(share) if share < 1 else math.floor(share)
         out[tp] = begin[tp] + min(waiting, share)
     return out

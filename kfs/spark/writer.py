@@ -43,6 +43,10 @@ from ..mounts import find_mount
 from .partitioner import StickyPartitioner, partition_for_key
 
 PRODUCER_EPOCH = 0
+# The driver's markers carry the next epoch, as a coordinator bumps it when it ends a
+# transaction for good: a stray task attempt still writing with the old epoch is then fenced
+# (InvalidProducerEpochError) instead of opening a transaction nobody would close.
+MARKER_EPOCH = PRODUCER_EPOCH + 1
 _BATCH_BYTES = 512 * 1024  # producer batches stay well under max.message.bytes (1 MiB)
 _RECORD_OVERHEAD = 32
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -171,7 +175,7 @@ class KfsWriter(DataSourceArrowWriter):
             for pid, name in sorted(open_txns):
                 marker = ControlRecordType.COMMIT if (pid, name) in committed \
                     else ControlRecordType.ABORT
-                append(name, build_control_batch(0, pid, PRODUCER_EPOCH, marker))
+                append(name, build_control_batch(0, pid, MARKER_EPOCH, marker))
 
     def _open_producers(self, log, start: int) -> set[int]:
         """This job's producer ids with data but no marker in ``log`` from ``start`` on."""
