@@ -13,7 +13,8 @@ attempts), found by scanning the partitions from where they ended when the job s
 ``read_committed`` reader thus sees each row once; a ``read_uncommitted`` reader (the default,
 as in Kafka) also sees the batches of failed attempts, i.e. at-least-once, as Spark's Kafka sink.
 If the driver dies between tasks and markers, the job's transactions stay open (Kafka's
-``transaction.timeout.ms`` has no counterpart here).
+``transaction.timeout.ms`` has no counterpart here); markers go partition by partition, so a
+commit failing half-way can leave some partitions committed.
 
 Appends go through ``Log.append_as_leader`` under the backing directory's ``.lock`` (the one
 writer at a time; tasks wait for each other). When a writable kfs mount serves the directory
