@@ -12,7 +12,7 @@ import itertools
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from storage import log_loader
@@ -616,33 +616,52 @@ class Log:
         return records[i] if i < len(records) and records[i].offset == offset else None
 
     def records_from(self, offset: int, limit: int, read_committed: bool = False) -> list[Record]:
-        """Up to ``limit`` data records with offsets >= ``offset``, in offset order (gaps and
-        control records skipped; with ``read_committed``, aborted records too, and nothing
-        at or past the last stable offset)."""
-        offset = max(offset, self.log_start_offset)
+        """Up to ``limit`` data records with offsets >= ``offset``, in offset order (as
+        :meth:`record_lists`)."""
         out: list[Record] = []
-        leo = self._visible_end(read_committed)
-        if offset >= leo or limit <= 0:
+        if limit <= 0:
             return out
-        aborted = self.aborted_transactions(offset, leo) if read_committed else None
+        for records in self.record_lists(offset, read_committed=read_committed):
+            out.extend(records)
+            if len(out) >= limit:
+                return out[:limit]
+        return out
+
+    def record_lists(self, start: int, end: int | None = None, read_committed: bool = False,
+                     cache: bool = True) -> Iterator[list[Record]]:
+        """The data records with offsets in [start, end), one list per batch, in offset order:
+        the offset index finds the first batch, then batches follow (gaps and control records
+        skipped; with ``read_committed`` aborted records too, and nothing at or past the last
+        stable offset). ``end`` defaults to, and is bounded by, the log end offset.
+        ``cache=False`` (bulk readers) leaves the decoded-batch cache alone. Raises
+        CorruptRecordError / InvalidRecordError for a bad batch."""
+        start = max(start, self.log_start_offset)
+        visible = self._visible_end(read_committed)
+        end = visible if end is None else min(end, visible)
+        if start >= end:
+            return
+        aborted = self.aborted_transactions(start, end) if read_committed else None
         bases, segments = self._view
-        first = bisect.bisect_right(bases, offset) - 1
-        for segment in segments[max(first, 0):]:
-            if segment.base_offset >= leo:
-                break  # rolled by an append still in flight
-            start = segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
-            for position, header in segment.scan_batches(start):
-                if header.last_offset >= leo:  # (a legacy wrapper's base needs decompressing)
-                    return out  # not yet published: never decoded, never cached
-                if header.last_offset < offset or header.is_control_batch or \
+        for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0):]:
+            if segment.base_offset >= end:
+                return  # (or rolled by an append still in flight)
+            position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
+            for pos, header in segment.scan_batches(position):
+                if header.last_offset < start or header.is_control_batch or \
                         aborted is not None and aborted.is_aborted(header):
                     continue
-                for record in self._batch_records(segment, position, header):
-                    if offset <= record.offset < leo:
-                        out.append(record)
-                        if len(out) >= limit:
-                            return out
-        return out
+                if header.last_offset >= end:  # the last wanted batch, or not yet published:
+                    records = [r for r in segment.read_records(pos, header)  # never cached
+                               if start <= r.offset < end]
+                    if records:
+                        yield records
+                    return
+                records = (self._batch_records(segment, pos, header) if cache
+                           else segment.read_records(pos, header))
+                if records and records[0].offset < start:
+                    records = [r for r in records if r.offset >= start]
+                if records:
+                    yield records
 
     def find_offset_by_timestamp(self, timestamp: int, nowait: bool = False,
                                  read_committed: bool = False) -> Record | None:

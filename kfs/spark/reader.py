@@ -14,8 +14,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-from storage import Log
-
 from .offsets import DataLossError, OffsetRange, open_log
 
 # Spark's KafkaRecordToRowConverter schema (every field nullable), and its Arrow form
@@ -63,7 +61,7 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                     "before they were read; set failOnDataLoss=false to skip them")
             start = log.log_start_offset
         pending, count = [], 0
-        for records in iter_record_lists(log, start, rng.end, read_committed):
+        for records in log.record_lists(start, rng.end, read_committed, cache=False):
             pending.append(records)
             count += len(records)
             if count >= rows_per_batch:
@@ -73,37 +71,6 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
             yield to_arrow(pending, rng.topic, rng.partition, include_headers)
     finally:
         log.close()
-
-
-def iter_record_lists(log: Log, start: int, end: int,
-                      read_committed: bool = False) -> Iterator[list]:
-    """The decoded data records with offsets in ``[start, end)``, one list per batch: the offset
-    index finds the first batch, then batches are read in order (``Log.read`` path, in bulk).
-    With ``read_committed`` batches of aborted transactions are skipped, as a Kafka consumer
-    does, and nothing at or past the last stable offset is read."""
-    end = min(end, log.last_stable_offset if read_committed else log.log_end_offset)
-    if start >= end:
-        return
-    aborted = log.aborted_transactions(start, end) if read_committed else None
-    segments = log.log_segments()
-    for i, segment in enumerate(segments):
-        if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
-            continue
-        if segment.base_offset >= end:
-            return
-        position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
-        for pos, header in segment.scan_batches(position):
-            if header.last_offset < start or header.is_control_batch or \
-                    aborted is not None and aborted.is_aborted(header):
-                continue
-            batch = segment.read_batch(pos, header)  # whole: a legacy wrapper's base decompresses
-            if batch.base_offset >= end:
-                return
-            records = batch.records()
-            if batch.base_offset < start or batch.last_offset >= end:
-                records = [r for r in records if start <= r.offset < end]
-            if records:
-                yield records
 
 
 def to_arrow(record_lists: list[list], topic: str, partition: int,
