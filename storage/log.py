@@ -256,7 +256,7 @@ class Log:
         with self._lock:
             if first < self._leo:
                 raise ValueError(f"offset {first} is below the log end offset {self._leo}")
-            producers = self._analyze(iter_batches(data), AppendOrigin.REPLICATION)
+            producers = self.producer_state.analyze(iter_batches(data), AppendOrigin.REPLICATION)
             self._append_whole(bytes(data), first, last, max_ts, shallow, epochs, producers)
             return self._leo
 
@@ -298,7 +298,7 @@ class Log:
             if 0 < controls < len(headers):  # Kafka: markers come from the coordinator alone
                 raise InvalidRecordError("transaction markers and data batches in one append")
             origin = AppendOrigin.COORDINATOR if controls else AppendOrigin.CLIENT
-            producers = self._analyze(headers, origin)
+            producers = self.producer_state.analyze(headers, origin)
             self._append_whole(bytes(buf), first, offset - 1, max_ts, shallow, None, producers)
             return first, offset - 1
 
@@ -326,23 +326,6 @@ class Log:
             raise CorruptRecordError(f"{len(buf) - consumed} bytes of a partial batch at the end")
         return out
 
-    def _analyze(self, batches, origin: AppendOrigin):
-        """Check the producer state the batches would make, changing nothing
-        (``UnifiedLog.analyzeAndValidateProducerState``): (producer append infos, completed
-        transactions). Raises the producer-state errors."""
-        infos, completed = {}, []
-        for batch in batches:
-            if batch.producer_id == NO_PRODUCER_ID:
-                continue
-            info = infos.get(batch.producer_id)
-            if info is None:
-                info = infos[batch.producer_id] = self.producer_state.prepare_update(
-                    batch.producer_id, origin)
-            txn = info.append(batch)
-            if txn is not None:
-                completed.append(txn)
-        return infos, completed
-
     def _append_whole(self, data: bytes, first: int, last: int, max_ts: int, shallow: int,
                       epochs: list[tuple[int, int]] | None = None, producers=None) -> None:
         """One segment append of whole batches, rolled back on failure; then the producer
@@ -351,20 +334,11 @@ class Log:
         try:
             self._append_chunk(data, first, last, max_ts, shallow)
             if producers is not None:  # may write a .txnindex entry: part of the append
-                self._update_producer_state(*producers)
+                self.producer_state.apply(producers, self.active_segment.txn_index)
         except BaseException:
             self.truncate_to(leo)  # also reloads the producer state from before the append
             raise
         self._after_append(first, last + 1, epochs)
-
-    def _update_producer_state(self, infos, completed) -> None:
-        state = self.producer_state
-        for info in infos.values():
-            state.update(info)
-        for txn in completed:
-            if txn.is_aborted:
-                self.active_segment.txn_index.append(state.aborted_txn(txn))
-            state.complete_txn(txn)
 
     def _after_append(self, first: int, next_offset: int,
                       epochs: list[tuple[int, int]] | None = None) -> None:

@@ -681,11 +681,21 @@ class ProducerStateManager:
         last offset + 1. Raises as :meth:`ProducerAppendInfo.append` before changing anything;
         OSError from an index append (the transactions not yet completed then stay open).
         """
+        batches = list(batches)
+        analysis = self.analyze(batches, origin)
+        self.apply(analysis, txn_index)
+        if batches:
+            self.update_map_end_offset(batches[-1].last_offset + 1)
+        return analysis[1]
+
+    def analyze(self, batches: Iterable[RecordBatch], origin: AppendOrigin
+                ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn]]:
+        """Check what the batches of one append would do to the producers, changing nothing
+        (``UnifiedLog.analyzeAndValidateProducerState``): (append info per producer id, the
+        transactions they complete). Raises as :meth:`ProducerAppendInfo.append`."""
         infos: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
-        last_offset = None
         for batch in batches:
-            last_offset = batch.last_offset
             if batch.producer_id == NO_PRODUCER_ID:
                 continue
             info = infos.get(batch.producer_id)
@@ -694,13 +704,19 @@ class ProducerStateManager:
             txn = info.append(batch)
             if txn is not None:
                 completed.append(txn)
+        return infos, completed
+
+    def apply(self, analysis: tuple[dict[int, ProducerAppendInfo], list[CompletedTxn]],
+              txn_index: TransactionIndex | None = None) -> None:
+        """Apply what :meth:`analyze` found, once the batches are in the log: each producer's
+        entry is updated, then each completed transaction is indexed in ``txn_index`` (if
+        aborted) and completed. Raises OSError from an index append (the transactions not
+        yet completed then stay open, as in Kafka)."""
+        infos, completed = analysis
         for info in infos.values():
             self.update(info)
         for txn in completed:
             self._finish_txn(txn, txn_index)
-        if last_offset is not None:
-            self.update_map_end_offset(last_offset + 1)
-        return completed
 
     def _finish_txn(self, completed: CompletedTxn, txn_index: TransactionIndex | None) -> None:
         if completed.is_aborted and txn_index is not None:
