@@ -26,16 +26,25 @@ _FIELDS = re.compile(r"\s+")
 T = TypeVar("T")
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, data: str | bytes, sync: bool = True) -> None:
     """Write ``<path>.tmp``, fsync, rename over ``path``, fsync the directory, as Kafka writes
-    its checkpoints; a crash leaves the old file or the new one, never a mix."""
+    its checkpoints and snapshots; a crash leaves the old file or the new one, never a mix.
+    ``sync=False`` skips both fsyncs. On OSError the temp file is removed and ``path`` is left
+    as it was."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync:
+        fsync_directory(path.parent)
 
 
 def fsync_directory(directory: Path) -> None:

@@ -28,7 +28,6 @@ import enum
 import logging
 import os
 import struct
-import tempfile
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from storage.checkpoint import write_atomically
 from storage.errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -488,29 +488,10 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
 
 
 def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], sync: bool = True) -> None:
-    """Write ``entries`` (in that order) as a snapshot file at ``path``, atomically: a temp
-    file in the same directory, fsync'd when ``sync``, renamed over ``path``, then the
-    directory fsync'd. Raises ValueError for a field out of range, OSError on I/O failure (the
+    """Write ``entries`` (in that order) as a snapshot file at ``path``, atomically
+    (``checkpoint.write_atomically``: temp file, fsync when ``sync``, rename, directory fsync). Raises ValueError for a field out of range, OSError on I/O failure (the
     temp file is removed and ``path`` left as it was)."""
-    path = Path(path)
-    data = encode_snapshot(entries)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    if sync:
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    write_atomically(Path(path), encode_snapshot(entries), sync)
 
 
 # -- Java HashMap iteration order ---------------------------------------------------------
