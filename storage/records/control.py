@@ -106,15 +106,7 @@ def decode_control_record_key(key: bytes | None) -> ControlRecordKey:
 
     Raises InvalidRecordError for a null key, fewer than 4 bytes, or a negative version.
     """
-    if key is None or len(key) < CONTROL_RECORD_KEY_SIZE:
-        size = "null" if key is None else len(key)
-        raise InvalidRecordError(
-            "Invalid value size found for end control record key. Must have at least "
-            f"{CONTROL_RECORD_KEY_SIZE} bytes, but found only {size}")
-    version, type_id = _KEY.unpack_from(key)
-    if version < 0:
-        raise InvalidRecordError(
-            f"Invalid version found for control record: {version}. May indicate data corruption")
+    version, type_id = _unpack_versioned(_KEY, key, "end control record key", "control record")
     return ControlRecordKey(version, type_id)
 
 
@@ -134,17 +126,23 @@ def decode_end_txn_marker_value(value: bytes | None) -> tuple[int, int]:
 
     Raises InvalidRecordError for a null value, fewer than 6 bytes, or a negative version.
     """
-    if value is None or len(value) < END_TXN_MARKER_VALUE_SIZE:
-        size = "null" if value is None else len(value)
-        raise InvalidRecordError(
-            "Invalid value size found for end transaction marker. Must have at least "
-            f"{END_TXN_MARKER_VALUE_SIZE} bytes, but found only {size}")
-    version, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
-    if version < 0:
-        raise InvalidRecordError(
-            f"Invalid version found for end transaction marker: {version}. "
-            "May indicate data corruption")
-    return version, coordinator_epoch
+    return _unpack_versioned(_MARKER_VALUE, value, "end transaction marker",
+                             "end transaction marker")
+
+
+def _unpack_versioned(layout: struct.Struct, data: bytes | None, sized: str,
+                      versioned: str) -> tuple[int, ...]:
+    """Fields of ``data`` (an int16 version first), with Kafka's error messages for data
+    that is null, too short, or of a negative version."""
+    if data is None or len(data) < layout.size:
+        size = "null" if data is None else len(data)
+        raise InvalidRecordError(f"Invalid value size found for {sized}. Must have at least "
+                                 f"{layout.size} bytes, but found only {size}")
+    fields = layout.unpack_from(data)
+    if fields[0] < 0:
+        raise InvalidRecordError(f"Invalid version found for {versioned}: {fields[0]}. "
+                                 "May indicate data corruption")
+    return fields
 
 
 def build_control_batch(
