@@ -47,7 +47,9 @@ class AbstractIndex:
         """Kafka counts every slot of an existing file as an entry; a file left untrimmed by a
         crash then ends in zero-filled slots. Relative offsets strictly increase, so a slot past
         the first with relative offset 0 is that tail (kafka-dump-log stops there too)."""
-        slots = self._length // self.ENTRY_SIZE
+        if self._mmap is None:
+            return 0
+        slots = min(self._length, len(self._mmap)) // self.ENTRY_SIZE
         if slots <= 1 or self._relative_offset(slots - 1) != 0:
             return slots
         lo, hi = 1, slots - 1  # the first zero slot past slot 0 lies in [lo, hi]
@@ -76,15 +78,23 @@ class AbstractIndex:
         hold it and only ever touches slots below ``entries``, which stay inside the file.
 
         A read-only index reads the file once instead: another process (the writer) may trim
-        it at any moment, and touching a map past a file's new end kills the reader (SIGBUS)."""
+        it at any moment, and touching a map past a file's new end kills the reader (SIGBUS).
+        It reads only up to the file's first hole: an active index is preallocated sparse
+        (megabytes of which the entries fill a few pages), and a hole reads as zeros, i.e. as
+        no entry. ``_length`` stays the file's length, so a bad length fails sanity_check."""
         if self._length == 0:
             self._mmap = None
             return
         if not self.writable:
-            with open(self.path, "rb") as f:
-                data = f.read(self._length)
-            self._length = len(data)  # as the file is: a bad length fails sanity_check
-            self._mmap = data if data else None
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                try:
+                    data_end = os.lseek(fd, 0, os.SEEK_HOLE)
+                except OSError:  # no SEEK_HOLE here: read it all
+                    data_end = self._length
+                self._mmap = os.pread(fd, min(self._length, data_end), 0) or None
+            finally:
+                os.close(fd)
             return
         with open(self.path, "r+b") as f:
             self._mmap = mmap.mmap(f.fileno(), self._length, access=mmap.ACCESS_WRITE)
