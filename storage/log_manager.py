@@ -10,6 +10,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from storage.checkpoint import (
@@ -47,12 +48,14 @@ class LogManager:
     Kafka's clean-shutdown marker: when it is absent (a crash), every segment from each log's
     recovery point (``recovery-point-offset-checkpoint``) on is revalidated.
     ``force_recovery=True`` revalidates every segment of every log, whatever the marker says.
-    ``read_only=True`` takes no lock and never changes a byte. Raises FileNotFoundError /
+    ``read_only=True`` takes no lock and never changes a byte; ``partitions(topic, n)`` (for
+    read-only readers) opens only the partitions it accepts. Raises FileNotFoundError /
     NotADirectoryError for a bad directory and InvalidConfigError for bad settings.
     """
 
     def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False, *,
-                 force_recovery: bool = False, lock_timeout_s: float = 0.0):
+                 force_recovery: bool = False, lock_timeout_s: float = 0.0,
+                 partitions: Callable[[str, int], bool] | None = None):
         self.dir = Path(backing_dir)
         self.read_only = read_only
         if not read_only:
@@ -76,6 +79,8 @@ class LogManager:
                 try:
                     topic, partition = parse_partition_dir_name(child.name)
                 except InvalidTopicError:
+                    continue
+                if partitions is not None and not partitions(topic, partition):
                     continue
                 self._logs[child.name] = self._open_log(
                     child, topic, partition, had_clean_shutdown=clean,

@@ -14,12 +14,8 @@ import bisect
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from storage import Log, LogManager
-from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets
-from storage.config import load_broker_config, load_log_config
-from storage.errors import CorruptCheckpointError
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
 
@@ -47,17 +43,15 @@ class DataLossError(ValueError):
 
 def open_log(backing_dir: str, topic: str, partition: int) -> Log:
     """One partition's log, read-only (never changes a byte; safe beside a running mount).
-    Raises FileNotFoundError when the partition directory is missing."""
-    root = Path(backing_dir)
-    path = root / f"{topic}-{partition}"
-    if not path.is_dir():
-        raise FileNotFoundError(f"partition {topic}-{partition} does not exist in {root}")
-    config = load_log_config(root, topic, load_broker_config(root))
-    try:
-        start = read_offsets(root / LOG_START_OFFSET_CHECKPOINT).get(path.name, 0)
-    except CorruptCheckpointError:
-        start = 0  # no checkpoint (or a bad one): the first segment decides, as LogManager
-    return Log(path, topic, partition, config, writable=False, log_start_offset=start)
+    Raises UnknownTopicOrPartitionError when the partition is missing."""
+    manager = LogManager(backing_dir, read_only=True,
+                         partitions=lambda t, p: (t, p) == (topic, partition))
+    return manager.get(f"{topic}-{partition}")  # a read-only manager holds nothing but its logs
+
+
+def open_matching(opts: SourceOptions) -> LogManager:
+    """A read-only LogManager holding only the partitions the query reads."""
+    return LogManager(opts.path, read_only=True, partitions=opts.matches)
 
 
 def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, int], Log]:

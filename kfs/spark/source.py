@@ -29,6 +29,7 @@ from .offsets import (
     clamp_to_log,
     latest_offset,
     matching_logs,
+    open_matching,
     resolve_offset,
     split_by_bytes,
     split_by_count,
@@ -138,7 +139,7 @@ def plan_batch(opts: SourceOptions, max_bytes: int, pushed=None) -> list[OffsetR
     """The ranges a batch query reads: bounds resolved per partition, checked against the log,
     narrowed by pushed filters, split for parallelism. Raises ValueError (bad bounds) and
     DataLossError."""
-    manager = LogManager(opts.path, read_only=True)
+    manager = open_matching(opts)
     try:
         logs = matching_logs(manager, opts)
         check_covers(opts.starting, logs, "startingOffsets")
@@ -186,7 +187,7 @@ class KfsStreamReader(DataSourceStreamReader):
         return matching_logs(manager, self.opts)
 
     def initialOffset(self) -> dict:
-        manager = LogManager(self.opts.path, read_only=True)
+        manager = open_matching(self.opts)
         try:
             logs = self._logs(manager)
             check_covers(self.opts.starting, logs, "startingOffsets")
@@ -204,7 +205,7 @@ class KfsStreamReader(DataSourceStreamReader):
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        manager = LogManager(self.opts.path, read_only=True)
+        manager = open_matching(self.opts)
         try:
             logs = self._logs(manager)
             begin = _from_json(start or {})
@@ -218,7 +219,7 @@ class KfsStreamReader(DataSourceStreamReader):
         return _as_json(latest)
 
     def reportLatestOffset(self) -> dict:
-        manager = LogManager(self.opts.path, read_only=True)
+        manager = open_matching(self.opts)
         try:
             return _as_json({tp: latest_offset(log, self.opts.read_committed)
                              for tp, log in self._logs(manager).items()})
@@ -227,7 +228,7 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         begin, finish = _from_json(start), _from_json(end)
-        manager = LogManager(self.opts.path, read_only=True)
+        manager = open_matching(self.opts)
         try:
             ranges = []
             for tp, end_offset in sorted(finish.items()):
