@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import struct
 import time
-from itertools import repeat
 from typing import Iterator, Sequence
 
 from crc32c import crc32c
 
 from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.records import _codec
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import BatchSpan, Record, TimestampType
-from storage.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
@@ -189,111 +188,52 @@ class RecordBatch(BatchSpan):
         count, a record whose declared length is not consumed exactly, fewer records than
         declared or bytes left after the last one; InvalidRecordError for an unknown codec.
         """
-        count = self.records_count
-        if count == 0:
+        if self.records_count == 0:
             return []
-        if count < 0:
-            raise CorruptRecordError(f"Found invalid record count {count} in magic v2 batch")
-        return _decode_records(self._records_section(), count, self.base_offset,
-                               self.base_timestamp, self._append_time(), self.base_sequence)
+        return _codec.decode_records(self._records_section(), *self._decode_args())
 
     def record_at(self, offset: int) -> Record | None:
         """The record at ``offset``, or None when the batch has none there (outside it, or a
-        gap left by compaction). Records before it are skipped by their length prefixes, not
-        decoded: a random read costs one record's decoding. Errors as :meth:`records`."""
-        delta = offset - self.base_offset
-        count = self.records_count
-        if delta < 0 or delta > self.last_offset_delta or count <= 0:
+        gap left by compaction). Records before it are skimmed, not decoded: a random read
+        costs one record's decoding. Errors as :meth:`records`."""
+        if not 0 <= offset - self.base_offset <= self.last_offset_delta or self.records_count <= 0:
             return None
-        data = self._records_section()
-        if count == self.last_offset_delta + 1:  # no gaps: record i has offset delta i
-            start, end = _skip_records(data, 0, delta)
-            record = self._decode_one(data, start, end)
-            if record.offset == offset:
-                return record
-        for start, end in _record_spans(data, count):
-            record = self._decode_one(data, start, end)
-            if record.offset >= offset:
-                return record if record.offset == offset else None
-        return None
+        return _codec.record_at(self._records_section(), *self._decode_args(), offset)
 
     def first_record_from_time(self, timestamp: int, min_offset: int) -> Record | None:
         """The first record with timestamp >= ``timestamp`` (epoch ms) and offset >=
         ``min_offset``, or None (the inner loop of ``FileRecords.searchForTimestamp``). Only that
         record is decoded: the others are read as far as their timestamp and offset deltas."""
-        count = self.records_count
-        if count <= 0 or self.max_timestamp < timestamp:
+        if self.records_count <= 0 or self.max_timestamp < timestamp:
             return None
-        data = self._records_section()
-        log_append = bool(self.attributes & TIMESTAMP_TYPE_MASK)
-        for start, end in _record_spans(data, count):
-            body = decode_varint(data, start)[1]  # past the length
-            ts_delta, pos = decode_varlong(data, body + 1)  # past the attributes byte
-            offset_delta = decode_varint(data, pos)[0]
-            ts = self.max_timestamp if log_append else self.base_timestamp + ts_delta
-            if ts >= timestamp and self.base_offset + offset_delta >= min_offset:
-                return self._decode_one(data, start, end)
-        return None
+        return _codec.first_record_from_time(self._records_section(), *self._decode_args(),
+                                             timestamp, min_offset)
 
-    def _decode_one(self, data: bytes, start: int, end: int) -> Record:
-        return _decode_records(data[start:end], 1, self.base_offset, self.base_timestamp,
-                               self._append_time(), self.base_sequence)[0]
+    def add_to(self, columns, start: int = 0, end: int = 1 << 63) -> int:
+        """Decode the records with offsets in [``start``, ``end``) into ``columns`` (a
+        ``storage.records.columns.RecordColumns``); returns how many. Errors as
+        :meth:`records`."""
+        if self.records_count == 0:
+            return 0
+        return columns.add_section(self._records_section(), *self._decode_args()[:4],
+                                   start, end)
 
-    def _append_time(self) -> int | None:
-        return self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+    def _decode_args(self) -> tuple[int, int, int, int, int]:
+        """(count, base offset, base timestamp, LogAppendTime or -1, base sequence)."""
+        append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else -1
+        return (self.records_count, self.base_offset, self.base_timestamp, append_time,
+                self.base_sequence)
 
-    def _records_section(self) -> bytes:
-        """The records section, decompressed. Raises CorruptRecordError when truncated."""
+    def _records_section(self):
+        """The records section, decompressed (a view of the buffer when uncompressed).
+        Raises CorruptRecordError when truncated."""
         self._check_complete(f"record batch at offset {self.base_offset}")
         start = self._pos + RECORD_BATCH_OVERHEAD
-        end = self._pos + self.size_in_bytes
-        buf = self._buf
+        section = memoryview(self._buf)[start:self._pos + self.size_in_bytes]
         codec = self.attributes & COMPRESSION_CODEC_MASK
         if codec:
-            return decompress(CompressionType.for_id(codec), memoryview(buf)[start:end])
-        if type(buf) is bytes:
-            return buf[start:end]
-        return bytes(memoryview(buf)[start:end])
-
-
-def _skip_records(data: bytes, pos: int, n: int) -> tuple[int, int]:
-    """Skip ``n`` records from ``pos`` by their length varints; returns (start, end) of the
-    record that follows. Raises CorruptRecordError when the records run off ``data``."""
-    try:
-        pos = _skip_short(data, pos, n)
-    except TypeError:  # a length varint longer than two bytes: the general loop
-        for _ in range(n):
-            length, pos = decode_varint(data, pos)
-            pos += length
-    except IndexError:
-        raise CorruptRecordError("record batch is corrupt: records run past its end") from None
-    if pos >= len(data):
-        raise CorruptRecordError("record batch is corrupt: records run past its end")
-    length, body = decode_varint(data, pos)
-    if length < 0 or body + length > len(data):
-        raise CorruptRecordError("record batch is corrupt: a record runs past its end")
-    return pos, body + length
-
-
-def _record_spans(data: bytes, count: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each of the ``count`` records in a records section."""
-    end = 0
-    for _ in range(count):
-        start, end = _skip_records(data, end, 0)
-        yield start, end
-
-
-def _skip_short(data: bytes, pos: int, n: int) -> int:
-    # The hot loop of a random read: one- and two-byte lengths from tables (a longer varint
-    # raises TypeError, see _ZIGZAG2).
-    zz1, zz2 = _ZIGZAG1, _ZIGZAG2
-    for _ in range(n):
-        b = data[pos]
-        if b < 0x80:
-            pos += zz1[b] + 1
-        else:
-            pos += zz2[data[pos + 1]][b] + 2
-    return pos
+            return decompress(CompressionType.for_id(codec), section)
+        return section
 
 
 def _raise_bad_magic(magic: int, pos: int):
@@ -348,301 +288,7 @@ def iter_batches(buf, pos: int = 0, end: int | None = None
         pos += batch.size_in_bytes
 
 
-# -- decoding ---------------------------------------------------------------------------
-
-# Zigzag value of each one-byte varint b (0x00..0x7f): _ZIGZAG1[b].
-_ZIGZAG1 = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
-# Zigzag value of each two-byte varint (b1 >= 0x80, b2 < 0x80): _ZIGZAG2[b2][b1]. The row of
-# a b2 >= 0x80 (a longer varint) is None, so indexing it raises TypeError: the fast loop then
-# hands the record over to the general one.
-_ZIGZAG2 = tuple(
-    (None,) * 0x80 + tuple(
-        (u >> 1) ^ -(u & 1) for u in range(b2 << 7, (b2 << 7) + 0x80))
-    for b2 in range(0x80)
-) + (None,) * 0x80
-_NO_HEADERS = ()
-_SEQUENCE_WRAP = 1 << 31
-
-
-def _slow_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
-    """Zigzag varint (max_bytes 5) or varlong (10) at data[pos], wrapped as Java does.
-
-    Raises CorruptRecordError when too long, IndexError when it runs off ``data``."""
-    value = shift = 0
-    for i in range(pos, pos + max_bytes):
-        b = data[i]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            value &= 0xFFFFFFFF if max_bytes == 5 else 0xFFFFFFFFFFFFFFFF
-            return (value >> 1) ^ -(value & 1), i + 1
-        shift += 7
-    raise CorruptRecordError(
-        f"{'varint' if max_bytes == 5 else 'varlong'} longer than {max_bytes} bytes "
-        f"at position {pos} of the records")
-
-
-def _read_headers(data: bytes, pos: int, count: int) -> tuple[tuple, int]:
-    """``count`` headers from data[pos] -> (((key, value), ...), position after them)."""
-    if count < 0:
-        raise CorruptRecordError(f"Found invalid number of record headers {count}")
-    if count > len(data) - pos:
-        raise CorruptRecordError(
-            f"Found invalid number of record headers. {count} is larger than the remaining "
-            "size of the buffer")
-    headers = []
-    for _ in range(count):
-        n, pos = _slow_varint(data, pos, 5)
-        if n < 0:
-            raise CorruptRecordError(f"Invalid negative header key size {n}")
-        # Java's new String(bytes, UTF_8) replaces malformed input rather than failing.
-        key = data[pos:pos + n].decode("utf-8", "replace")
-        pos += n
-        n, pos = _slow_varint(data, pos, 5)
-        if n >= 0:
-            value = data[pos:pos + n]
-            pos += n
-        else:
-            value = None
-        headers.append((key, value))
-    return tuple(headers), pos
-
-
-def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
-                    append_time: int | None, base_sequence: int) -> list[Record]:
-    """Decode ``count`` records from the (uncompressed) records section ``data``.
-
-    The hot loop of every read, so it is written for the interpreter: one- and two-byte
-    varints are decoded inline through tables (longer ones make it hand the rest over to
-    ``_decode_records_from``), values are sliced once, records are built with tuple.__new__.
-    """
-    zz1 = _ZIGZAG1
-    zz2 = _ZIGZAG2
-    new = tuple.__new__
-    record_cls = Record
-    no_headers = _NO_HEADERS
-    log_append = append_time is not None
-    timestamp_type = TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME
-    with_sequence = base_sequence >= 0
-    sequence = -1
-    out = []
-    append = out.append
-    end = len(data)
-    pos = 0
-    try:
-        for _ in range(count):
-            record_start = pos
-            # length of the rest of the record
-            b = data[pos]
-            if b < 0x80:
-                size = zz1[b]
-                pos += 1
-            else:
-                size = zz2[data[pos + 1]][b]
-                pos += 2
-            record_end = pos + size
-            if record_end > end:  # (a negative size fails the check at the end)
-                break  # the general loop raises the error
-            # attributes (unused), then timestampDelta: a varlong, often wider than 2 bytes
-            b = data[pos + 1]
-            if b < 0x80:
-                timestamp_delta = zz1[b]
-                pos += 2
-            else:
-                timestamp_delta, pos = _slow_varint(data, pos + 1, 10)
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = zz1[b]
-                pos += 1
-            else:
-                offset_delta = zz2[data[pos + 1]][b]
-                pos += 2
-            # key: any negative length means null, as in DefaultRecord.readFrom
-            b = data[pos]
-            if b == 1:
-                key = None
-                pos += 1
-            else:
-                if b < 0x80:
-                    n = zz1[b]
-                    pos += 1
-                else:
-                    n = zz2[data[pos + 1]][b]
-                    pos += 2
-                if n >= 0:
-                    key = data[pos:pos + n]
-                    pos += n
-                else:
-                    key = None
-            b = data[pos]
-            if b < 0x80:
-                n = zz1[b]
-                pos += 1
-            else:
-                n = zz2[data[pos + 1]][b]
-                pos += 2
-            if n >= 0:
-                value = data[pos:pos + n]
-                pos += n
-            else:
-                value = None
-            if data[pos] == 0:
-                headers = no_headers
-                pos += 1
-            else:
-                n, pos = _slow_varint(data, pos, 5)
-                headers, pos = _read_headers(data, pos, n)
-            if pos != record_end:
-                break
-            if with_sequence:
-                sequence = base_sequence + offset_delta
-                if sequence >= _SEQUENCE_WRAP:
-                    sequence -= _SEQUENCE_WRAP
-            append(new(record_cls, (
-                base_offset + offset_delta,
-                append_time if log_append else base_timestamp + timestamp_delta,
-                timestamp_type, key, value, headers, sequence)))
-        else:
-            if pos == end:
-                return out
-            record_start = pos
-    except (TypeError, IndexError):
-        pass  # a varint longer than 2 bytes, or bytes missing: the general loop decides
-    _decode_records_from(data, record_start, count - len(out), base_offset, base_timestamp,
-                         append_time, base_sequence, out)
-    return out
-
-
-def _decode_records_from(data: bytes, pos: int, count: int, base_offset: int,
-                         base_timestamp: int, append_time: int | None, base_sequence: int,
-                         out: list) -> None:
-    """The general record loop (any varint width), appending to ``out``; it raises the
-    CorruptRecordError Kafka's reader would (``DefaultRecord.readFrom``)."""
-    varint = _slow_varint
-    log_append = append_time is not None
-    timestamp_type = TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME
-    end = len(data)
-    try:
-        for _ in range(count):
-            size, pos = varint(data, pos, 5)
-            start = pos
-            if size < 0 or start + size > end:
-                raise CorruptRecordError(
-                    f"Invalid record size: expected {size} bytes in record payload, but the "
-                    f"records have only {end - start} bytes left")
-            timestamp_delta, pos = varint(data, pos + 1, 10)  # after the attributes byte
-            offset_delta, pos = varint(data, pos, 5)
-            n, pos = varint(data, pos, 5)
-            key = None
-            if n >= 0:
-                key = data[pos:pos + n]
-                pos += n
-            n, pos = varint(data, pos, 5)
-            value = None
-            if n >= 0:
-                value = data[pos:pos + n]
-                pos += n
-            n, pos = varint(data, pos, 5)
-            if n:
-                headers, pos = _read_headers(data, pos, n)
-            else:
-                headers = _NO_HEADERS
-            if pos - start != size:
-                raise CorruptRecordError(
-                    f"Invalid record size: expected to read {size} bytes in record payload, "
-                    f"but instead read {pos - start}")
-            out.append(Record(
-                base_offset + offset_delta,
-                append_time if log_append else base_timestamp + timestamp_delta,
-                timestamp_type, key, value, headers,
-                _increment_sequence(base_sequence, offset_delta)))
-    except IndexError:
-        raise CorruptRecordError(
-            f"Incorrect declared batch size, premature EOF reached after {len(out)} records"
-        ) from None
-    if pos != end:
-        raise CorruptRecordError(
-            f"Incorrect declared batch size, {end - pos} bytes still remaining after the "
-            "last record")
-
-
 # -- encoding ---------------------------------------------------------------------------
-
-# Varint bytes of 0.._TABLE_SIZE-1 (every one- and two-byte varint) and, per offset delta i,
-# the record bytes between the length and the key length when the timestamp delta is 0:
-# attributes 0, tsDelta 0, offsetDelta i, null key (-1). About 1 MB, built in a few ms.
-_TABLE_SIZE = 1 << 13
-_VARINT = [bytes((z,)) for z in range(0, 0x80, 2)] + [
-    bytes((z & 0x7F | 0x80, z >> 7)) for z in range(0x80, _TABLE_SIZE << 1, 2)]
-_NULL_KEY_MID = [b"\x00\x00" + v + b"\x01" for v in _VARINT]
-_NULL_KEY_MID_LEN = [len(m) for m in _NULL_KEY_MID]
-# For a value of length n: bytes it adds after the key, i.e. varint(n) + n + header count 0.
-_VALUE_TAIL_LEN = [len(v) + n + 1 for n, v in enumerate(_VARINT)]
-assert all(_VARINT[n] == encode_varint(n) for n in (0, 63, 64, 8191))
-
-
-def _encode_null_key_records(values: Sequence[bytes]) -> bytes:
-    """The common case: null keys, no headers, every timestamp delta 0, offsets 0..n-1."""
-    varint = _VARINT
-    tail_len = _VALUE_TAIL_LEN
-    parts = []
-    extend = parts.extend
-    for mid, mid_len, value in zip(_NULL_KEY_MID, _NULL_KEY_MID_LEN, values):
-        n = len(value)
-        extend((varint[mid_len + tail_len[n]], mid, varint[n], value, b"\x00"))
-    return b"".join(parts)
-
-
-def _varint(n: int, table=_VARINT, size=_TABLE_SIZE) -> bytes:
-    return table[n] if 0 <= n < size else encode_varint(n)
-
-
-def _encode_headers(record_headers) -> bytes:
-    """Header count and headers of one record: varint count, then per header a varint key
-    length (>= 0), the UTF-8 key, and a varint value length (-1 = null) with the value."""
-    parts = [_varint(len(record_headers))]
-    for header_key, header_value in record_headers:
-        if not isinstance(header_key, str):
-            raise TypeError(f"header keys must be str, not {type(header_key).__name__}")
-        encoded = header_key.encode("utf-8")
-        parts += (_varint(len(encoded)), encoded)
-        if header_value is None:
-            parts.append(b"\x01")
-        else:
-            parts += (_varint(len(header_value)), header_value)
-    return b"".join(parts)
-
-
-def _encode_records(values, keys, timestamp_deltas, headers, offset_deltas) -> bytes:
-    """Any records (``DefaultRecord.writeTo``): keys/headers/offset_deltas None or one entry
-    per value; timestamp_deltas one int for all or one per value."""
-    table, size = _VARINT, _TABLE_SIZE
-    n = len(values)
-    keys = repeat(None, n) if keys is None else keys
-    headers = repeat(None, n) if headers is None else headers
-    offset_deltas = range(n) if offset_deltas is None else offset_deltas
-    if isinstance(timestamp_deltas, int):
-        timestamp_deltas = repeat(timestamp_deltas, n)
-    parts = []
-    extend = parts.extend
-    for value, key, timestamp_delta, offset_delta, record_headers in zip(
-            values, keys, timestamp_deltas, offset_deltas, headers):
-        ts_bytes = (table[timestamp_delta] if 0 <= timestamp_delta < size
-                    else encode_varlong(timestamp_delta))
-        od_bytes = table[offset_delta] if offset_delta < size else encode_varint(offset_delta)
-        if key is None:
-            key_len, key = b"\x01", b""
-        else:
-            key_len = table[len(key)] if len(key) < size else encode_varint(len(key))
-        if value is None:
-            value_len, value = b"\x01", b""
-        else:
-            value_len = table[len(value)] if len(value) < size else encode_varint(len(value))
-        header_bytes = _encode_headers(record_headers) if record_headers else b"\x00"
-        length = (1 + len(ts_bytes) + len(od_bytes) + len(key_len) + len(key)
-                  + len(value_len) + len(value) + len(header_bytes))
-        extend((table[length] if length < size else encode_varint(length), b"\x00", ts_bytes,
-                od_bytes, key_len, key, value_len, value, header_bytes))
-    return b"".join(parts)
 
 
 def now_ms() -> int:
@@ -735,18 +381,11 @@ def build_batch(
     if last_offset_delta > _INT32_MAX:
         raise ValueError(f"offset delta {last_offset_delta} does not fit in an int32")
 
-    if (keys is None and headers is None and offset_deltas is None
-            and isinstance(timestamps, int) and timestamps == base_timestamp
-            and count <= _TABLE_SIZE and None not in values
-            and max(map(len, values)) < _TABLE_SIZE):
-        records = _encode_null_key_records(values)
+    if isinstance(timestamps, int):
+        timestamp_deltas = timestamps - base_timestamp
     else:
-        if isinstance(timestamps, int):
-            timestamp_deltas = timestamps - base_timestamp
-        else:
-            timestamp_deltas = [t - base_timestamp for t in timestamps]
-        records = _encode_records(values, keys, timestamp_deltas, headers, offset_deltas)
-
+        timestamp_deltas = [t - base_timestamp for t in timestamps]
+    records = _codec.encode_records(values, keys, timestamp_deltas, headers, offset_deltas)
     attributes = codec
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK

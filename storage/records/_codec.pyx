@@ -1,0 +1,870 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled core of the v2 record codec (Kafka's ``DefaultRecord`` / ``DefaultRecordBatch``
+wire layout), flat and sans-IO: bytes in, bytes or column buffers out.
+
+Reading walks an *uncompressed* records section (the caller decompresses; compression stays with
+the codec libraries) and never trusts a length: every varint and every key, value and header is
+bounds-checked against the record's declared size and the section's end, so malformed bytes
+raise ``CorruptRecordError`` and cannot read out of bounds, loop without end or allocate more
+than the section's size. Policy (which batches, CRCs, isolation) stays in Python.
+
+Record layout: length varint (bytes after it), attributes int8, timestampDelta varlong,
+offsetDelta varint, key (varint length, negative = null, bytes), value (same), header count
+varint, then per header a key (varint length >= 0, UTF-8) and a value (varint length, -1 = null).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.buffer cimport PyBUF_WRITABLE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memchr, memcmp, memcpy, memset
+
+from storage.errors import CorruptRecordError
+from storage.records.record import Record, TimestampType
+
+cdef object _CREATE_TIME = TimestampType.CREATE_TIME
+cdef object _LOG_APPEND_TIME = TimestampType.LOG_APPEND_TIME
+cdef object _Record = Record
+cdef object _tuple_new = tuple.__new__
+
+# -- varints (ByteUtils.readVarint / readVarlong / writeVarint) ----------------------------
+
+cdef enum Status:
+    OK = 0
+    EOF = 1            # bytes ran out (for a record's fields: past its declared size)
+    VARINT_LONG = 2    # a varint over 5 bytes
+    VARLONG_LONG = 8   # a varlong over 10
+    BAD_SIZE = 3       # a record size below 0 or past the section's end
+    MISMATCH = 4       # the fields did not end where the record's size says
+    HEADERS_NEGATIVE = 5
+    HEADERS_TOO_MANY = 6
+    HEADER_KEY_NEGATIVE = 7
+
+
+cdef inline Status read_varint(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
+                               int32_t* out) noexcept nogil:
+    # Java's readVarint: at most 5 bytes, bits past 32 dropped, zigzag decoded.
+    cdef uint32_t value = 0
+    cdef int shift = 0
+    cdef Py_ssize_t i = pos[0]
+    cdef uint8_t b
+    while True:
+        if i >= end:
+            return EOF
+        b = p[i]
+        i += 1
+        if b < 0x80:
+            value |= (<uint32_t>b) << shift
+            break
+        value |= (<uint32_t>(b & 0x7F)) << shift
+        shift += 7
+        if shift > 28:
+            return VARINT_LONG
+    pos[0] = i
+    out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
+    return OK
+
+
+cdef inline Status read_varlong(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
+                                int64_t* out) noexcept nogil:
+    cdef uint64_t value = 0
+    cdef int shift = 0
+    cdef Py_ssize_t i = pos[0]
+    cdef uint8_t b
+    while True:
+        if i >= end:
+            return EOF
+        b = p[i]
+        i += 1
+        if b < 0x80:
+            value |= (<uint64_t>b) << shift
+            break
+        value |= (<uint64_t>(b & 0x7F)) << shift
+        shift += 7
+        if shift > 63:
+            return VARLONG_LONG
+    pos[0] = i
+    out[0] = <int64_t>((value >> 1) ^ (0u - (value & 1)))
+    return OK
+
+
+cdef inline Py_ssize_t write_varint(uint8_t* p, int64_t n) noexcept nogil:
+    # zigzag (varint for int32 values, varlong for int64: the same bytes for the same value)
+    cdef uint64_t z = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    cdef Py_ssize_t i = 0
+    while z >= 0x80:
+        p[i] = <uint8_t>((z & 0x7F) | 0x80)
+        z >>= 7
+        i += 1
+    p[i] = <uint8_t>z
+    return i + 1
+
+
+cdef inline Py_ssize_t varint_size(int64_t n) noexcept nogil:
+    cdef uint64_t z = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    cdef Py_ssize_t size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+# -- one record ------------------------------------------------------------------------------
+
+cdef struct RecordView:
+    Py_ssize_t start        # the length varint
+    Py_ssize_t end          # after the record
+    int64_t timestamp_delta
+    int32_t offset_delta
+    Py_ssize_t key_pos
+    int32_t key_len         # -1: null
+    Py_ssize_t value_pos
+    int32_t value_len       # -1: null
+    Py_ssize_t headers_pos
+    int32_t header_count
+    int64_t detail          # what the error message needs (a size, a count)
+
+
+cdef inline Status read_bytes_field(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
+                                    Py_ssize_t* at, int32_t* length) noexcept nogil:
+    # varint length then that many bytes; any negative length is null (DefaultRecord.readFrom)
+    cdef Status s = read_varint(p, end, pos, length)
+    if s != OK:
+        return s
+    if length[0] < 0:
+        length[0] = -1
+        return OK
+    if length[0] > end - pos[0]:
+        return EOF
+    at[0] = pos[0]
+    pos[0] += length[0]
+    return OK
+
+
+cdef Status parse_record(const uint8_t* p, Py_ssize_t section_end, Py_ssize_t pos,
+                         RecordView* r) noexcept nogil:
+    """Parse and bounds-check the whole record at ``pos``. As in DefaultRecord.readFrom,
+    fields are read from the section (a record whose fields overrun its declared size fails
+    the size check at the end), but never past the section's end."""
+    cdef int32_t size, n
+    cdef Py_ssize_t end, at
+    cdef Status s
+    r.start = pos
+    s = read_varint(p, section_end, &pos, &size)
+    if s != OK:
+        return s
+    if size < 0 or size > section_end - pos:
+        r.detail = size
+        return BAD_SIZE
+    end = r.end = pos + size
+    r.detail = size
+    if pos >= section_end:
+        return EOF
+    pos += 1  # attributes: unused
+    s = read_varlong(p, section_end, &pos, &r.timestamp_delta)
+    if s == OK:
+        s = read_varint(p, section_end, &pos, &r.offset_delta)
+    if s == OK:
+        s = read_bytes_field(p, section_end, &pos, &r.key_pos, &r.key_len)
+    if s == OK:
+        s = read_bytes_field(p, section_end, &pos, &r.value_pos, &r.value_len)
+    if s == OK:
+        s = read_varint(p, section_end, &pos, &r.header_count)
+    if s != OK:
+        return s
+    if r.header_count < 0:
+        r.detail = r.header_count
+        return HEADERS_NEGATIVE
+    if r.header_count > section_end - pos:
+        r.detail = r.header_count
+        return HEADERS_TOO_MANY
+    r.headers_pos = pos
+    for i in range(r.header_count):
+        s = read_varint(p, section_end, &pos, &n)
+        if s != OK:
+            return s
+        if n < 0:
+            r.detail = n
+            return HEADER_KEY_NEGATIVE
+        if n > section_end - pos:
+            return EOF
+        pos += n
+        s = read_bytes_field(p, section_end, &pos, &at, &n)
+        if s != OK:
+            return s
+    if pos != end:
+        r.detail = size
+        return MISMATCH
+    return OK
+
+
+cdef inline Status skim_record(const uint8_t* p, Py_ssize_t section_end, Py_ssize_t pos,
+                               RecordView* r) noexcept nogil:
+    """Only the length, timestamp delta and offset delta (scans for one offset or time)."""
+    cdef int32_t size
+    cdef Status s
+    r.start = pos
+    s = read_varint(p, section_end, &pos, &size)
+    if s != OK:
+        return s
+    if size < 0 or size > section_end - pos:
+        r.detail = size
+        return BAD_SIZE
+    r.end = pos + size
+    r.detail = size
+    if pos >= section_end:
+        return EOF
+    pos += 1
+    s = read_varlong(p, section_end, &pos, &r.timestamp_delta)
+    if s == OK:
+        s = read_varint(p, section_end, &pos, &r.offset_delta)
+    return s
+
+
+cdef object record_error(Status s, RecordView* r, Py_ssize_t decoded):
+    # Kafka's messages (DefaultRecord.readFrom, DefaultRecordBatch.RecordIterator)
+    if s == EOF:
+        return CorruptRecordError(
+            f"Incorrect declared batch size, premature EOF reached after {decoded} records")
+    if s == VARINT_LONG:
+        return CorruptRecordError(f"varint longer than 5 bytes in record {decoded}")
+    if s == VARLONG_LONG:
+        return CorruptRecordError(f"varlong longer than 10 bytes in record {decoded}")
+    if s == BAD_SIZE:
+        return CorruptRecordError(
+            f"Invalid record size: expected {r.detail} bytes in record payload, but the "
+            f"records have fewer left (record {decoded})")
+    if s == MISMATCH:
+        return CorruptRecordError(
+            f"Invalid record size: expected to read {r.detail} bytes in record payload, but "
+            f"its fields end elsewhere (record {decoded})")
+    if s == HEADERS_NEGATIVE:
+        return CorruptRecordError(f"Found invalid number of record headers {r.detail}")
+    if s == HEADERS_TOO_MANY:
+        return CorruptRecordError(
+            f"Found invalid number of record headers. {r.detail} is larger than the remaining "
+            "size of the buffer")
+    return CorruptRecordError(f"Invalid negative header key size {r.detail}")
+
+
+cdef object bytes_or_none(const uint8_t* p, Py_ssize_t at, int32_t length):
+    if length < 0:
+        return None
+    return PyBytes_FromStringAndSize(<const char*>p + at, length)
+
+
+cdef tuple decode_headers(const uint8_t* p, RecordView* r):
+    # bounds were checked by parse_record
+    cdef Py_ssize_t pos = r.headers_pos, at = 0
+    cdef int32_t n
+    cdef list out = []
+    for _ in range(r.header_count):
+        read_varint(p, r.end, &pos, &n)
+        # Java's new String(bytes, UTF_8) replaces malformed input rather than failing
+        key = PyUnicode_DecodeUTF8(<const char*>p + pos, n, "replace")
+        pos += n
+        read_bytes_field(p, r.end, &pos, &at, &n)
+        out.append((key, bytes_or_none(p, at, n)))
+    return tuple(out)
+
+
+cdef object make_record(const uint8_t* p, RecordView* r, int64_t base_offset,
+                        int64_t base_timestamp, int64_t append_time, int32_t base_sequence):
+    cdef int64_t sequence = -1
+    if base_sequence >= 0:  # DefaultRecordBatch.incrementSequence: wraps past 2**31-1 to 0
+        sequence = (<int64_t>base_sequence + r.offset_delta) % (1LL << 31)
+    return _tuple_new(_Record, (
+        base_offset + r.offset_delta,
+        append_time if append_time >= 0 else base_timestamp + r.timestamp_delta,
+        _LOG_APPEND_TIME if append_time >= 0 else _CREATE_TIME,
+        bytes_or_none(p, r.key_pos, r.key_len),
+        bytes_or_none(p, r.value_pos, r.value_len),
+        decode_headers(p, r) if r.header_count else (),
+        sequence))
+
+
+# -- decoding to Record tuples ----------------------------------------------------------------
+
+def decode_records(const uint8_t[::1] data, int32_t count, int64_t base_offset,
+                   int64_t base_timestamp, int64_t append_time, int32_t base_sequence):
+    """Every record of an uncompressed records section as ``Record`` tuples, in order.
+
+    ``append_time`` is the batch's maxTimestamp for a LogAppendTime batch, else -1 (records
+    then carry baseTimestamp + their delta); ``base_sequence`` -1 without a producer. Kafka's
+    checks: ``count`` records exactly, each consuming its declared size, nothing left after.
+    Raises CorruptRecordError."""
+    cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t end = data.shape[0], pos = 0
+    cdef RecordView r
+    cdef Status s
+    cdef list out = []
+    if count < 0:
+        raise CorruptRecordError(f"Found invalid record count {count} in magic v2 batch")
+    for i in range(count):
+        s = parse_record(p, end, pos, &r)
+        if s != OK:
+            raise record_error(s, &r, i)
+        out.append(make_record(p, &r, base_offset, base_timestamp, append_time, base_sequence))
+        pos = r.end
+    if pos != end:
+        raise CorruptRecordError(
+            f"Incorrect declared batch size, {end - pos} bytes still remaining after the "
+            "last record")
+    return out
+
+
+def record_at(const uint8_t[::1] data, int32_t count, int64_t base_offset,
+              int64_t base_timestamp, int64_t append_time, int32_t base_sequence,
+              int64_t offset):
+    """The ``Record`` at ``offset``, or None when the section has none there (a gap left by
+    compaction). Records before it are skimmed (length, timestamp and offset deltas), only the
+    one found is decoded. Raises CorruptRecordError for malformed records on the way."""
+    cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t end = data.shape[0], pos = 0
+    cdef RecordView r
+    cdef Status s
+    for i in range(max(count, 0)):
+        s = skim_record(p, end, pos, &r)
+        if s != OK:
+            raise record_error(s, &r, i)
+        if base_offset + r.offset_delta >= offset:
+            if base_offset + r.offset_delta != offset:
+                return None
+            s = parse_record(p, end, pos, &r)
+            if s != OK:
+                raise record_error(s, &r, i)
+            return make_record(p, &r, base_offset, base_timestamp, append_time, base_sequence)
+        pos = r.end
+    return None
+
+
+def first_record_from_time(const uint8_t[::1] data, int32_t count, int64_t base_offset,
+                           int64_t base_timestamp, int64_t append_time, int32_t base_sequence,
+                           int64_t timestamp, int64_t min_offset):
+    """The first ``Record`` with timestamp >= ``timestamp`` (epoch ms) and offset >=
+    ``min_offset``, or None (``FileRecords.searchForTimestamp``'s inner loop); only that one is
+    decoded. Raises CorruptRecordError."""
+    cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t end = data.shape[0], pos = 0
+    cdef RecordView r
+    cdef Status s
+    cdef int64_t ts
+    for i in range(max(count, 0)):
+        s = skim_record(p, end, pos, &r)
+        if s != OK:
+            raise record_error(s, &r, i)
+        ts = append_time if append_time >= 0 else base_timestamp + r.timestamp_delta
+        if ts >= timestamp and base_offset + r.offset_delta >= min_offset:
+            s = parse_record(p, end, pos, &r)
+            if s != OK:
+                raise record_error(s, &r, i)
+            return make_record(p, &r, base_offset, base_timestamp, append_time, base_sequence)
+        pos = r.end
+    return None
+
+
+# -- decoding to columns ----------------------------------------------------------------------
+
+cdef struct Growable:
+    uint8_t* data
+    Py_ssize_t length
+    Py_ssize_t capacity
+
+
+cdef int grow(Growable* g, Py_ssize_t extra) except -1:
+    """Make room for ``extra`` more bytes; new bytes are zeroed (validity bitmaps rely on it)."""
+    cdef Py_ssize_t need = g.length + extra, capacity = g.capacity or 4096
+    cdef uint8_t* data
+    if need <= g.capacity:
+        return 0
+    while capacity < need:
+        capacity *= 2
+    data = <uint8_t*>realloc(g.data, capacity)
+    if data == NULL:
+        raise MemoryError()
+    memset(data + g.capacity, 0, capacity - g.capacity)
+    g.data = data
+    g.capacity = capacity
+    return 0
+
+
+cdef inline int put_int32(Growable* g, int32_t v) except -1:
+    if g.length + 4 > g.capacity:
+        grow(g, 4)
+    (<int32_t*>(g.data + g.length))[0] = v
+    g.length += 4
+    return 0
+
+
+cdef inline int put_int64(Growable* g, int64_t v) except -1:
+    if g.length + 8 > g.capacity:
+        grow(g, 8)
+    (<int64_t*>(g.data + g.length))[0] = v
+    g.length += 8
+    return 0
+
+
+cdef inline int put_bytes(Growable* g, const uint8_t* p, Py_ssize_t n) except -1:
+    if g.length + n > g.capacity:
+        grow(g, n)
+    memcpy(g.data + g.length, p, n)
+    g.length += n
+    return 0
+
+
+cdef struct BinaryColumn:
+    # Arrow's binary/string layout: validity bitmap, int32 offsets (rows + 1), data
+    Growable validity
+    Growable offsets
+    Growable data
+    Py_ssize_t nulls
+
+
+cdef int binary_init(BinaryColumn* c) except -1:
+    put_int32(&c.offsets, 0)
+    return 0
+
+
+cdef int binary_append(BinaryColumn* c, Py_ssize_t row, const uint8_t* p, Py_ssize_t at,
+                       int32_t length) except -1:
+    if (row >> 3) >= c.validity.length:
+        grow(&c.validity, 1)
+        c.validity.length += 1
+    if length < 0:
+        c.nulls += 1
+    else:
+        c.validity.data[row >> 3] |= <uint8_t>(1 << (row & 7))
+        if c.data.length + length > 0x7FFFFFFF:
+            raise OverflowError("more than 2 GiB of keys or values in one column batch")
+        put_bytes(&c.data, p + at, length)
+    put_int32(&c.offsets, <int32_t>c.data.length)
+    return 0
+
+
+cdef class OwnedBuffer:
+    """Memory from the codec, handed to Arrow without a copy (buffer protocol, read-only)."""
+    cdef uint8_t* data
+    cdef Py_ssize_t length
+
+    def __dealloc__(self):
+        free(self.data)
+
+    def __len__(self):
+        return self.length
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("read-only buffer")
+        view.buf = self.data
+        view.obj = self
+        view.len = self.length
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = NULL
+        view.ndim = 1
+        view.shape = NULL
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
+cdef OwnedBuffer take(Growable* g):
+    """Hand ``g``'s memory to a buffer object and reset ``g``."""
+    cdef OwnedBuffer b = OwnedBuffer.__new__(OwnedBuffer)
+    b.data = g.data
+    b.length = g.length
+    g.data = NULL
+    g.length = g.capacity = 0
+    return b
+
+
+cdef void release(Growable* g) noexcept:
+    free(g.data)
+    g.data = NULL
+    g.length = g.capacity = 0
+
+
+cdef void release_binary(BinaryColumn* c) noexcept:
+    release(&c.validity)
+    release(&c.offsets)
+    release(&c.data)
+    c.nulls = 0
+
+
+cdef class ColumnBuilder:
+    """Decodes records of uncompressed v2 records sections straight into column buffers in
+    Arrow's layouts, with no per-record Python object.
+
+    Columns: ``offset`` int64, ``timestamp`` int64 (epoch ms), ``timestamp_type`` int32
+    (``TimestampType``), ``key`` and ``value`` binary (validity bitmap, int32 offsets, data),
+    and with ``headers`` ``list<struct<key: string, value: binary>>`` (a record without headers
+    has a null list). :meth:`finish` hands the buffers over and starts afresh."""
+    cdef Growable offsets, timestamps, types
+    cdef BinaryColumn keys, values
+    cdef bint with_headers
+    cdef Growable header_validity, header_offsets
+    cdef BinaryColumn header_keys, header_values
+    cdef Py_ssize_t rows, header_rows, header_nulls
+    cdef readonly Py_ssize_t data_bytes
+
+    def __cinit__(self, bint headers=False):
+        self.with_headers = headers
+        self.reset()
+
+    def __dealloc__(self):
+        self.free_all()
+
+    cdef void free_all(self) noexcept:
+        release(&self.offsets)
+        release(&self.timestamps)
+        release(&self.types)
+        release(&self.header_validity)
+        release(&self.header_offsets)
+        release_binary(&self.keys)
+        release_binary(&self.values)
+        release_binary(&self.header_keys)
+        release_binary(&self.header_values)
+
+    cdef int reset(self) except -1:
+        self.free_all()
+        self.rows = self.header_rows = self.header_nulls = self.data_bytes = 0
+        self.keys.nulls = self.values.nulls = 0
+        self.header_keys.nulls = self.header_values.nulls = 0
+        binary_init(&self.keys)
+        binary_init(&self.values)
+        if self.with_headers:
+            put_int32(&self.header_offsets, 0)
+            binary_init(&self.header_keys)
+            binary_init(&self.header_values)
+        return 0
+
+    @property
+    def num_rows(self):
+        return self.rows
+
+    def add_section(self, const uint8_t[::1] data, int32_t count, int64_t base_offset,
+                    int64_t base_timestamp, int64_t append_time, int64_t start=0,
+                    int64_t end=0x7FFFFFFFFFFFFFFF):
+        """Append the records of one uncompressed records section whose offsets are in
+        [``start``, ``end``); arguments as :func:`decode_records`, whose checks it makes
+        (the whole section is validated even when records are skipped). Returns the number of
+        rows added. Raises CorruptRecordError (rows of this section already added are kept:
+        callers drop the builder on error)."""
+        cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
+        cdef Py_ssize_t n = data.shape[0], pos = 0, added = 0
+        cdef RecordView r
+        cdef Status s
+        cdef int64_t offset
+        cdef int32_t tstype = 1 if append_time >= 0 else 0
+        if count < 0:
+            raise CorruptRecordError(f"Found invalid record count {count} in magic v2 batch")
+        for i in range(count):
+            s = parse_record(p, n, pos, &r)
+            if s != OK:
+                raise record_error(s, &r, i)
+            pos = r.end
+            offset = base_offset + r.offset_delta
+            if offset < start or offset >= end:
+                continue
+            put_int64(&self.offsets, offset)
+            put_int64(&self.timestamps,
+                      append_time if append_time >= 0 else base_timestamp + r.timestamp_delta)
+            put_int32(&self.types, tstype)
+            binary_append(&self.keys, self.rows, p, r.key_pos, r.key_len)
+            binary_append(&self.values, self.rows, p, r.value_pos, r.value_len)
+            if self.with_headers:
+                self.add_headers(p, &r)
+            self.rows += 1
+            added += 1
+        if pos != n:
+            raise CorruptRecordError(
+                f"Incorrect declared batch size, {n - pos} bytes still remaining after the "
+                "last record")
+        self.data_bytes = self.keys.data.length + self.values.data.length
+        return added
+
+    cdef int add_headers(self, const uint8_t* p, RecordView* r) except -1:
+        cdef Py_ssize_t pos = r.headers_pos, at = 0
+        cdef int32_t n
+        if (self.rows >> 3) >= self.header_validity.length:
+            grow(&self.header_validity, 1)
+            self.header_validity.length += 1
+        if r.header_count == 0:
+            self.header_nulls += 1
+        else:
+            self.header_validity.data[self.rows >> 3] |= <uint8_t>(1 << (self.rows & 7))
+        for _ in range(r.header_count):
+            read_varint(p, r.end, &pos, &n)
+            binary_append(&self.header_keys, self.header_rows, p, pos, n)
+            pos += n
+            read_bytes_field(p, r.end, &pos, &at, &n)
+            binary_append(&self.header_values, self.header_rows, p, at, n)
+            self.header_rows += 1
+        put_int32(&self.header_offsets, <int32_t>self.header_rows)
+        return 0
+
+    def finish(self):
+        """The columns built so far as a dict of buffers, then an empty builder:
+        ``rows``; ``offset``, ``timestamp``, ``timestamp_type``: data buffers; ``key``,
+        ``value``: (validity, offsets, data, null count); with headers, ``headers``:
+        (list validity, list offsets, null count, header rows, key (validity, offsets, data,
+        nulls), value (validity, offsets, data, nulls)). Header keys are raw bytes, which
+        Arrow reads as UTF-8 strings (Kafka's writers only write UTF-8 keys)."""
+        out = {
+            "rows": self.rows,
+            "offset": take(&self.offsets),
+            "timestamp": take(&self.timestamps),
+            "timestamp_type": take(&self.types),
+            "key": self.take_binary(&self.keys),
+            "value": self.take_binary(&self.values),
+        }
+        if self.with_headers:
+            out["headers"] = (take(&self.header_validity), take(&self.header_offsets),
+                              self.header_nulls, self.header_rows,
+                              self.take_binary(&self.header_keys),
+                              self.take_binary(&self.header_values))
+        self.reset()
+        return out
+
+    cdef tuple take_binary(self, BinaryColumn* c):
+        nulls = c.nulls
+        return (take(&c.validity), take(&c.offsets), take(&c.data), nulls)
+
+
+# -- batch headers (verify, recovery, scans) --------------------------------------------------
+
+cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v = 0
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return <int64_t>v
+
+
+cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+def batch_ends(const uint8_t[::1] buf, Py_ssize_t pos=0, Py_ssize_t end=-1):
+    """Walk the batches of ``buf[pos:end]`` by their batchLength fields alone:
+    ``(positions, stop)``, the start of each whole batch (any magic) and where the walk
+    stopped: at ``end``, at a partial batch, or at a declared size below the smallest entry
+    (14 bytes, a v0 message), where the bytes are not batches. Reads nothing but the 12-byte
+    log overhead of each batch."""
+    cdef Py_ssize_t n = buf.shape[0] if end < 0 else min(end, buf.shape[0])
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
+    cdef int32_t length
+    cdef list positions = []
+    while pos + 12 <= n:
+        length = be32(p + pos + 8)
+        if length < 14 or length > n - pos - 12:
+            break
+        positions.append(pos)
+        pos += 12 + length
+    return positions, pos
+
+
+# -- encoding ---------------------------------------------------------------------------------
+
+cdef inline Py_ssize_t field_size(object value):
+    # varint length + bytes, or the one byte of -1 for null
+    if value is None:
+        return 1
+    n = len(value)
+    return varint_size(n) + n
+
+
+cdef inline uint8_t* put_field(uint8_t* w, object value):
+    cdef const unsigned char[::1] view
+    cdef Py_ssize_t n
+    if value is None:
+        w[0] = 1
+        return w + 1
+    if isinstance(value, bytes):
+        n = PyBytes_GET_SIZE(value)
+        w += write_varint(w, n)
+        memcpy(w, PyBytes_AS_STRING(value), n)
+        return w + n
+    view = value
+    n = view.shape[0]
+    w += write_varint(w, n)
+    if n:
+        memcpy(w, &view[0], n)
+    return w + n
+
+
+def encode_records(values, keys=None, timestamp_deltas=0, headers=None, offset_deltas=None):
+    """The records section of a batch (``DefaultRecord.writeTo`` for each record), bytes.
+
+    One entry per record: ``values`` bytes-like or None; ``keys`` None (all null) or bytes-like/
+    None each; ``timestamp_deltas`` one int for all or one per record (ms from baseTimestamp);
+    ``headers`` None or a sequence of ``(str, bytes | None)`` pairs each; ``offset_deltas`` None
+    (0..n-1) or one int each. Raises TypeError for a header key that is not str, ValueError for
+    a length or delta that does not fit Kafka's fields."""
+    cdef Py_ssize_t n = len(values), total = 0, i, body, size
+    cdef bint one_delta = isinstance(timestamp_deltas, int)
+    cdef int64_t ts_delta = timestamp_deltas if one_delta else 0
+    cdef int64_t offset_delta
+    cdef list sizes = [0] * n
+    cdef list encoded_headers = [None] * n if headers is not None else None
+    cdef uint8_t* w
+    for i in range(n):
+        value = values[i]
+        key = keys[i] if keys is not None else None
+        if not one_delta:
+            ts_delta = timestamp_deltas[i]
+        offset_delta = offset_deltas[i] if offset_deltas is not None else i
+        if offset_delta > 0x7FFFFFFF or offset_delta < -0x80000000:
+            raise ValueError(f"offset delta {offset_delta} does not fit an int32")
+        body = (1 + varint_size(ts_delta) + varint_size(offset_delta) + field_size(key)
+                + field_size(value))
+        if headers is not None and headers[i]:
+            encoded_headers[i] = _encode_headers(headers[i])
+            body += len(encoded_headers[i])
+        else:
+            body += 1
+        if body > 0x7FFFFFFF:
+            raise ValueError(f"record {i} is larger than 2 GiB")
+        sizes[i] = body
+        total += varint_size(body) + body
+    out = PyBytes_FromStringAndSize(NULL, total)
+    w = <uint8_t*>PyBytes_AS_STRING(out)
+    for i in range(n):
+        if not one_delta:
+            ts_delta = timestamp_deltas[i]
+        offset_delta = offset_deltas[i] if offset_deltas is not None else i
+        w += write_varint(w, <int64_t>sizes[i])
+        w[0] = 0  # attributes
+        w += 1
+        w += write_varint(w, ts_delta)
+        w += write_varint(w, offset_delta)
+        w = put_field(w, keys[i] if keys is not None else None)
+        w = put_field(w, values[i])
+        if encoded_headers is not None and encoded_headers[i] is not None:
+            h = encoded_headers[i]
+            memcpy(w, PyBytes_AS_STRING(h), PyBytes_GET_SIZE(h))
+            w += PyBytes_GET_SIZE(h)
+        else:
+            w[0] = 0
+            w += 1
+    return out
+
+
+cdef bytes _encode_headers(record_headers):
+    """Header count and headers of one record (the rare path: kept simple)."""
+    cdef uint8_t tmp[10]
+    parts = [PyBytes_FromStringAndSize(<char*>tmp, write_varint(tmp, len(record_headers)))]
+    for header_key, header_value in record_headers:
+        if not isinstance(header_key, str):
+            raise TypeError(f"header keys must be str, not {type(header_key).__name__}")
+        key = header_key.encode("utf-8")
+        parts.append(PyBytes_FromStringAndSize(<char*>tmp, write_varint(tmp, len(key))))
+        parts.append(key)
+        if header_value is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(PyBytes_FromStringAndSize(
+                <char*>tmp, write_varint(tmp, len(header_value))))
+            parts.append(bytes(header_value))
+    return b"".join(parts)
+
+
+def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_bytes,
+                 Py_ssize_t max_records, const uint8_t[::1] separator=None):
+    """Records of newline-terminated lines of ``buf[pos:end]``, as the console producer makes
+    them (timestamp delta 0, offset deltas from 0, no headers): ``(records section, records,
+    position after the last line taken, largest record in bytes)``.
+
+    Lines are taken while the section stays within ``max_bytes`` (the first line always) and
+    up to ``max_records``; a line is its bytes up to ``\\n`` (excluded). Without ``separator``
+    the key is null; with it, the key is what precedes the line's first separator and the value
+    what follows (``parse.key=true``). A line without the separator stops the run: when it is
+    the first, the result is ``(None, -1, its position, 0)``."""
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
+    cdef const uint8_t* sep = NULL
+    cdef const uint8_t* nl
+    cdef Py_ssize_t sep_len = 0, start = pos, total = 0, line_end, size, key_len = 0
+    cdef Py_ssize_t longest = 0, count = 0, value_at
+    if separator is not None and separator.shape[0]:
+        sep = &separator[0]
+        sep_len = separator.shape[0]
+    end = min(end, buf.shape[0])
+    while pos < end and count < max_records:  # first pass: which lines, how many bytes
+        nl = <const uint8_t*>memchr(p + pos, 10, end - pos)
+        if nl == NULL:
+            break
+        line_end = nl - p
+        size = line_record_body(p, pos, line_end, sep, sep_len, count, &key_len)
+        if size < 0:
+            if count == 0:
+                return None, -1, pos, 0
+            break
+        size += varint_size(size)
+        if count and total + size > max_bytes:
+            break
+        total += size
+        longest = max(longest, size)
+        count += 1
+        pos = line_end + 1
+    end = pos
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
+    pos = start
+    for i in range(count):
+        line_end = <const uint8_t*>memchr(p + pos, 10, end - pos) - p
+        w += write_varint(w, line_record_body(p, pos, line_end, sep, sep_len, i, &key_len))
+        w[0] = 0  # attributes
+        w[1] = 0  # timestamp delta
+        w += 2
+        w += write_varint(w, i)
+        if sep == NULL:
+            w[0] = 1  # null key
+            w += 1
+            value_at = pos
+        else:
+            w += write_varint(w, key_len)
+            memcpy(w, p + pos, key_len)
+            w += key_len
+            value_at = pos + key_len + sep_len
+        w += write_varint(w, line_end - value_at)
+        memcpy(w, p + value_at, line_end - value_at)
+        w += line_end - value_at
+        w[0] = 0  # no headers
+        w += 1
+        pos = line_end + 1
+    return out, count, end, longest
+
+
+cdef Py_ssize_t line_record_body(const uint8_t* p, Py_ssize_t pos, Py_ssize_t line_end,
+                                 const uint8_t* sep, Py_ssize_t sep_len, Py_ssize_t offset_delta,
+                                 Py_ssize_t* key_len) noexcept nogil:
+    """Body bytes (after the length varint) of the record of line [pos, line_end), or -1 when
+    a separator is wanted and missing."""
+    cdef Py_ssize_t value_len, key_field = 1
+    cdef const uint8_t* found
+    value_len = line_end - pos
+    if sep != NULL:
+        found = find(p + pos, line_end - pos, sep, sep_len)
+        if found == NULL:
+            return -1
+        key_len[0] = found - (p + pos)
+        key_field = varint_size(key_len[0]) + key_len[0]
+        value_len -= key_len[0] + sep_len
+    return 2 + varint_size(offset_delta) + key_field + varint_size(value_len) + value_len + 1
+
+
+cdef const uint8_t* find(const uint8_t* hay, Py_ssize_t n, const uint8_t* needle,
+                         Py_ssize_t m) noexcept nogil:
+    cdef const uint8_t* at
+    cdef Py_ssize_t i = 0
+    while i + m <= n:
+        at = <const uint8_t*>memchr(hay + i, needle[0], n - i - m + 1)
+        if at == NULL:
+            return NULL
+        if memcmp(at, needle, m) == 0:
+            return at
+        i = at - hay + 1
+    return NULL
