@@ -50,6 +50,7 @@ from storage.segment import (
 )
 
 log = logging.getLogger(__name__)
+_MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 
 def _overhead_bound(value_bits: int) -> int:
     """Bytes beyond the value of a keyless, headerless record whose value length has
@@ -603,13 +604,48 @@ class Log:
 
     def record_lists(self, start: int, end: int | None = None, read_committed: bool = False,
                      cache: bool = True) -> Iterator[list[Record]]:
-        """The data records with offsets in [start, end), one list per batch, in offset order:
-        the offset index finds the first batch, then batches follow (gaps and control records
-        skipped; with ``read_committed`` aborted records too, and nothing at or past the last
-        stable offset). ``end`` defaults to, and is bounded by, the log end offset.
-        ``cache=False`` (bulk readers) leaves the decoded-batch cache alone. Raises
-        CorruptRecordError / InvalidRecordError for a bad batch."""
+        """The data records with offsets in [start, end), one list per batch, in offset order
+        (the batches of :meth:`visible_batches`). ``cache=False`` (bulk readers) leaves the
+        decoded-batch cache alone. Raises CorruptRecordError / InvalidRecordError."""
         start = max(start, self.log_start_offset)
+        for segment, pos, header, last in self.visible_batches(start, end, read_committed):
+            if last:  # never cached: the batch may not be wholly published yet
+                end = self._visible_end(read_committed) if end is None else end
+                records = [r for r in segment.read_records(pos, header) if start <= r.offset < end]
+            else:
+                records = (self._batch_records(segment, pos, header) if cache
+                           else segment.read_records(pos, header))
+                if records and records[0].offset < start:
+                    records = [r for r in records if r.offset >= start]
+            if records:
+                yield records
+
+    def read_columns(self, start: int, end: int | None = None, read_committed: bool = False,
+                     headers: bool = False, max_rows: int = 32768) -> Iterator["pa.RecordBatch"]:
+        """The data records with offsets in [start, end) as Arrow record batches of about
+        ``max_rows`` rows (whole Kafka batches; columns of ``storage.records.RecordColumns``),
+        decoded by the compiled codec with no per-record Python object. Same records as
+        :meth:`record_lists`; every batch is CRC-checked. Raises CorruptRecordError /
+        InvalidRecordError."""
+        from storage.records.columns import RecordColumns  # pyarrow: only for column readers
+
+        start = max(start, self.log_start_offset)
+        end = self._visible_end(read_committed) if end is None else end
+        columns = RecordColumns(headers)
+        for segment, pos, header, _ in self.visible_batches(start, end, read_committed):
+            columns.add_batch(segment.read_batch(pos, header), start, end)
+            if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
+                yield columns.to_arrow()
+        if columns.num_rows:
+            yield columns.to_arrow()
+
+    def visible_batches(self, start: int, end: int | None = None, read_committed: bool = False
+                        ) -> Iterator[tuple[LogSegment, int, Batch, bool]]:
+        """(segment, position, header, is_last) of each batch holding data records with
+        offsets in [start, end), in offset order: the offset index finds the first, then
+        batches follow; control batches are skipped, and with ``read_committed`` aborted ones
+        and everything at or past the last stable offset. ``end`` defaults to, and is bounded
+        by, the log end offset. ``is_last`` marks a batch reaching ``end``, the last one."""
         visible = self._visible_end(read_committed)
         end = visible if end is None else min(end, visible)
         if start >= end:
@@ -624,18 +660,10 @@ class Log:
                 if header.last_offset < start or header.is_control_batch or \
                         aborted is not None and aborted.is_aborted(header):
                     continue
-                if header.last_offset >= end:  # the last wanted batch, or not yet published:
-                    records = [r for r in segment.read_records(pos, header)  # never cached
-                               if start <= r.offset < end]
-                    if records:
-                        yield records
+                last = header.last_offset >= end
+                yield segment, pos, header, last
+                if last:
                     return
-                records = (self._batch_records(segment, pos, header) if cache
-                           else segment.read_records(pos, header))
-                if records and records[0].offset < start:
-                    records = [r for r in records if r.offset >= start]
-                if records:
-                    yield records
 
     def find_offset_by_timestamp(self, timestamp: int, nowait: bool = False,
                                  read_committed: bool = False) -> Record | None:

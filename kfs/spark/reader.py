@@ -1,9 +1,9 @@
 """Records of an offset range as Arrow record batches, in the schema of Spark's Kafka source.
 
-Executors open just the partition they read, read-only, find the first batch through the offset
-index and walk the segments with the engine's codec (``LogSegment.scan_batches`` /
-``RecordBatch.records``); control batches are skipped, as consumers never see them. Columns are
-built straight from the decoded records, never as per-row tuples.
+Executors open just the partition they read, read-only; the engine finds the first batch through
+the offset index and decodes the batches straight into Arrow columns with its compiled codec
+(``Log.read_columns``); control batches are skipped, as consumers never see them. No per-record
+Python object is made.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
+
+from storage.records.columns import HEADERS_TYPE
 
 from .offsets import DataLossError, OffsetRange, open_log
 
@@ -26,14 +28,13 @@ _SPARK_FIELDS = [
 ]
 _SPARK_HEADERS = T.StructField("headers", T.ArrayType(T.StructType([
     T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])))
-_HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _FIELDS = [
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
     ("partition", pa.int32()), ("offset", pa.int64()),
     ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
 ]
 ARROW_SCHEMA = pa.schema(_FIELDS)
-ARROW_SCHEMA_WITH_HEADERS = pa.schema(_FIELDS + [("headers", _HEADER_TYPE)])
+ARROW_SCHEMA_WITH_HEADERS = pa.schema(_FIELDS + [("headers", HEADERS_TYPE)])
 
 ROWS_PER_ARROW_BATCH = 32768
 
@@ -48,7 +49,7 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                rows_per_batch: int = ROWS_PER_ARROW_BATCH) -> Iterator[pa.RecordBatch]:
     """Arrow batches of every data record of ``rng``, in offset order (with
     ``read_committed``, none of aborted transactions and none at or past the last stable
-    offset). Raises DataLossError
+    offset), decoded into columns by the engine (``Log.read_columns``). Raises DataLossError
     when the range starts below the log start offset and ``fail_on_data_loss`` (else the lost
     offsets are skipped); CorruptRecordError for a batch that fails its CRC."""
     log = open_log(backing_dir, rng.topic, rng.partition)
@@ -60,39 +61,26 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                     f"offsets {start}..{log.log_start_offset - 1} of {log.name} were deleted "
                     "before they were read; set failOnDataLoss=false to skip them")
             start = log.log_start_offset
-        pending, count = [], 0
-        for records in log.record_lists(start, rng.end, read_committed, cache=False):
-            pending.append(records)
-            count += len(records)
-            if count >= rows_per_batch:
-                yield to_arrow(pending, rng.topic, rng.partition, include_headers)
-                pending, count = [], 0
-        if count:
-            yield to_arrow(pending, rng.topic, rng.partition, include_headers)
+        for columns in log.read_columns(start, rng.end, read_committed, include_headers,
+                                        rows_per_batch):
+            yield to_spark(columns, rng.topic, rng.partition)
     finally:
         log.close()
 
 
-def to_arrow(record_lists: list[list], topic: str, partition: int,
-             include_headers: bool) -> pa.RecordBatch:
-    """One Arrow batch (schema ``ARROW_SCHEMA[_WITH_HEADERS]``) of the records, transposed to
-    columns in C (``zip``) rather than row by row. Timestamps become microseconds (UTC)."""
-    records = [r for rs in record_lists for r in rs] if len(record_lists) > 1 else record_lists[0]
-    n = len(records)
-    offsets, timestamps, types, keys, values, headers, _ = zip(*records)
-    columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
+def to_spark(columns: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
+    """The engine's record columns (``storage.records.columns``) in Spark's Kafka schema:
+    constant topic and partition columns, timestamps in microseconds (UTC)."""
+    n = columns.num_rows
+    arrays = [
+        columns.column("key"), columns.column("value"),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(offsets, pa.int64()),
-        pc.multiply(pa.array(timestamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(types, pa.int32()),
+        columns.column("offset"),
+        pc.multiply(columns.column("timestamp"), 1000).cast(pa.timestamp("us", tz="UTC")),
+        columns.column("timestamp_type"),
     ]
-    schema = ARROW_SCHEMA
-    if include_headers:
-        columns.append(pa.array(
-            [[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
-            _HEADER_TYPE))
-        schema = ARROW_SCHEMA_WITH_HEADERS
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    if columns.num_columns > 5:
+        arrays.append(columns.column("headers"))
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_WITH_HEADERS)
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -475,6 +475,8 @@ cdef class OwnedBuffer:
 cdef OwnedBuffer take(Growable* g):
     """Hand ``g``'s memory to a buffer object and reset ``g``."""
     cdef OwnedBuffer b = OwnedBuffer.__new__(OwnedBuffer)
+    if g.data == NULL:  # Arrow refuses a NULL pointer, even for an empty buffer
+        grow(g, 1)
     b.data = g.data
     b.length = g.length
     g.data = NULL
@@ -606,6 +608,23 @@ cdef class ColumnBuilder:
             self.header_rows += 1
         put_int32(&self.header_offsets, <int32_t>self.header_rows)
         return 0
+
+    def add_record(self, int64_t offset, int64_t timestamp, int32_t timestamp_type, key, value,
+                   headers=()):
+        """Append one decoded record (the legacy v0/v1 path: those stay in Python)."""
+        cdef RecordView r
+        encoded = encode_records([value], [key], 0, [headers] if headers else None)
+        cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(encoded)
+        parse_record(p, PyBytes_GET_SIZE(encoded), 0, &r)
+        put_int64(&self.offsets, offset)
+        put_int64(&self.timestamps, timestamp)
+        put_int32(&self.types, timestamp_type)
+        binary_append(&self.keys, self.rows, p, r.key_pos, r.key_len)
+        binary_append(&self.values, self.rows, p, r.value_pos, r.value_len)
+        if self.with_headers:
+            self.add_headers(p, &r)
+        self.rows += 1
+        self.data_bytes = self.keys.data.length + self.values.data.length
 
     def finish(self):
         """The columns built so far as a dict of buffers, then an empty builder:
