@@ -9,16 +9,13 @@ stays in the value (records are bytes, not text).
 Keys (``append-keyed``) follow the console producer's ``parse.key=true``: the line is split at the
 *first* occurrence of ``key.separator`` (default TAB); the key may be empty, the value may contain
 further separators, and a line without the separator is refused (the console producer throws
-"No key separator found"; the mount answers EINVAL and stores nothing of that write).
+"No key separator found"; ``Log.append_lines`` raises InvalidRecordError, the mount answers
+EINVAL and stores nothing of that write).
 """
 
 from __future__ import annotations
 
 DEFAULT_KEY_SEPARATOR = b"\t"
-
-
-class KeySeparatorMissingError(ValueError):
-    """A keyed line without the key separator (the mount maps it to EINVAL)."""
 
 
 class AbandonedLineError(Exception):
@@ -41,8 +38,9 @@ class LineFramer:
     retry of the failed write is refused as well, which is safe: it cannot be told apart from
     a continuation.
 
-    Cost is one ``bytes.split`` per chunk (no per-byte Python work); a long partial line is kept
-    as a list of pieces and joined once, so a line spanning many chunks stays linear.
+    Cost is one ``rfind`` per chunk (no per-line Python work: the codec splits the lines); a long
+    partial line is kept as a list of pieces and joined once, so a line spanning many chunks
+    stays linear.
     """
 
     __slots__ = ("_parts", "_pending_len", "_abandoned")
@@ -62,23 +60,27 @@ class LineFramer:
         """True while the rest of an abandoned line is being refused."""
         return self._abandoned
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The complete lines (without their ``\\n``) that ``chunk`` finishes, in order.
-        AbandonedLineError (chunk dropped) while an abandoned line is being refused."""
+    def feed(self, chunk: bytes) -> bytes:
+        """The complete lines ``chunk`` finishes, as one bytes object ending in ``\\n`` (empty
+        when none), ready for ``Log.append_lines``. AbandonedLineError (chunk dropped) while an
+        abandoned line is being refused."""
         if type(chunk) is not bytes:  # memoryview/bytearray; bytes(b) of bytes would be free anyway
             chunk = bytes(chunk)
         if self._abandoned:
             self._abandoned = not chunk.endswith(b"\n")
             raise AbandonedLineError("this write continues a line abandoned by a failed write")
-        if b"\n" not in chunk:
+        last = chunk.rfind(b"\n") + 1
+        if not last:
             if chunk:
                 self._parts.append(chunk)
                 self._pending_len += len(chunk)
-            return []
-        lines = chunk.split(b"\n")
-        tail = lines.pop()
+            return b""
         if self._parts:
-            lines[0] = b"".join(self._parts) + lines[0]
+            self._parts.append(chunk[:last])
+            lines = b"".join(self._parts)
+        else:
+            lines = chunk if last == len(chunk) else chunk[:last]
+        tail = chunk[last:]
         self._parts = [tail] if tail else []
         self._pending_len = len(tail)
         return lines
@@ -99,23 +101,6 @@ class LineFramer:
         self._parts = []
         self._pending_len = 0
         return line
-
-
-def split_keys(
-    lines: list[bytes], separator: bytes = DEFAULT_KEY_SEPARATOR
-) -> tuple[list[bytes], list[bytes]]:
-    """Keys and values of keyed lines, as two parallel lists (ready for ``Log.append``).
-    KeySeparatorMissingError if any line lacks the separator: all lines or none."""
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    add_key, add_value = keys.append, values.append
-    for line in lines:
-        key, sep, value = line.partition(separator)
-        if not sep:
-            raise KeySeparatorMissingError(f"no key separator {separator!r} in line")
-        add_key(key)
-        add_value(value)
-    return keys, values
 
 
 def parse_separator(text: str) -> bytes:

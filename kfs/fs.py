@@ -58,10 +58,8 @@ from .append import (
     DEFAULT_KEY_SEPARATOR,
     AbandonedLineError,
     BatchFramer,
-    KeySeparatorMissingError,
     LineFramer,
     PartialBatchError,
-    split_keys,
 )
 from .inodes import Kind
 
@@ -106,7 +104,7 @@ _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (serr.PartitionExistsError, errno.EEXIST),
     (serr.RecordTooLargeError, errno.EFBIG),
     (serr.ReadOnlyLogError, errno.EROFS),
-    (KeySeparatorMissingError, errno.EINVAL),
+    (serr.KeySeparatorMissingError, errno.EINVAL),
     (InvalidBatchesError, errno.EINVAL),
     (OverflowError, errno.EOVERFLOW),
 )
@@ -765,10 +763,7 @@ class KafkaFs(pyfuse3.Operations):
                 return handle.log.append_as_leader(lines)[0]
             except _PRODUCER_INPUT_ERRORS as exc:
                 raise InvalidBatchesError(str(exc)) from exc
-        if handle.keyed:
-            keys, values = split_keys(lines, self._sep)
-            return handle.log.append(values, keys)
-        return handle.log.append(lines)
+        return handle.log.append_lines(lines, self._sep if handle.keyed else None)
 
     @_fuse_errors
     async def flush(self, fh: int) -> None:
@@ -785,7 +780,7 @@ class KafkaFs(pyfuse3.Operations):
                 return
             tail = handle.framer.finish()
             if tail is not None:  # on failure the tail is dropped: never stored in pieces
-                await trio.to_thread.run_sync(self._store, handle, [tail])
+                await trio.to_thread.run_sync(self._store, handle, tail + b"\n")
 
     @_fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:

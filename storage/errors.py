@@ -19,6 +19,11 @@ class InvalidRecordError(KafkaStorageError):
     ``InvalidRecordException``), e.g. an unknown compression codec id."""
 
 
+class KeySeparatorMissingError(InvalidRecordError):
+    """A keyed line without the key separator (``Log.append_lines``; the console producer's
+    "No key separator found"). Nothing of that append is stored."""
+
+
 class RecordTooLargeError(KafkaStorageError):
     """A record batch larger than ``max.message.bytes`` or ``segment.bytes`` (Kafka's
     ``RecordTooLargeException`` / ``RecordBatchTooLargeException``)."""

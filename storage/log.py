@@ -21,6 +21,7 @@ from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KeySeparatorMissingError,
     ReadOnlyLogError,
     RecordTooLargeError,
 )
@@ -33,8 +34,10 @@ from storage.records import (
     RecordBatch,
     TimestampType,
     assign_offsets,
-    build_batch,
+    encode_lines,
+    encode_records,
     iter_batches,
+    seal_batch,
     set_log_append_time,
 )
 from storage.records.batch import CURRENT_MAGIC
@@ -50,6 +53,7 @@ from storage.segment import (
 )
 
 log = logging.getLogger(__name__)
+_MAX_LINES_PER_BATCH = 1 << 20  # offset deltas stay far inside the index's 32-bit range
 _MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 
 def _overhead_bound(value_bits: int) -> int:
@@ -195,27 +199,72 @@ class Log:
         of the first record. Raises ReadOnlyLogError; RecordTooLargeError when a record's batch
         would exceed ``max.message.bytes`` (nothing is written); OSError from the disk (the log
         is truncated back to where it was)."""
-        if not self.writable:
-            raise ReadOnlyLogError(f"{self.name} is read-only")
+        self._check_writable()
         if keys is not None and len(keys) != len(values):
             raise ValueError("keys and values differ in length")
         if not values:
             return self._leo
-        chunks = self._plan_batches(values, keys)
+        sections = [(encode_records(values[start:end],
+                                    None if keys is None else keys[start:end]), end - start)
+                    for start, end in self._plan_batches(values, keys)]
+        return self._append_sections(sections)
+
+    def append_lines(self, lines, key_separator: bytes | None = None) -> int:
+        """Append one record per ``\\n``-terminated line of ``lines`` (bytes-like; the newline is
+        not stored), as ``kafka-console-producer`` does, otherwise as :meth:`append`. With
+        ``key_separator`` each line is ``key<separator>value``, split at the first separator
+        (``parse.key=true``). The records are encoded straight from ``lines`` by the compiled
+        codec, one call per batch. Returns the first offset. Raises ValueError when ``lines``
+        does not end with a newline; KeySeparatorMissingError (nothing written) for a keyed
+        line without the separator; otherwise as :meth:`append`."""
+        self._check_writable()
+        if not lines:
+            return self._leo
+        if lines[-1] != 0x0A:
+            raise ValueError("lines must end with a newline")
+        room = max(min(self.config.batch_size, self._max_batch_bytes()) - RECORD_BATCH_OVERHEAD, 1)
+        sections, pos, end = [], 0, len(lines)
+        while pos < end:
+            records, count, after, _ = encode_lines(lines, pos, end, room, _MAX_LINES_PER_BATCH,
+                                                    key_separator)
+            if count < 0:
+                line = lines.count(b"\n", 0, pos) + 1
+                raise KeySeparatorMissingError(
+                    f"no key separator {bytes(key_separator)!r} in line {line}")
+            sections.append((records, count))
+            pos = after
+        return self._append_sections(sections)
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise ReadOnlyLogError(f"{self.name} is read-only")
+
+    def _max_batch_bytes(self) -> int:
+        return min(self.config.max_message_bytes, self.config.segment_bytes)
+
+    def _append_sections(self, sections: list[tuple[bytes, int]]) -> int:
+        """Seal encoded records sections (offset deltas 0..count-1, timestamp delta 0) into
+        batches stamped now and append them, all-or-nothing. Returns the first offset."""
+        limit, records_before = self._max_batch_bytes(), 0
+        for records, count in sections:
+            if len(records) + RECORD_BATCH_OVERHEAD > limit:  # only a record alone gets here
+                raise RecordTooLargeError(
+                    f"the record at line {records_before + 1} is "
+                    f"{len(records) + RECORD_BATCH_OVERHEAD} bytes as a batch, more than"
+                    f" max.message.bytes={self.config.max_message_bytes}"
+                    f" (segment.bytes={self.config.segment_bytes})")
+            records_before += count
         timestamp = now_ms()
         log_append = self.config.timestamp_type == TimestampType.LOG_APPEND_TIME
         with self._lock:
             first = offset = self._leo
             try:
-                for start, end in chunks:
-                    data = build_batch(
-                        offset, values[start:end], None if keys is None else keys[start:end],
-                        timestamp, codec=self.config.codec, level=self.config.compression_level,
-                        timestamp_type=self.config.timestamp_type,
-                        log_append_time=timestamp if log_append else None,
-                        partition_leader_epoch=self.leader_epoch,
-                    )
-                    last = offset + end - start - 1
+                for records, count in sections:
+                    data = seal_batch(
+                        records, count, offset, timestamp, timestamp, count - 1,
+                        codec=self.config.codec, level=self.config.compression_level,
+                        log_append=log_append, partition_leader_epoch=self.leader_epoch)
+                    last = offset + count - 1
                     self._append_chunk(data, offset, last, timestamp, last)
                     offset = last + 1
             except BaseException:

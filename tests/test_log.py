@@ -12,6 +12,7 @@ from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTopicError,
+    KeySeparatorMissingError,
     PartitionExistsError,
     ReadOnlyLogError,
     RecordTooLargeError,
@@ -22,7 +23,7 @@ from storage.segment import filename_prefix
 
 
 def open_log(path, **config):
-    path.mkdir(exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
     return Log(path, "t", 0, LogConfig(**config))
 
 
@@ -619,3 +620,47 @@ def test_a_failed_txnindex_write_rolls_the_whole_append_back(tmp_path, monkeypat
     log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT))
     assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"next"]
     log.close()
+
+
+def split_keys(tmp_path, lines, sep=b"\t"):
+    """Keys and values of keyed lines as ``Log.append_lines`` stores them."""
+    log = open_log(tmp_path)
+    try:
+        first = log.append_lines(b"".join(line + b"\n" for line in lines), sep)
+        records = log.records_from(first, len(lines))
+        assert log.log_end_offset == first + len(lines)
+        return [r.key for r in records], [r.value for r in records]
+    finally:
+        log.close()
+
+
+def test_split_keys_at_first_separator(tmp_path):
+    cases = [(b"k\tv", b"\t", b"k", b"v"), (b"k\tv\twith tab", b"\t", b"k", b"v\twith tab"),
+             (b"\tv", b"\t", b"", b"v"), (b"k\t", b"\t", b"k", b""),
+             (b"k:v", b":", b"k", b"v"), (b"k::v", b"::", b"k", b"v")]
+    for i, (line, sep, key, value) in enumerate(cases):
+        assert split_keys(tmp_path / str(i), [line], sep) == ([key], [value])
+
+
+def test_split_keys_without_separator_is_an_error(tmp_path):
+    with pytest.raises(KeySeparatorMissingError):
+        split_keys(tmp_path / "a", [b"no separator here"])
+    with pytest.raises(InvalidRecordError):  # it is an InvalidRecordError too
+        split_keys(tmp_path / "b", [b"k:v"])
+
+
+def test_split_keys_all_or_nothing(tmp_path):
+    assert split_keys(tmp_path / "a", [b"a\t1", b"b\t2"]) == ([b"a", b"b"], [b"1", b"2"])
+    assert split_keys(tmp_path / "b", []) == ([], [])
+    with pytest.raises(KeySeparatorMissingError):
+        split_keys(tmp_path / "c", [b"a\t1", b"oops", b"c\t3"])
+    log = open_log(tmp_path / "c")
+    assert log.log_end_offset == 0  # nothing of the refused append was stored
+    log.close()
+
+
+def test_split_keys_on_a_128k_chunk(tmp_path):
+    lines = [b"key-%06d\t" % i + b"v" * 88 for i in range(1310)]
+    keys, values = split_keys(tmp_path, lines)
+    assert keys == [b"key-%06d" % i for i in range(1310)]
+    assert values == [b"v" * 88] * 1310

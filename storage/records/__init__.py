@@ -14,8 +14,10 @@ from storage.records.batch import (
     batch_at,
     build_batch,
     iter_batches,
+    seal_batch,
     set_log_append_time,
 )
+from storage.records._codec import encode_lines, encode_records
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import Record, TimestampType
@@ -45,9 +47,12 @@ __all__ = [
     "decode_varint",
     "decode_varlong",
     "decompress",
+    "encode_lines",
+    "encode_records",
     "encode_varint",
     "encode_varlong",
     "iter_batches",
+    "seal_batch",
     "set_log_append_time",
     "size_of_varint",
     "size_of_varlong",

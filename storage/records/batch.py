@@ -37,6 +37,7 @@ __all__ = [
     "batch_at",
     "iter_batches",
     "build_batch",
+    "seal_batch",
     "assign_offsets",
     "set_log_append_time",
 ]
@@ -209,7 +210,7 @@ class RecordBatch(BatchSpan):
         return _codec.first_record_from_time(self._records_section(), *self._decode_args(),
                                              timestamp, min_offset)
 
-    def add_to(self, columns, start: int = 0, end: int = 1 << 63) -> int:
+    def add_to(self, columns, start: int = 0, end: int = (1 << 63) - 1) -> int:
         """Decode the records with offsets in [``start``, ``end``) into ``columns`` (a
         ``storage.records.columns.RecordColumns``); returns how many. Errors as
         :meth:`records`."""
@@ -386,18 +387,37 @@ def build_batch(
     else:
         timestamp_deltas = [t - base_timestamp for t in timestamps]
     records = _codec.encode_records(values, keys, timestamp_deltas, headers, offset_deltas)
+    return seal_batch(
+        records, count, base_offset, base_timestamp, max_timestamp, last_offset_delta,
+        codec=codec, level=level, log_append=timestamp_type == TimestampType.LOG_APPEND_TIME,
+        partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence,
+        is_transactional=is_transactional, is_control=is_control,
+        delete_horizon=delete_horizon_ms is not None)
+
+
+def seal_batch(records: bytes, count: int, base_offset: int, base_timestamp: int,
+               max_timestamp: int, last_offset_delta: int, *, codec: int = CompressionType.NONE,
+               level: int | None = None, log_append: bool = False,
+               partition_leader_epoch: int = -1, producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1, is_transactional: bool = False, is_control: bool = False,
+               delete_horizon: bool = False) -> bytes:
+    """A v2 batch around an encoded, uncompressed records section of ``count`` records: the
+    section compressed with ``codec``, the 61-byte header, the CRC-32C
+    (``MemoryRecordsBuilder.close``). Timestamps are epoch ms; ``log_append`` marks a
+    LogAppendTime batch (``max_timestamp`` is then the append time). Raises ValueError for a
+    header field out of range, InvalidConfigError for a bad level."""
     attributes = codec
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+    if log_append:
         attributes |= TIMESTAMP_TYPE_MASK
     if is_transactional:
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attributes |= CONTROL_FLAG_MASK
-    if delete_horizon_ms is not None:
+    if delete_horizon:
         attributes |= DELETE_HORIZON_FLAG_MASK
     if codec:
         records = compress(codec, records, level)
-
     try:
         tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
                           producer_id, producer_epoch, base_sequence, count)

@@ -15,6 +15,9 @@ framing around them is written here, because the framing is what Kafka's readers
 * zstd: one streamed frame (no content size, no checksum), level 3 by default.
 
 Readers accept what Kafka's readers accept; a corrupt stream raises CorruptRecordError.
+Readers hold the whole decompressed section in memory, so what they may produce is capped
+(:func:`decompressed_limit`) and they stream against that cap: no size a stream declares
+(lz4's content size, snappy's length preamble) is allocated before it is checked.
 """
 
 from __future__ import annotations
@@ -111,27 +114,47 @@ def compress(codec: int, data, level: int | None = None, *, magic: int = 2) -> b
     return _zstd_compress(data, level)
 
 
-def decompress(codec: int, data, *, magic: int = 2) -> bytes:
+# The cap on a decompressed records section: DECOMPRESSED_RATIO times the compressed size
+# (deflate's maximum, 258 bytes per 2-bit code, so no gzip stream reaches it; lz4 and snappy
+# stay far below; only zstd goes beyond), and at least DECOMPRESSED_FLOOR: a 1 MiB batch
+# (max.message.bytes) may expand to about 1 GiB.
+DECOMPRESSED_RATIO = 1032
+DECOMPRESSED_FLOOR = 64 * 1024 * 1024
+
+
+def decompressed_limit(compressed_size: int) -> int:
+    """The most bytes :func:`decompress` lets ``compressed_size`` bytes expand to by default."""
+    return max(DECOMPRESSED_FLOOR, DECOMPRESSED_RATIO * compressed_size)
+
+
+def decompress(codec: int, data, *, magic: int = 2, max_size: int | None = None) -> bytes:
     """Decompress one Kafka-written stream of ``codec`` from ``data`` (bytes or memoryview).
 
     Accepts what Kafka's readers accept: concatenated gzip members; xerial snappy streams,
     concatenated ones and headerless raw snappy; LZ4 frames (for ``magic`` 0 the header
     checksum is not verified, as Kafka); one or more zstd frames with or without a content size.
-    Raises CorruptRecordError for a corrupt or truncated stream, InvalidRecordError for an
-    unknown codec id.
+    At most ``max_size`` bytes come out (None: :func:`decompressed_limit` of the input's size).
+    Raises CorruptRecordError for a corrupt or truncated stream or one that expands past the
+    cap, InvalidRecordError for an unknown codec id.
     """
     codec = CompressionType.for_id(codec)
     if codec == CompressionType.NONE:
         return bytes(data)
-    decoder = _DECODERS[codec]
+    limit = decompressed_limit(len(data)) if max_size is None else max_size
     try:
-        return decoder(data, magic) if codec == CompressionType.LZ4 else decoder(data)
+        if codec == CompressionType.LZ4:
+            return _lz4_decompress(data, limit, magic)
+        return _DECODERS[codec](data, limit)
     except CorruptRecordError:
         raise
     except Exception as exc:  # any library failure on these bytes means a corrupt stream
         raise CorruptRecordError(
             f"corrupt {codec.kafka_name} stream ({len(data)} bytes): "
             f"{type(exc).__name__}: {exc}") from exc
+
+
+def _too_big(codec: str) -> CorruptRecordError:
+    return CorruptRecordError(f"{codec} stream expands past the decompression cap")
 
 
 # codec -> (default, lowest, highest, one more allowed value)
@@ -172,14 +195,18 @@ def _gzip_compress(data, level: int) -> bytes:
     return b"".join((GZIP_HEADER, body, trailer))
 
 
-def _gzip_decompress(data) -> bytes:
+def _gzip_decompress(data, limit: int) -> bytes:
     # GZIPInputStream reads concatenated members and ignores trailing bytes that do not
-    # start another member; zlib (wbits 31) checks each member's CRC-32 and size.
+    # start another member; zlib (wbits 31) checks each member's CRC-32 and size. Asking for
+    # one byte more than the room left tells a full stop from a stream that goes on.
     out = []
     rest = data
     while True:
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out.append(inflater.decompress(rest))
+        out.append(inflater.decompress(rest, limit + 1))
+        limit -= len(out[-1])
+        if limit < 0:
+            raise _too_big("gzip")
         if not inflater.eof:
             raise CorruptRecordError("truncated gzip stream")
         rest = inflater.unused_data
@@ -193,6 +220,9 @@ SNAPPY_HEADER = SNAPPY_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"
 SNAPPY_BLOCK_SIZE = 32 * 1024
 _SNAPPY_MAGIC_HEAD = 0x82534E41  # the magic's first 4 bytes read as a chunk length
 _SNAPPY_MAX_CHUNK = 512 * 1024 * 1024
+# A snappy op yields at most 64 bytes per 3 (a copy with a 2-byte offset): a block claiming
+# more than 22 times its size lies, and the library would allocate the claim up front.
+_SNAPPY_MAX_EXPANSION = 22
 _INT32_BE = struct.Struct(">i")
 
 
@@ -207,7 +237,23 @@ def _snappy_compress(data) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data) -> bytes:
+def _snappy_uncompress(block: bytes, limit: int) -> bytes:
+    """One raw snappy block, its length preamble checked before the library allocates it."""
+    declared, shift = 0, 0
+    for byte in block[:5]:
+        declared |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            break
+    if declared > _SNAPPY_MAX_EXPANSION * len(block):
+        raise CorruptRecordError(
+            f"snappy block of {len(block)} bytes declares {declared} uncompressed bytes")
+    if declared > limit:
+        raise _too_big("snappy")
+    return snappy.uncompress(block)
+
+
+def _snappy_decompress(data, limit: int) -> bytes:
     # SnappyInputStream: no xerial magic (or under 16 bytes) => the whole input is one raw
     # block; otherwise chunks, where a "length" equal to the magic's head starts another
     # concatenated stream.
@@ -215,7 +261,7 @@ def _snappy_decompress(data) -> bytes:
     if not data:
         raise CorruptRecordError("empty snappy stream")
     if len(data) < 16 or not data.startswith(SNAPPY_MAGIC):
-        return snappy.uncompress(data)
+        return _snappy_uncompress(data, limit)
     _check_snappy_version(data, 0)
     out = []
     pos, end = 16, len(data)
@@ -235,7 +281,8 @@ def _snappy_decompress(data) -> bytes:
         if end - pos < length:
             raise CorruptRecordError(
                 f"truncated snappy chunk: {length} bytes declared, {end - pos} left")
-        out.append(snappy.uncompress(data[pos:pos + length]))
+        out.append(_snappy_uncompress(data[pos:pos + length], limit))
+        limit -= len(out[-1])
         pos += length
     return b"".join(out)
 
@@ -279,10 +326,24 @@ def _lz4_compress(data, level: int, magic: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_decompress(data, magic: int) -> bytes:
+def _lz4_decompress(data, limit: int, magic: int) -> bytes:
+    # One frame, trailing bytes ignored (as lz4.frame.decompress, which would allocate a
+    # declared content size up front: the output comes in bounded steps instead).
     if magic == 0:
         data = _lz4_fix_header_checksum(bytes(data))
-    return lz4.frame.decompress(data)
+    frame = lz4.frame.LZ4FrameDecompressor()
+    step = max(LZ4_BLOCK_SIZE, 4 * len(data))
+    out = [frame.decompress(data, max_length=min(step, limit + 1))]
+    while True:
+        limit -= len(out[-1])
+        if limit < 0:
+            raise _too_big("lz4")
+        if frame.eof:
+            return b"".join(out)
+        if frame.needs_input or not out[-1]:
+            raise CorruptRecordError("truncated lz4 frame")
+        step = min(2 * step, 1 << 24)
+        out.append(frame.decompress(b"", max_length=min(step, limit + 1)))
 
 
 def _lz4_fix_header_checksum(data: bytes) -> bytes:
@@ -316,21 +377,32 @@ def _zstd_compress(data, level: int) -> bytes:
                      stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)))
 
 
-def _zstd_decompress(data) -> bytes:
+def _zstd_decompress(data, limit: int) -> bytes:
     # ZstdInputStream decodes consecutive frames and fails on a truncated one or trailing junk.
+    # decompressobj() has no output bound, so the input goes in slices: a block (>= 4 bytes)
+    # yields at most 128 KiB, so a slice of max(1 KiB, room / 2**15) bytes yields at most the
+    # room left (or 32 MiB) and a couple of blocks before the cap is checked.
     dctx = getattr(_zstd_local, "decompressor", None)
     if dctx is None:
         dctx = _zstd_local.decompressor = zstandard.ZstdDecompressor()
     out = []
-    rest = data
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    stream = dctx.decompressobj()
     while True:
-        stream = dctx.decompressobj()
-        out.append(stream.decompress(rest))
-        if not stream.eof:
+        step = max(1024, limit >> 15)
+        out.append(stream.decompress(view[pos:pos + step] if pos or step < end else view))
+        limit -= len(out[-1])
+        if limit < 0:
+            raise _too_big("zstd")
+        pos = min(pos + step, end)
+        if stream.eof:
+            pos -= len(stream.unused_data)
+            if pos == end:
+                return b"".join(out)
+            stream = dctx.decompressobj()
+        elif pos == end:
             raise CorruptRecordError("truncated zstd frame")
-        rest = stream.unused_data
-        if not rest:
-            return b"".join(out)
 
 
 _DECODERS = {
