@@ -26,22 +26,27 @@ machine; otherwise write while the directory is unmounted (or mounted read-only)
 
 from __future__ import annotations
 
+import array
 import secrets
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from storage import LogManager
-from storage.records import build_batch
+from storage.records import seal_batch
+from storage.records._codec import assign_partitions, encode_arrow
+from storage.records.batch import now_ms
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.topic_partition import parse_partition_dir_name
 
 from ..mounts import find_mount
-from .partitioner import StickyPartitioner, partition_for_key
+from .partitioner import StickyPartitioner
 
 PRODUCER_EPOCH = 0
 # The driver's markers carry the next epoch, as a coordinator bumps it when it ends a
@@ -49,7 +54,6 @@ PRODUCER_EPOCH = 0
 # (InvalidProducerEpochError) instead of opening a transaction nobody would close.
 MARKER_EPOCH = PRODUCER_EPOCH + 1
 _BATCH_BYTES = 512 * 1024  # producer batches stay well under max.message.bytes (1 MiB)
-_RECORD_OVERHEAD = 32
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
 
@@ -100,53 +104,44 @@ class KfsWriter(DataSourceArrowWriter):
     # -- tasks ------------------------------------------------------------------------------
 
     def write(self, iterator: Iterator) -> KfsCommitMessage:
+        """Partition and encode each Arrow batch column-wise (the compiled codec: murmur2 and
+        the sticky partitioner over whole columns, records straight from Arrow buffers), then
+        append each partition's transactional batches in one go."""
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         producer_id = self.producer_id_base + ((ctx.taskAttemptId() if ctx else 0) & 0xFFFFFFFF)
         counts = _partition_counts(self.path)
         sticky: dict[str, StickyPartitioner] = {}
-        grouped: dict[str, list[tuple]] = defaultdict(list)
+        sections: dict[str, list[tuple]] = defaultdict(list)
         rows = 0
         for batch in iterator:
-            for topic, partition, record in self._records(batch):
+            for topic, part in self._by_topic(batch):
                 n = counts.get(topic, 1)
-                if partition is None:
-                    key = record[0]
-                    if key is not None:
-                        partition = partition_for_key(key, n)
-                    else:
-                        sticky.setdefault(topic, StickyPartitioner(n))
-                        partition = sticky[topic].next(len(record[1] or b""))
-                elif not 0 <= partition < n:
-                    raise ValueError(f"partition {partition} of topic {topic} does not exist "
-                                     f"(it has {n})")
-                grouped[f"{topic}-{partition}"].append(record)
-                rows += 1
-        data = {name: _transactional_batches(records, producer_id)
-                for name, records in grouped.items()}
+                partitions = _partitions(part, topic, n,
+                                         sticky.setdefault(topic, StickyPartitioner(n)))
+                for p in pc.unique(partitions).to_pylist():
+                    rows_of_p = part.filter(pc.equal(partitions, p))
+                    sections[f"{topic}-{p}"] += _encode(rows_of_p)
+                rows += part.num_rows
+        data = {name: _transactional_batches(secs, producer_id) for name, secs in sections.items()}
         if data:
             with self._appender() as append:
                 for name, chunk in sorted(data.items()):
                     append(name, chunk)
         return KfsCommitMessage(producer_id, sorted(data), rows)
 
-    def _records(self, batch):
-        """(topic, partition or None, (key, value, headers)) per row of an Arrow batch."""
-        columns = {name.lower(): batch.column(i).to_pylist()
-                   for i, name in enumerate(batch.schema.names)}
-        n = batch.num_rows
-        values = [_as_bytes(v) for v in columns["value"]]
-        keys = [_as_bytes(k) for k in columns["key"]] if "key" in columns else [None] * n
-        headers = columns.get("headers") or [None] * n
-        topics = [self.topic] * n if self.topic else columns["topic"]
-        partitions = columns.get("partition") or [None] * n
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
-                raise ValueError("null topic present in the data; use the topic option")
-            hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else []
-            yield topic, partitions[i], (keys[i], values[i], hdrs)
+    def _by_topic(self, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """(topic, its rows) of an Arrow batch, columns named in lower case."""
+        batch = batch.rename_columns([name.lower() for name in batch.schema.names])
+        if self.topic:
+            yield self.topic, batch
+            return
+        topics = batch.column("topic")
+        if topics.null_count:
+            raise ValueError("null topic present in the data; use the topic option")
+        for topic in pc.unique(topics).to_pylist():
+            yield topic, batch.filter(pc.equal(topics, topic))
 
     def _appender(self) -> _Appender:
         return _Appender(self.path, self.lock_timeout_s)
@@ -233,8 +228,68 @@ def _append_through_mount(mount: Path, name: str, data: bytes) -> None:
             view = view[f.write(view):]
 
 
-def _as_bytes(v) -> bytes | None:
-    return v.encode() if isinstance(v, str) else v
+def _partitions(batch: pa.RecordBatch, topic: str, n: int,
+                sticky: StickyPartitioner) -> pa.Array:
+    """The partition of each row: its ``partition`` column, else Kafka's default partitioner.
+    Raises ValueError for a partition the topic does not have."""
+    rows = batch.num_rows
+    out = array.array("i", [-1]) * rows
+    if "partition" in batch.schema.names:
+        given = batch.column("partition")
+        filled = given.fill_null(-1).cast(pa.int32())
+        out = array.array("i", memoryview(filled.buffers()[1]).cast("i")[
+            filled.offset:filled.offset + rows])
+        if given.null_count < len(given):
+            low, high = pc.min_max(given).values()
+            if low.as_py() < 0 or high.as_py() >= n:
+                bad = low.as_py() if low.as_py() < 0 else high.as_py()
+                raise ValueError(f"partition {bad} of topic {topic} does not exist "
+                                 f"(it has {n})")
+    if -1 in out:
+        assign_partitions(rows, _binary(batch, "key"), _binary(batch, "value"), out, n, sticky)
+    return pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(out)])
+
+
+def _binary(batch: pa.RecordBatch, name: str) -> tuple | None:
+    """A string or binary column as the codec takes it: (validity, offsets, data, offset)."""
+    if name not in batch.schema.names:
+        return None
+    array = batch.column(name)
+    if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type):
+        array = array.cast(pa.binary())
+    validity, offsets, data = array.buffers()[:3]
+    return (validity if array.null_count else None, offsets, data, array.offset)
+
+
+def _headers(batch: pa.RecordBatch) -> tuple | None:
+    if "headers" not in batch.schema.names:
+        return None
+    lists = batch.column("headers")
+    entries = lists.values.flatten()  # key and value arrays of the struct
+    keys, values = (pa.RecordBatch.from_arrays(entries, ["k", "v"]),) * 2
+    return (lists.buffers()[0] if lists.null_count else None, lists.buffers()[1], lists.offset,
+            _binary(keys, "k"), _binary(values, "v"))
+
+
+def _timestamps(batch: pa.RecordBatch) -> tuple | None:
+    if "timestamp" not in batch.schema.names:
+        return None
+    ms = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000)  # Spark: microseconds
+    return (ms.buffers()[0] if ms.null_count else None, ms.buffers()[1], ms.offset)
+
+
+def _encode(batch: pa.RecordBatch) -> list[tuple]:
+    """Records sections of at most _BATCH_BYTES of the batch's rows, encoded from its Arrow
+    buffers: (records, count, first timestamp, max timestamp) each."""
+    columns = (_binary(batch, "value"), _binary(batch, "key"), _headers(batch),
+               _timestamps(batch))
+    out, start, now = [], 0, now_ms()
+    while start < batch.num_rows:
+        records, count, first_ts, max_ts = encode_arrow(start, batch.num_rows, *columns, now,
+                                                        _BATCH_BYTES)
+        out.append((records, count, first_ts, max_ts))
+        start += count
+    return out
 
 
 def _log_end_offsets(path: str) -> dict[str, int]:
@@ -272,22 +327,13 @@ def _get_or_create(manager: LogManager, name: str):
     return manager.create(name)
 
 
-def _transactional_batches(records: list[tuple], producer_id: int) -> bytes:
-    """Producer batches (about 512 KiB each) of ``(key, value, headers)`` records, transactional,
-    with sequence numbers from 0 (``RecordAccumulator`` with ``transactional.id``)."""
-    out, start, size, sequence = [], 0, 0, 0
-    for i, (key, value, headers) in enumerate(records):
-        size += len(value or b"") + len(key or b"") + _RECORD_OVERHEAD + sum(
-            len(k) + len(v or b"") for k, v in headers)
-        if size >= _BATCH_BYTES or i == len(records) - 1:
-            chunk = records[start:i + 1]
-            keys, values, hdrs = zip(*chunk)
-            out.append(build_batch(
-                0, list(values),
-                None if not any(k is not None for k in keys) else list(keys), None,
-                [list(h) for h in hdrs] if any(hdrs) else None,
-                producer_id=producer_id, producer_epoch=PRODUCER_EPOCH,
-                base_sequence=sequence, is_transactional=True))
-            sequence += len(chunk)
-            start, size = i + 1, 0
+def _transactional_batches(sections: list[tuple], producer_id: int) -> bytes:
+    """Producer batches of encoded records sections, transactional, with sequence numbers from
+    0 (``RecordAccumulator`` with ``transactional.id``)."""
+    out, sequence = [], 0
+    for records, count, first_ts, max_ts in sections:
+        out.append(seal_batch(records, count, 0, first_ts, max_ts, count - 1,
+                              producer_id=producer_id, producer_epoch=PRODUCER_EPOCH,
+                              base_sequence=sequence, is_transactional=True))
+        sequence += count
     return b"".join(out)

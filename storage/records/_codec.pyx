@@ -14,7 +14,7 @@ varint, then per header a key (varint length >= 0, UTF-8) and a value (varint le
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.buffer cimport PyBUF_WRITABLE
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
@@ -887,3 +887,236 @@ cdef const uint8_t* find(const uint8_t* hay, Py_ssize_t n, const uint8_t* needle
             return at
         i = at - hay + 1
     return NULL
+
+
+# -- encoding from Arrow columns ----------------------------------------------------------------
+
+cdef struct BinaryIn:
+    # an Arrow binary array: validity bitmap (NULL: no nulls), int32 offsets, data, array offset
+    const uint8_t* validity
+    const int32_t* offsets
+    const uint8_t* data
+    Py_ssize_t offset
+
+
+cdef const uint8_t* address(object buffer) except? NULL:
+    # the memory of an Arrow buffer (immutable, and kept alive by the caller for the call),
+    # or NULL for None/empty
+    cdef Py_buffer view
+    cdef const uint8_t* at
+    if buffer is None:
+        return NULL
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    at = <const uint8_t*>view.buf if view.len else NULL
+    PyBuffer_Release(&view)
+    return at
+
+
+cdef int binary_in(BinaryIn* b, object parts) except -1:
+    validity, offsets, data, offset = parts
+    b.validity = address(validity)
+    b.offsets = <const int32_t*>address(offsets)
+    b.data = address(data)
+    b.offset = offset
+    return 0
+
+
+cdef inline int32_t element(BinaryIn* b, Py_ssize_t i, const uint8_t** at) noexcept nogil:
+    """Length of element ``i`` (-1: null), its bytes at ``at[0]``."""
+    cdef Py_ssize_t j = b.offset + i
+    if b.validity != NULL and not (b.validity[j >> 3] >> (j & 7)) & 1:
+        return -1
+    at[0] = b.data + b.offsets[j]
+    return b.offsets[j + 1] - b.offsets[j]
+
+
+cdef inline uint32_t murmur2(const uint8_t* data, int32_t length) noexcept nogil:
+    # Kafka's Utils.murmur2 (seed 0x9747b28c)
+    cdef uint32_t m = 0x5BD1E995U, h = 0x9747B28CU ^ <uint32_t>length, k
+    cdef int32_t i, whole = length & ~3
+    for i in range(0, whole, 4):
+        k = data[i] | (<uint32_t>data[i + 1] << 8) | (<uint32_t>data[i + 2] << 16) | (
+            <uint32_t>data[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h = (h * m) ^ k
+    if length & 3 == 3:
+        h ^= <uint32_t>data[whole + 2] << 16
+    if length & 3 >= 2:
+        h ^= <uint32_t>data[whole + 1] << 8
+    if length & 3 >= 1:
+        h ^= data[whole]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h
+
+
+def murmur2_of(const uint8_t[::1] data):
+    """Kafka's ``Utils.murmur2`` of ``data`` as a signed 32-bit int."""
+    return <int32_t>murmur2(&data[0] if data.shape[0] else NULL, data.shape[0])
+
+
+def assign_partitions(Py_ssize_t n, keys, values, int32_t[::1] out, int32_t num_partitions,
+                      sticky):
+    """Kafka's default partitioner (``BuiltInPartitioner``) over whole columns: for each row
+    whose ``out`` entry is -1, ``toPositive(murmur2(key)) % num_partitions`` when the key is
+    not null, else the sticky partition of ``sticky`` (``current``, ``bytes``, ``batch_size``
+    attributes and ``switch()``, called when a partition has had ``batch_size`` bytes of
+    values). ``keys``/``values``: Arrow binary arrays as (validity, offsets, data, offset),
+    ``keys`` None when there is no key column."""
+    cdef BinaryIn k, v
+    cdef const uint8_t* at = NULL
+    cdef int32_t length
+    cdef int64_t stuck = sticky.bytes, batch_size = sticky.batch_size
+    cdef int32_t current = sticky.current
+    if keys is not None:
+        binary_in(&k, keys)
+    binary_in(&v, values)
+    for i in range(n):
+        if out[i] != -1:
+            continue
+        length = element(&k, i, &at) if keys is not None else -1
+        if length >= 0:
+            out[i] = <int32_t>((murmur2(at, length) & 0x7FFFFFFF) % num_partitions)
+            continue
+        if stuck >= batch_size:
+            sticky.bytes = stuck
+            current = sticky.switch()
+            stuck = 0
+        length = element(&v, i, &at)
+        stuck += max(length, 0)
+        out[i] = current
+    sticky.bytes = stuck
+    sticky.current = current
+
+
+cdef Py_ssize_t headers_size(Py_ssize_t i, const int32_t* list_offsets, Py_ssize_t list_offset,
+                             const uint8_t* list_validity, BinaryIn* hkeys,
+                             BinaryIn* hvalues) noexcept nogil:
+    cdef Py_ssize_t j = list_offset + i, size, count
+    cdef int32_t length
+    cdef const uint8_t* at = NULL
+    if list_validity != NULL and not (list_validity[j >> 3] >> (j & 7)) & 1:
+        return 1
+    count = list_offsets[j + 1] - list_offsets[j]
+    size = varint_size(count)
+    for h in range(list_offsets[j], list_offsets[j + 1]):
+        length = max(element(hkeys, h, &at), 0)  # a null header key is written empty
+        size += varint_size(length) + length
+        length = element(hvalues, h, &at)
+        size += varint_size(length) + max(length, 0)
+    return size
+
+
+cdef uint8_t* put_element(uint8_t* w, BinaryIn* b, Py_ssize_t i, bint null_as_empty) noexcept nogil:
+    cdef const uint8_t* at = NULL
+    cdef int32_t length = element(b, i, &at)
+    if length < 0 and null_as_empty:
+        length = 0
+    w += write_varint(w, length)
+    if length > 0:
+        memcpy(w, at, length)
+        w += length
+    return w
+
+
+def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, timestamps,
+                 int64_t default_timestamp, Py_ssize_t max_bytes):
+    """Records of Arrow columns, rows [``start``, ``stop``), taken while the section stays
+    within ``max_bytes`` (the first row always): ``(records section, rows, first timestamp,
+    max timestamp)``, offset deltas from 0, timestamp deltas from the first row's.
+
+    ``values``/``keys`` are binary arrays as (validity, offsets, data, offset), ``keys`` None
+    for all-null keys; ``headers`` None or (list validity, list offsets, list offset, header
+    keys, header values) with the two flattened child arrays as binary arrays; ``timestamps``
+    None or (validity, int64 epoch-ms data, offset), a null timestamp being
+    ``default_timestamp``."""
+    cdef BinaryIn v, k, hk, hv
+    cdef const uint8_t* list_validity = NULL
+    cdef const int32_t* list_offsets = NULL
+    cdef Py_ssize_t list_offset = 0, total = 0, body, i, rows = 0, j
+    cdef const uint8_t* ts_validity = NULL
+    cdef const int64_t* ts_data = NULL
+    cdef Py_ssize_t ts_offset = 0
+    cdef int64_t first_ts = default_timestamp, max_ts = -1, ts
+    cdef const uint8_t* at = NULL
+    binary_in(&v, values)
+    if keys is not None:
+        binary_in(&k, keys)
+    if headers is not None:
+        list_validity = address(headers[0])
+        list_offsets = <const int32_t*>address(headers[1])
+        list_offset = headers[2]
+        binary_in(&hk, headers[3])
+        binary_in(&hv, headers[4])
+    if timestamps is not None:
+        ts_validity = address(timestamps[0])
+        ts_data = <const int64_t*>address(timestamps[1])
+        ts_offset = timestamps[2]
+    cdef list sizes = []
+    for i in range(start, stop):
+        ts = default_timestamp
+        if ts_data != NULL:
+            j = ts_offset + i
+            if ts_validity == NULL or (ts_validity[j >> 3] >> (j & 7)) & 1:
+                ts = ts_data[j]
+                if ts < 0:
+                    raise ValueError(f"Invalid negative timestamp {ts}")
+        if rows == 0:
+            first_ts = ts
+        body = 1 + varint_size(ts - first_ts) + varint_size(rows)
+        body += 1 if keys is None else varint_size(element(&k, i, &at)) + max(element(&k, i, &at), 0)
+        body += varint_size(element(&v, i, &at)) + max(element(&v, i, &at), 0)
+        body += 1 if headers is None else headers_size(i, list_offsets, list_offset,
+                                                       list_validity, &hk, &hv)
+        if body > 0x7FFFFFFF:
+            raise ValueError(f"row {i} is larger than 2 GiB as a record")
+        if rows and total + varint_size(body) + body > max_bytes:
+            break
+        total += varint_size(body) + body
+        sizes.append(body)
+        max_ts = max(max_ts, ts)
+        rows += 1
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
+    for r in range(rows):
+        i = start + r
+        ts = default_timestamp
+        if ts_data != NULL:
+            j = ts_offset + i
+            if ts_validity == NULL or (ts_validity[j >> 3] >> (j & 7)) & 1:
+                ts = ts_data[j]
+        w += write_varint(w, <int64_t>sizes[r])
+        w[0] = 0  # attributes
+        w += 1
+        w += write_varint(w, ts - first_ts)
+        w += write_varint(w, r)
+        if keys is None:
+            w[0] = 1
+            w += 1
+        else:
+            w = put_element(w, &k, i, False)
+        w = put_element(w, &v, i, False)
+        if headers is None:
+            w[0] = 0
+            w += 1
+        else:
+            w = put_headers(w, i, list_offsets, list_offset, list_validity, &hk, &hv)
+    return out, rows, first_ts, max_ts
+
+
+cdef uint8_t* put_headers(uint8_t* w, Py_ssize_t i, const int32_t* list_offsets,
+                          Py_ssize_t list_offset, const uint8_t* list_validity, BinaryIn* hkeys,
+                          BinaryIn* hvalues) noexcept nogil:
+    cdef Py_ssize_t j = list_offset + i
+    if list_validity != NULL and not (list_validity[j >> 3] >> (j & 7)) & 1:
+        w[0] = 0
+        return w + 1
+    w += write_varint(w, list_offsets[j + 1] - list_offsets[j])
+    for h in range(list_offsets[j], list_offsets[j + 1]):
+        w = put_element(w, hkeys, h, True)
+        w = put_element(w, hvalues, h, False)
+    return w
