@@ -9,8 +9,9 @@ local files for context.  The machines are noisy: kfs and its ceiling are measur
 
 Measured:
   1. ``cat file >> MNT/bench-0/append`` with N lines of 100 bytes (99 + newline): records/s and
-     MB/s; beside it the same ``cat`` into bare_fs's ``sink``, kafka-python encoding the same
-     records into ~16 KiB v2 batches and the engine's ``build_batch`` over the same batches.
+     MB/s; beside it the same ``cat`` into bare_fs's ``sink``, and the same records encoded into
+     ~16 KiB v2 batches by kafka-python's builder and by the engine (``engine_encode``), each
+     choosing its own batch boundaries.
      The landed count is checked (user.kafka.logEndOffset, and by reopening the engine after
      unmount).  Round 1 fills bench-0 (read below); later rounds append to fresh partitions.
   2. random ``by-offset/<o>`` open+read+close: a Python loop (per-file latency p50/p99) and real
@@ -19,12 +20,15 @@ Measured:
      Diagnostic rows open the names relative to
      an open by-offset/ directory (openat), leaving out the path walk through the partition.
   3. ``by-time/<t>`` likewise, random t within the partition's timestamps (distinct when the
-     range has enough ms); bare_fs's symlinks replay exactly the same pattern of repeated
-     targets (kfs resolves many t to the same record, whose file the kernel then has cached).
-  4. decode: the engine's ``RecordBatch(...).records()`` over every batch of bench-0's .log
-     files vs kafka-python's ``DefaultRecordBatch`` over the same bytes (with and without CRC).
-  5. ``kfs verify`` of the backing directory after unmount (MB/s of .log verified, in process
-     and as the command), beside reading the same files and CRC-32C over all their bytes.
+     range has enough ms). kfs resolves many t to the same record, and a record read before
+     (section 2, earlier rounds) is in the kernel's cache: bare_fs's symlinks replay exactly the
+     same cold/warm pattern (see ``bench_by_time``).
+  4. decode: ``engine_decode`` over every batch of bench-0's .log files vs aiokafka's compiled
+     ``DefaultRecordBatch`` and kafka-python's over the same bytes (with and without CRC), each
+     reading offset, timestamp, key and value of every record.
+  5. ``kfs verify`` of the backing directory after unmount (MB/s of .log verified, as the command
+     and in process), beside ``crc_ceiling.py`` run the same two ways: reading the same files in
+     large blocks into one buffer and CRC-32C over all their bytes.
 
 Everything lives in a temp dir under /tmp; every mount is unmounted in ``finally`` blocks (also
 on Ctrl-C and SIGTERM).  ``--profile`` samples the kfs process with py-spy during the append and
@@ -47,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any, Callable
 
@@ -426,53 +431,75 @@ def kp_encode(values: list[bytes], ts: int) -> tuple[list[bytes], list[int]]:
     return batches, counts
 
 
-def engine_encode(build_batch: Callable, values: list[bytes], counts: list[int], ts: int) -> list[bytes]:
-    """The engine's codec over the same record runs as kafka-python's batches."""
-    out = []
-    start = 0
-    for n in counts:
-        out.append(build_batch(start, values[start:start + n], None, ts))
-        start += n
-    return out
+def engine_encode(values: list[bytes], ts: int) -> list[bytes]:
+    """The engine's encode as a real append does it (``Log.append``): it chooses its own batch
+    boundaries (``batch.size``), then encodes each batch in one compiled call
+    (``encode_records``) and seals it (header, compression, CRC-32C). ``Log._plan_batches`` is
+    given a default LogConfig in place of a Log."""
+    from storage.config import LogConfig
+    from storage.log import Log
+    from storage.records import encode_records, seal_batch
+    cfg = LogConfig()
+    chunks = Log._plan_batches(types.SimpleNamespace(config=cfg), values, None)
+    return [seal_batch(encode_records(values[start:end]), end - start, start, ts, ts,
+                       end - start - 1, codec=cfg.codec, level=cfg.compression_level)
+            for start, end in chunks]
 
 
-def engine_decode(RecordBatch: Any, bufs: list[bytes], check_crc: bool) -> int:
+def touch(records: Any) -> int:
+    """Iterate the records, reading offset, timestamp, key and value of each; their number."""
     n = 0
-    for buf in bufs:
-        pos, end = 0, len(buf)
-        while pos + 61 <= end:
-            batch = RecordBatch(buf, pos)
-            if check_crc:
-                batch.ensure_valid()
-            n += len(batch.records())
-            pos += batch.size_in_bytes
+    for r in records:
+        _ = (r.offset, r.timestamp, r.key, r.value)
+        n += 1
     return n
 
 
-def kp_decode(bufs: list[bytes], check_crc: bool) -> int:
-    from kafka.record.default_records import DefaultRecordBatch
+def engine_decode(buf: bytes, check_crc: bool = False) -> int:
+    """Every record of the v2 batches of one .log file's bytes, decoded into columns
+    (offset, timestamp, key, value... as Arrow buffers: what the Spark source and bulk readers
+    take); the number of records."""
+    from storage.records import RecordBatch
+    from storage.records.columns import RecordColumns
+    columns = RecordColumns()
+    pos, end = 0, len(buf)
+    while pos + 61 <= end:
+        batch = RecordBatch(buf, pos)
+        if check_crc:
+            batch.ensure_valid()
+        columns.add_batch(batch)
+        pos += batch.size_in_bytes
+    return columns.to_arrow().num_rows
+
+
+def lib_decode(batch_cls: Any, buf: bytes, check_crc: bool) -> int:
+    """The same with a client library's ``DefaultRecordBatch`` (kafka-python's or aiokafka's)."""
     unpack = struct.Struct(">i").unpack_from
-    n = 0
-    for buf in bufs:
-        mv = memoryview(buf)
-        pos, end = 0, len(buf)
-        while pos + 61 <= end:
-            size = 12 + unpack(buf, pos + 8)[0]
-            batch = DefaultRecordBatch(mv[pos:pos + size])
-            if check_crc and not batch.validate_crc():
-                raise ValueError(f"kafka-python: bad CRC at {pos}")
-            n += len(list(batch))
-            pos += size
+    mv = memoryview(buf)
+    n, pos, end = 0, 0, len(buf)
+    while pos + 61 <= end:
+        size = 12 + unpack(buf, pos + 8)[0]
+        batch = batch_cls(mv[pos:pos + size])
+        if check_crc and not batch.validate_crc():  # aiokafka: before iterating
+            raise ValueError(f"{batch_cls.__module__}: bad CRC at {pos}")
+        n += touch(batch)
+        pos += size
     return n
 
 
-def load_engine() -> tuple[Any, Any, str]:
-    """(build_batch, RecordBatch, why-not) from storage.records.batch."""
+def aiokafka_batch() -> tuple[Any, str]:
+    """(aiokafka's compiled DefaultRecordBatch, why-not)."""
     try:
-        from storage.records.batch import RecordBatch, build_batch
-        return build_batch, RecordBatch, ""
-    except Exception as exc:  # noqa: BLE001 - the engine may not have landed yet
-        return None, None, f"{type(exc).__name__}: {exc}"
+        import aiokafka  # noqa: F401
+    except ImportError:
+        return None, "n/a (pip install aiokafka)"
+    try:  # the Cython class itself, not the pure-Python fallback (AIOKAFKA_NO_EXTENSIONS)
+        from aiokafka.record._crecords import default_records
+    except ImportError as exc:
+        return None, f"n/a (aiokafka without its C extensions: {exc})"
+    if not default_records.__file__.endswith(".so"):
+        return None, f"n/a (aiokafka's decoder is not compiled: {default_records.__file__})"
+    return default_records.DefaultRecordBatch, ""
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -560,25 +587,30 @@ class Bench:
             self.fail(f"{self.small:,}-line append landed {landed:,} records")
         os.sync()
 
-        # Codec peers over the same records.
-        build_batch, _, why = load_engine()
+        # Codec peers over the same records, each choosing its own ~16 KiB batch boundaries.
         ts = int(time.time() * 1000)
         kp_t, eng_t = [], []
         counts: list[int] = []
-        kp_batches: list[bytes] = []
+        eng_batches: list[bytes] = []
+        why = ""
+        for warm_up in (kp_encode, engine_encode):  # imports and first calls, untimed
+            try:
+                warm_up(self.values[:100], ts)
+            except Exception:  # noqa: BLE001 - reported by the timed rounds
+                pass
         for r in range(a.codec_rounds):
             log(f"encode round {r + 1}/{a.codec_rounds}")
-            dt, (kp_batches, counts) = timed(lambda: kp_encode(self.values, ts))
+            dt, (_, counts) = timed(lambda: kp_encode(self.values, ts))
             kp_t.append(dt)
-            if build_batch is not None:
+            if not why:
                 try:
-                    dt, eng_batches = timed(lambda: engine_encode(build_batch, self.values, counts, ts))
+                    dt, eng_batches = timed(lambda: engine_encode(self.values, ts))
                     eng_t.append(dt)
                 except Exception as exc:  # noqa: BLE001
-                    why = f"build_batch failed: {type(exc).__name__}: {exc}"
-                    build_batch = None
-        if build_batch is not None:
-            self.check_engine_batches(eng_batches, kp_batches)
+                    why = f"engine encode failed: {type(exc).__name__}: {exc}"
+                    eng_t = []
+        if eng_t:
+            self.check_engine_batches(eng_batches)
 
         t = Table(f"1. append: cat {self.n:,} lines of {LINE} B >> append   (medians of {a.rounds} interleaved rounds)",
                   ("what", "records/s", "MB/s", "kfs / it"))
@@ -588,15 +620,16 @@ class Bench:
         t.add("bare pyfuse3 sink (ceiling)", spread(b), f"{med([nbytes / x / 1e6 for x in bare_t]):.0f}",
               ratio(med(k), med(b)))
         kp = [self.n / x for x in kp_t]
-        t.add(f"kafka-python encode ({len(counts)} batches)", spread(kp),
+        t.add(f"kafka-python encode (its builder: {len(counts)} batches)", spread(kp),
               f"{med([nbytes / x / 1e6 for x in kp_t]):.0f}", ratio(med(k), med(kp)))
         if eng_t:
             e = [self.n / x for x in eng_t]
-            t.add("engine build_batch alone", spread(e), f"{med([nbytes / x / 1e6 for x in eng_t]):.0f}",
+            t.add(f"engine encode (plans its own: {len(eng_batches)} batches)", spread(e),
+                  f"{med([nbytes / x / 1e6 for x in eng_t]):.0f}",
                   ratio(med(k), med(e)))
             t.add("  engine encode / kafka-python", "", "", ratio(med(e), med(kp)))
         else:
-            t.add("engine build_batch alone", "n/a", "", "", why)
+            t.add("engine encode", "n/a", "", "", why)
         p = [self.n / x for x in plain_t]
         t.add("plain local file (context)", spread(p), f"{med([nbytes / x / 1e6 for x in plain_t]):.0f}",
               ratio(med(k), med(p)))
@@ -604,20 +637,31 @@ class Bench:
         t.print()
         self.append_rate = med(k)
 
-    def check_engine_batches(self, eng: list[bytes], kp: list[bytes]) -> None:
-        """The engine's batches decode with kafka-python to the same values (a sanity check)."""
+    def check_engine_batches(self, eng: list[bytes]) -> None:
+        """The engine's batches are contiguous, hold every record, and decode (kafka-python) to
+        the values appended (the first, middle and last batch)."""
         from kafka.record.default_records import DefaultRecordBatch
-        for i in (0, len(eng) // 2, len(eng) - 1):
-            got = [bytes(r.value) for r in DefaultRecordBatch(bytes(eng[i]))]
-            want = [bytes(r.value) for r in DefaultRecordBatch(kp[i])]
-            if got != want:
-                self.fail(f"engine batch {i} decodes (kafka-python) to other values than kafka-python's")
+        batches = [DefaultRecordBatch(b) for b in eng]
+        nxt = 0
+        for b in batches:
+            if b.base_offset != nxt:
+                self.fail(f"engine batches: base offset {b.base_offset}, expected {nxt}")
+                return
+            nxt = b.next_offset
+        if nxt != self.n:
+            self.fail(f"engine batches hold {nxt:,} records, expected {self.n:,}")
+        for i in {0, len(eng) // 2, len(eng) - 1}:
+            base = batches[i].base_offset
+            got = [bytes(r.value) for r in DefaultRecordBatch(eng[i])]
+            if got != self.values[base:base + len(got)]:
+                self.fail(f"engine batch {i} decodes (kafka-python) to other values than those appended")
                 return
 
     # ---- 2./3. lookups
 
-    def samples(self, size: int) -> Callable[[int], list[int]]:
-        """A source of distinct random offsets in [0, size): each call takes the next k."""
+    def samples(self, size: int, taken: set[int] | None = None) -> Callable[[int], list[int]]:
+        """A source of distinct random offsets in [0, size): each call takes the next k (and
+        adds them to ``taken``)."""
         perm = list(range(size))
         self.rng.shuffle(perm)
         pos = 0
@@ -627,6 +671,8 @@ class Bench:
             k = min(k, len(perm) - pos)
             out = perm[pos:pos + k]
             pos += k
+            if taken is not None:
+                taken.update(out)
             return out
         return take
 
@@ -648,7 +694,9 @@ class Bench:
         for _, _, size in parts:
             per_loop = min(per_loop, max(2, int((size - a.shell_reads - 20) / (1.5 * a.rounds))))
         diag_loop = per_loop // 2
-        kfs_take = {p: self.samples(size) for _, p, size in parts}
+        # Offsets whose by-offset/ file has been read (section 3 mirrors them on bare_fs).
+        self.kfs_read = {p: set() for _, p, _ in parts}
+        kfs_take = {p: self.samples(size, self.kfs_read[p]) for _, p, size in parts}
         bare_take = self.samples(max(self.n, self.small))
         bare_files = str(self.bare_mnt / "files")
         res: dict[str, list[tuple[float, list[int]]]] = collections.defaultdict(list)
@@ -731,16 +779,25 @@ class Bench:
               ratio(med(rates), base) if base else "")
 
     def bench_by_time(self) -> None:
+        """kfs resolves many t to the same record, and a record file read before (section 2,
+        an earlier round, earlier in the loop) is in the kernel's cache. bare_fs replays the same
+        cold/warm pattern: each kfs record maps to one bare file for the whole run (a fresh one
+        the first time it is a target; one read once, untimed, before the loop when the record
+        had been read before this section), and the loop reads the bare links in kfs's order."""
         a = self.a
         parts = self.lookup_parts
         per_loop = self.per_loop
-        bare_links = str(self.bare_mnt / "links")
+        bare_links, bare_files = str(self.bare_mnt / "links"), str(self.bare_mnt / "files")
         res: dict[str, list[tuple[float, list[int]]]] = collections.defaultdict(list)
         distinct: dict[str, list[int]] = collections.defaultdict(list)
+        warm: dict[str, list[int]] = collections.defaultdict(list)
+        mirror: dict[str, dict[int, int]] = {label: {} for label, _, _ in parts}  # kfs offset -> bare file
         ranges = {}
         for label, part, size in parts:
+            seen = self.kfs_read[part]  # by-offset/<o> looked up or read before: counted as cached
             lo = xattr_int(f"{part}/by-offset/0", "user.kafka.timestamp")
             hi = xattr_int(f"{part}/by-offset/{size - 1}", "user.kafka.timestamp")
+            seen.update((0, size - 1))
             ranges[label] = (lo, hi)
             # Correctness: the answer is the first record with timestamp >= t.
             for t_ in (lo, (lo + hi) // 2, hi):
@@ -748,6 +805,7 @@ class Bench:
                 o = int(target.rsplit("/", 1)[1])
                 ts = xattr_int(f"{part}/by-offset/{o}", "user.kafka.timestamp")
                 prev = xattr_int(f"{part}/by-offset/{o - 1}", "user.kafka.timestamp") if o else None
+                seen.update((o, max(o - 1, 0)))
                 if ts < t_ or (prev is not None and prev >= t_):
                     self.fail(f"{part}/by-time/{t_} -> offset {o} (ts {ts}, previous {prev}): not ListOffsets' answer")
             if os.path.lexists(f"{part}/by-time/{hi + 1}"):
@@ -766,27 +824,32 @@ class Bench:
                     res[f"kfs {label}"].append(read_loop([f"{part}/by-time/{t_}" for t_ in ts]))
                 finally:
                     self.prof.stop(p)
-                # The same pattern of repeated targets on bare_fs: each distinct kfs target -> a
-                # fresh bare file, repeats kept in order.
-                targets = [os.readlink(f"{part}/by-time/{t_}") for t_ in ts]
-                fresh: dict[str, int] = {}
-                pool = self.bare_take(len(set(targets)))
-                names = []
-                for tg in targets:
-                    if tg not in fresh:
-                        fresh[tg] = pool[len(fresh)]
-                    names.append(f"{bare_links}/{fresh[tg]}")
-                distinct[label].append(len(fresh))
-                res[f"bare {label}"].append(read_loop(names))
+                offs = [int(os.readlink(f"{part}/by-time/{t_}").rsplit("/", 1)[1]) for t_ in ts]
+                seen, m = self.kfs_read[part], mirror[label]
+                new = [o for o in dict.fromkeys(offs) if o not in m]
+                fresh = self.bare_take(len(new))
+                if len(fresh) < len(new):
+                    raise RuntimeError("bare_fs has too few files left for by-time")
+                m.update(zip(new, fresh))
+                read_loop([f"{bare_files}/{m[o]}" for o in new if o in seen])  # warm, untimed
+                cached = 0
+                for o in offs:
+                    cached += o in seen
+                    seen.add(o)
+                distinct[label].append(len(set(offs)))
+                warm[label].append(cached)
+                res[f"bare {label}"].append(read_loop([f"{bare_links}/{m[o]}" for o in offs]))
         t = Table(f"3. random cat by-time/<t>: random t (distinct where the range allows), {per_loop} per loop "
-                  f"x {a.rounds} rounds (bare: symlinks with the same repeats)", ("what", "files/s", "p50", "p99", "kfs / bare"))
+                  f"x {a.rounds} rounds (bare: symlinks, same cold/warm pattern)",
+                  ("what", "files/s", "p50", "p99", "kfs / bare"))
         for label, _, _ in parts:
             bare_rate = med([len(x[1]) / x[0] for x in res[f"bare {label}"]])
             lo, hi = ranges[label]
             self._lookup_row(t, f"kfs  {label} records", res[f"kfs {label}"], len(res[f"kfs {label}"][0][1]), bare_rate)
-            self._lookup_row(t, "bare, same repeats", res[f"bare {label}"], len(res[f"bare {label}"][0][1]), None)
+            self._lookup_row(t, "bare, same pattern", res[f"bare {label}"], len(res[f"bare {label}"][0][1]), None)
             t.add(f"  ({hi - lo + 1} ms of timestamps; distinct targets per loop: "
-                  f"{', '.join(map(str, distinct[label]))})")
+                  f"{', '.join(map(str, distinct[label]))}; reads of a record read before (cached, both "
+                  f"sides): {', '.join(f'{100 * c / per_loop:.0f}%' for c in warm[label])})")
         t.print()
 
     # ---- 4. decode + final checks
@@ -816,48 +879,57 @@ class Bench:
         logs = sorted(part_dir.glob("*.log"))
         bufs = [p.read_bytes() for p in logs]
         nbytes = sum(map(len, bufs))
-        _, RecordBatch, why = load_engine()
-        kp = {False: [], True: []}
-        eng = {False: [], True: []}
-        counts = {}
-        for r in range(a.codec_rounds):
+        from kafka.record.default_records import DefaultRecordBatch as KpBatch
+        aio_batch, aio_why = aiokafka_batch()
+        decoders: dict[str, Callable[[bytes, bool], int] | None] = {
+            "engine": engine_decode,
+            "aiokafka": (lambda b, crc: lib_decode(aio_batch, b, crc)) if aio_batch else None,
+            "kafka-python": lambda b, crc: lib_decode(KpBatch, b, crc),
+        }
+        why = {"engine": "", "aiokafka": aio_why, "kafka-python": ""}
+        times: dict[tuple[str, bool], list[float]] = collections.defaultdict(list)
+        for r in range(a.codec_rounds):  # interleaved: every decoder, with and without CRC, per round
             log(f"decode round {r + 1}/{a.codec_rounds}")
             for crc in (False, True):
-                dt, n = timed(lambda: kp_decode(bufs, crc))
-                kp[crc].append(dt)
-                counts["kafka-python"] = n
-                if RecordBatch is not None:
+                for who, dec in decoders.items():
+                    if dec is None:
+                        continue
                     try:
-                        dt, n = timed(lambda: engine_decode(RecordBatch, bufs, crc))
-                        eng[crc].append(dt)
-                        counts["engine"] = n
-                    except Exception as exc:  # noqa: BLE001
-                        why = f"{type(exc).__name__}: {exc}"
-                        RecordBatch = None
-        for who, n in counts.items():
-            if n != self.n:
-                self.fail(f"decode: {who} found {n:,} records in {DATA_TOPIC}-0's .log files, expected {self.n:,}")
-        if RecordBatch is not None:
-            self.check_decoded_values(RecordBatch, bufs)
-        t = Table(f"4. decode {DATA_TOPIC}-0: {len(logs)} .log file(s), {nbytes / 1e6:.0f} MB, {self.n:,} records "
-                  f"(medians of {a.codec_rounds})", ("what", "records/s", "MB/s", "engine / kafka-python"))
+                        dt, n = timed(lambda: sum(dec(b, crc) for b in bufs))
+                    except Exception as exc:  # noqa: BLE001 - the engine may be mid-rewrite
+                        why[who], decoders[who] = f"n/a ({type(exc).__name__}: {exc})", None
+                        continue
+                    times[who, crc].append(dt)
+                    if n != self.n:
+                        self.fail(f"decode: {who} found {n:,} records in {DATA_TOPIC}-0's .log files, "
+                                  f"expected {self.n:,}")
+        if decoders["engine"] is not None:
+            self.check_decoded_values(bufs)
+        t = Table(f"4. decode {DATA_TOPIC}-0: {len(logs)} .log file(s), {nbytes / 1e6:.0f} MB, {self.n:,} records, "
+                  f"offset/timestamp/key/value of each read (medians of {a.codec_rounds})",
+                  ("what", "records/s", "MB/s", "engine / it"))
+        names = {"engine": "engine decode into columns", "aiokafka": "aiokafka DefaultRecordBatch (C)",
+                 "kafka-python": "kafka-python DefaultRecordBatch"}
+        rate = {}
         for crc in (False, True):
-            tag = " + CRC check" if crc else ""
-            kr = [self.n / x for x in kp[crc]]
-            if eng[crc]:
-                er = [self.n / x for x in eng[crc]]
-                t.add(f"engine RecordBatch.records(){tag}", spread(er), f"{med([nbytes / x / 1e6 for x in eng[crc]]):.0f}",
-                      ratio(med(er), med(kr)))
-            else:
-                t.add(f"engine RecordBatch.records(){tag}", "n/a", "", "", why)
-            t.add(f"kafka-python DefaultRecordBatch{tag}", spread(kr), f"{med([nbytes / x / 1e6 for x in kp[crc]]):.0f}", "")
-        if eng[False]:
-            r_ = med([1 / x for x in eng[False]]) / med([1 / x for x in kp[False]])
+            for who in names:
+                xs = times[who, crc]
+                if not xs:
+                    t.add(names[who] + (" + CRC check" if crc else ""), why[who] or "n/a")
+                    continue
+                rate[who, crc] = med([self.n / x for x in xs])
+                t.add(names[who] + (" + CRC check" if crc else ""), spread([self.n / x for x in xs]),
+                      f"{med([nbytes / x / 1e6 for x in xs]):.0f}",
+                      ratio(rate["engine", crc], rate[who, crc]) if who != "engine" and ("engine", crc) in rate else "")
+            t.sep()
+        if ("engine", False) in rate:
+            r_ = rate["engine", False] / rate["kafka-python", False]
             t.add(f"target: engine ≥ 3× kafka-python -> {'met' if r_ >= 3 else 'not met'}")
         t.print()
 
-    def check_decoded_values(self, RecordBatch: Any, bufs: list[bytes]) -> None:
+    def check_decoded_values(self, bufs: list[bytes]) -> None:
         """Every value the engine decodes equals the line appended at that offset."""
+        from storage.records import RecordBatch
         for buf in bufs:
             pos = 0
             while pos + 61 <= len(buf):
@@ -871,39 +943,53 @@ class Bench:
     # ---- 5. verify
 
     def bench_verify(self) -> None:
+        """``kfs verify`` (the command, and in process when kfs.verify's API allows) against the
+        ceiling: read + CRC-32C of the same .log bytes (crc_ceiling.py, in process and as a
+        command, so each kfs figure has a ceiling run the same way)."""
         a = self.a
-        try:
-            from crc32c import crc32c
-
-            from kfs import verify
-        except Exception as exc:  # noqa: BLE001 - verify may not have landed yet
-            print(f"\n5. verify: n/a ({type(exc).__name__}: {exc})")
-            return
-        parts = verify.find_partitions(self.backing)
-        logs = [p for d in parts for p in sorted(d.glob("*.log"))]
-        nbytes = verify.log_bytes(parts)
-        cmd = [sys.executable, "-m", "kfs", "verify", str(self.backing)]
+        from crc_ceiling import read_crc
+        logs = sorted(str(p) for p in self.backing.glob("*/*.log"))
+        nbytes = sum(os.path.getsize(p) for p in logs)
+        kfs_exe = Path(sys.executable).with_name("kfs")
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        inproc, command, ceiling = [], [], []
+        runs: dict[str, Callable[[], Any]] = {
+            "kfs verify, the command": lambda: subprocess.run(
+                [str(kfs_exe), "verify", str(self.backing)] if kfs_exe.exists()
+                else [sys.executable, "-m", "kfs", "verify", str(self.backing)],
+                capture_output=True, text=True, env=env),
+            "ceiling: read + CRC-32C, a command": lambda: subprocess.run(
+                [sys.executable, str(Path(__file__).with_name("crc_ceiling.py")), *logs],
+                capture_output=True, text=True, check=True),
+            "ceiling: read + CRC-32C, in process": lambda: read_crc(logs),
+        }
+        try:
+            from kfs import verify
+            parts = verify.find_partitions(self.backing)
+            runs["kfs verify, in process"] = lambda: [i for i in verify.verify_partitions(parts)
+                                                      if isinstance(i, verify.Problem)]
+        except Exception as exc:  # noqa: BLE001 - kfs.verify is being rewritten
+            print(f"note: kfs verify in process: n/a ({type(exc).__name__}: {exc})")
+        times: dict[str, list[float]] = collections.defaultdict(list)
+        out: dict[str, Any] = {}
         for r in range(a.codec_rounds):
             log(f"verify round {r + 1}/{a.codec_rounds}")
-            dt, items = timed(lambda: list(verify.verify_partitions(parts)))
-            inproc.append(dt)
-            problems = [str(i) for i in items if isinstance(i, verify.Problem)]
-            dt, res = timed(lambda: subprocess.run(cmd, capture_output=True, text=True, env=env))
-            command.append(dt)
-            dt, _ = timed(lambda: [crc32c(p.read_bytes()) for p in logs])
-            ceiling.append(dt)
-        if problems or res.returncode != 0:
-            self.fail(f"kfs verify found problems in the benchmark's own data: {problems[:3]} "
-                      f"(exit status {res.returncode})")
-        mb = [nbytes / x / 1e6 for x in ceiling]
-        t = Table(f"5. verify {len(parts)} partitions: {len(logs)} .log file(s), {nbytes / 1e6:.0f} MB "
+            for name, fn in runs.items():
+                dt, out[name] = timed(fn)
+                times[name].append(dt)
+        cmd = out["kfs verify, the command"]
+        if cmd.returncode != 0 or out.get("kfs verify, in process"):
+            self.fail(f"kfs verify found problems in the benchmark's own data: exit status {cmd.returncode}, "
+                      f"{cmd.stdout[-300:]!r} {[str(x) for x in out.get('kfs verify, in process', [])[:3]]}")
+        if int(out["ceiling: read + CRC-32C, a command"].stdout) != nbytes:
+            self.fail("crc_ceiling.py read another number of bytes than the .log files hold")
+        mb = {name: [nbytes / x / 1e6 for x in xs] for name, xs in times.items()}
+        t = Table(f"5. verify {len({Path(p).parent for p in logs})} partitions: {len(logs)} .log file(s), {nbytes / 1e6:.0f} MB "
                   f"(medians of {a.codec_rounds})", ("what", "MB/s", "kfs / ceiling"))
-        for name, times in (("kfs verify, in process", inproc), ("kfs verify, the command", command)):
-            rates = [nbytes / x / 1e6 for x in times]
-            t.add(name, spread(rates, lambda x: f"{x:.0f}"), ratio(med(rates), med(mb)))
-        t.add("ceiling: read + CRC-32C of every byte", spread(mb, lambda x: f"{x:.0f}"), "")
+        for how in ("the command", "in process"):
+            name, ceil = f"kfs verify, {how}", f"ceiling: read + CRC-32C, {'a command' if how == 'the command' else how}"
+            if name in mb:
+                t.add(name, spread(mb[name], lambda x: f"{x:.0f}"), ratio(med(mb[name]), med(mb[ceil])))
+            t.add(ceil, spread(mb[ceil], lambda x: f"{x:.0f}"), "")
         t.print()
 
     def run(self) -> int:
