@@ -23,15 +23,15 @@ Nothing is written; :func:`repair` opens the directory with the engine and recov
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import hashlib
 import os
 import re
 import struct
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+
+from crc32c import crc32c
 
 from storage.errors import (
     CorruptIndexError,
@@ -42,7 +42,8 @@ from storage.errors import (
 )
 from storage.offset_index import OffsetIndex
 from storage.producer_state import decode_snapshot
-from storage.records import LOG_OVERHEAD, RecordBatch, iter_batches
+from storage.records import LOG_OVERHEAD, iter_batches
+from storage.records._codec import SegmentScan
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
@@ -66,10 +67,9 @@ _LEFTOVER_SUFFIXES = {
 }
 _SNAPSHOT_SUFFIX = ".snapshot"
 _TXN_INDEX_SUFFIX = ".txnindex"
-_BLOCK = 8 * 1024 * 1024  # bytes read at a time from a .log
+_BLOCK = 1024 * 1024  # bytes read at a time from a .log, into one reused buffer
 _HEADER_UP_TO_MAGIC = 17
 _LENGTH = struct.Struct(">i")
-_INT32_MAX = 2**31 - 1
 _CODEC_MASK = 0x07
 _MAX_CODEC_ID = 4
 
@@ -193,8 +193,9 @@ def verify_partition(directory: Path, stats: VerifyStats | None = None,
 
 
 class _LogScan:
-    """One pass over a ``.log``: its problems, and per batch (in arrays, 24 bytes each) the
-    position, last offset and max timestamp the index checks need."""
+    """One pass over a ``.log``: its problems, and per batch the position, last offset and
+    max timestamp the index checks need, kept by the compiled ``SegmentScan`` (v2 batches are
+    checked there, a block at a time; legacy v0/v1 entries here, one by one)."""
 
     def __init__(self, directory: Path, base: int, previous_end: int | None,
                  on_bytes: Callable[[int], None]) -> None:
@@ -204,19 +205,18 @@ class _LogScan:
         self.file = self.prefix.name + LOG_SUFFIX
         self.previous_end = previous_end
         self.on_bytes = on_bytes
-        self.positions = array("q")
-        self.last_offsets = array("q")
-        self.max_timestamps = array("q")
-        # where the running max timestamp rises: (last offset of that batch, new max)
-        self.rise_offsets = array("q")
-        self.rise_timestamps = array("q")
-        self.valid_end = 0  # end of the last batch whose header could be read
+        self.batches = SegmentScan(base, crc32c, -1 if previous_end is None else previous_end)
         self.readable = True  # False when a structural error stopped the scan early
         self.size = 0
 
     @property
     def last_offset(self) -> int | None:
-        return self.last_offsets[-1] if self.last_offsets else None
+        return self.batches.last_offset
+
+    @property
+    def valid_end(self) -> int:
+        """The end of the last whole batch read."""
+        return self.batches.valid_end
 
     def problem(self, position: int | None, what: str) -> Problem:
         return Problem(self.partition, self.file, position, what)
@@ -228,94 +228,70 @@ class _LogScan:
             if self.previous_end is not None and self.base < self.previous_end:
                 yield self.problem(None, f"base offset {self.base} is below the end of the "
                                          f"segment before (offset {self.previous_end - 1})")
-            next_offset = self.previous_end
-            for position, batch, error in _walk(fd, self.size):
-                if error is not None:
-                    self.readable = False
-                    yield self.problem(position, f"{error}; the remaining {self.size - position} "
-                                                 "bytes of the segment cannot be read")
-                    break
-                yield from self._check_batch(position, batch, next_offset)
-                next_offset = batch.next_offset
-                self.valid_end = position + batch.size_in_bytes
-                self.on_bytes(batch.size_in_bytes)
-            else:
-                if self.valid_end < self.size:
-                    yield self.problem(self.valid_end, f"{self.size - self.valid_end} bytes after "
-                                       "the last whole batch (a torn write, or a corrupt batch size)")
+            self._read(fd)
+            for position, what in self.batches.problems:
+                yield self.problem(position, what)
+            if self.readable and self.valid_end < self.size:
+                yield self.problem(self.valid_end, f"{self.size - self.valid_end} bytes after "
+                                   "the last whole batch (a torn write, or a corrupt batch size)")
             self.on_bytes(self.size - self.valid_end)
         finally:
             os.close(fd)
 
-    def _check_batch(self, position: int, batch: RecordBatch, next_offset: int | None) -> Iterator[Problem]:
+    def _read(self, fd: int) -> None:
+        """Feed the .log to the scan in blocks read into one reused buffer (fresh pages cost
+        more than the copy); a batch larger than the block is read whole."""
+        scan, position = self.batches, 0
+        buffer = memoryview(bytearray(min(_BLOCK, self.size)))
+        while position + _HEADER_UP_TO_MAGIC < self.size:
+            block = buffer[:os.preadv(fd, [buffer[:min(_BLOCK, self.size - position)]], position)]
+            consumed = scan.scan(block, position)
+            if scan.at_legacy:
+                consumed += self._legacy(block, position + consumed, consumed)
+            if scan.broken:
+                self.readable = False
+                what, = scan.problems[-1:]
+                scan.problems[-1] = (what[0], f"{what[1]}; the remaining "
+                                               f"{self.size - what[0]} bytes of the segment "
+                                               "cannot be read")
+                return
+            if consumed == 0:  # a batch larger than the block, or a torn tail
+                size = _LENGTH.unpack_from(block, 8)[0] + LOG_OVERHEAD
+                if position + size > self.size:
+                    return
+                consumed = scan.scan(os.pread(fd, size, position), position)
+                if consumed == 0:  # a legacy entry, or not a batch
+                    consumed = self._legacy(os.pread(fd, size, position), position, 0)
+                if consumed == 0:
+                    return
+            self.on_bytes(consumed)
+            position += consumed
+
+    def _legacy(self, block, position: int, at: int) -> int:
+        """Check the legacy v0/v1 entry at ``block[at:]`` (the .log's ``position``); its
+        size, or 0 when it is not whole in the block."""
+        try:
+            batch = next(iter_batches(block, at), None)
+        except (CorruptRecordError, InvalidRecordError) as e:
+            self.readable = False
+            self.batches.problems.append((position, f"{e}; the remaining "
+                                          f"{self.size - position} bytes of the segment cannot "
+                                          "be read"))
+            return 0
+        if batch is None:
+            return 0
         try:
             batch.ensure_valid()
         except CorruptRecordError as e:
-            yield self.problem(position, str(e))
+            self.batches.problems.append((position, str(e)))
         codec = batch.attributes & _CODEC_MASK
         if codec > _MAX_CODEC_ID:
-            yield self.problem(position, f"batch at offset {batch.base_offset}: unknown "
-                                         f"compression type id {codec}")
-        if batch.magic < 2:
-            pass  # a legacy entry has no count or offset delta: its CRC covers all of it
-        elif batch.last_offset_delta < 0 or batch.records_count > batch.last_offset_delta + 1 \
-                or batch.records_count < 0:
-            yield self.problem(position, f"batch at offset {batch.base_offset}: "
-                                         f"{batch.records_count} records for lastOffsetDelta "
-                                         f"{batch.last_offset_delta}")
-        if not self.positions and batch.base_offset < self.base:
-            yield self.problem(position, f"first batch starts at offset {batch.base_offset}, below "
-                                         f"the segment's base offset {self.base}")
-        if next_offset is not None and batch.base_offset < next_offset:
-            yield self.problem(position, f"offsets go back: batch at offset {batch.base_offset} "
-                                         f"follows one ending at offset {next_offset - 1}")
-        if batch.last_offset - self.base > _INT32_MAX:
-            yield self.problem(position, f"offset {batch.last_offset} does not fit the index "
-                                         f"(more than 2^31-1 past the base offset {self.base})")
-        self.positions.append(position)
-        self.last_offsets.append(batch.last_offset)
-        self.max_timestamps.append(batch.max_timestamp)
-        running = self.rise_timestamps[-1] if self.rise_timestamps else -1
-        if batch.max_timestamp > running:
-            self.rise_offsets.append(batch.last_offset)
-            self.rise_timestamps.append(batch.max_timestamp)
-
-    def batch_ending_at(self, offset: int) -> int | None:
-        """Index (in the arrays) of the batch whose last offset is ``offset``, or None."""
-        i = bisect.bisect_left(self.last_offsets, offset)
-        return i if i < len(self.last_offsets) and self.last_offsets[i] == offset else None
-
-    def max_timestamp_up_to(self, offset: int) -> tuple[int, int]:
-        """(largest batch max timestamp up to ``offset``, last offset of the first batch that
-        reached it), or (-1, -1)."""
-        i = bisect.bisect_right(self.rise_offsets, offset) - 1
-        return (self.rise_timestamps[i], self.rise_offsets[i]) if i >= 0 else (-1, -1)
-
-
-def _walk(fd: int, size: int) -> Iterator[tuple[int, RecordBatch | None, str | None]]:
-    """(position, batch, None) for each whole batch, each holding all its bytes, read in large
-    blocks; stops at a partial last batch; (position, None, error) when the bytes at
-    ``position`` are not a batch (a size below the minimum, another magic)."""
-    position = 0
-    buffer = memoryview(bytearray(min(_BLOCK, size)))  # reused: fresh pages cost more than the copy
-    while position + _HEADER_UP_TO_MAGIC < size:
-        block = buffer[:os.preadv(fd, [buffer[:min(_BLOCK, size - position)]], position)]
-        next_position = position
-        try:
-            for batch in iter_batches(block):
-                yield position + batch.position, batch, None
-                next_position = position + batch.position + batch.size_in_bytes
-            if next_position == position:  # a batch larger than the block, or a torn tail
-                batch_size = _LENGTH.unpack_from(block, 8)[0] + LOG_OVERHEAD
-                if position + batch_size > size:
-                    return
-                batch = RecordBatch(os.pread(fd, batch_size, position))
-                yield position, batch, None
-                next_position = position + batch_size
-        except (CorruptRecordError, InvalidRecordError) as e:
-            yield next_position, None, str(e)
-            return
-        position = next_position
+            self.batches.problems.append((position, f"batch at offset {batch.base_offset}: "
+                                                    f"unknown compression type id {codec}"))
+        # a legacy entry's own offset is its last; the batch's first is only known inside it
+        self.batches.add(position, batch.size_in_bytes, batch.base_offset, batch.last_offset,
+                         batch.max_timestamp)
+        return batch.size_in_bytes
 
 
 # -- indexes -------------------------------------------------------------------------------
@@ -343,18 +319,15 @@ def _check_offset_index(scan: _LogScan) -> Iterator[Problem]:
             yield Problem(scan.partition, file, None, str(e))
         if (tail := _zero_tail(index, "index")) is not None:
             yield Problem(scan.partition, file, index.entries * 8, tail)
-        previous: tuple[int, int] | None = None
         beyond = None
-        for slot in range(index.entries):
-            offset, position = index.entry(slot)
-            at = slot * 8
-            what = _index_entry_problem(scan, offset, position, previous)
-            previous = (offset, position)
+        for slot, what in scan.batches.check_offset_index(index.raw_entries(), scan.readable):
             if what == "beyond":
-                beyond = beyond or (at, 0)
+                beyond = beyond or (slot * 8, 0)
                 beyond = (beyond[0], beyond[1] + 1)
-            elif what is not None:
-                yield Problem(scan.partition, file, at, f"entry (offset {offset}, position {position}): {what}")
+            else:
+                offset, position = index.entry(slot)
+                yield Problem(scan.partition, file, slot * 8,
+                              f"entry (offset {offset}, position {position}): {what}")
         if beyond is not None:
             yield Problem(scan.partition, file, beyond[0],
                           f"{beyond[1]} {'entry points' if beyond[1] == 1 else 'entries point'} at "
@@ -363,35 +336,10 @@ def _check_offset_index(scan: _LogScan) -> Iterator[Problem]:
         index.close()
 
 
-def _index_entry_problem(scan: _LogScan, offset: int, position: int,
-                         previous: tuple[int, int] | None) -> str | None:
-    """What is wrong with one offset-index entry, "beyond" when it points past the batches
-    read, None when a lookup through it finds the right batch (``lookup`` then a forward
-    scan): it must start a batch, no earlier batch may hold its offset, and it must not name
-    an offset past the segment. (Kafka's follower appends index the last offset of several
-    batches at the first one's position: that is allowed.)"""
-    if previous is not None and (offset <= previous[0] or position <= previous[1]):
-        return (f"not above the entry before (offset {previous[0]}, position {previous[1]}): "
-                "entries must strictly increase")
-    if position >= scan.valid_end:
-        # past a structural error the .log's problem says it all; past a torn tail it is one more
-        return "beyond" if scan.readable else None
-    i = bisect.bisect_left(scan.positions, position)
-    if scan.positions[i] != position:
-        return "no batch starts at that position"
-    if i > 0 and scan.last_offsets[i - 1] >= offset:
-        holder = bisect.bisect_left(scan.last_offsets, offset)
-        return (f"past the batch holding offset {offset} (at position {scan.positions[holder]}): "
-                "a lookup would skip it")
-    if scan.readable and offset > scan.last_offsets[-1]:
-        return f"offset beyond the segment's last offset {scan.last_offsets[-1]}"
-    return None
-
-
 def _check_time_index(scan: _LogScan) -> Iterator[Problem]:
     path = scan.prefix.with_suffix(TIME_INDEX_SUFFIX)
     file = path.name
-    largest = scan.max_timestamp_up_to(scan.last_offset) if scan.last_offset is not None else (-1, -1)
+    largest = scan.batches.max_timestamp_and_offset()
     if not path.exists():
         yield Problem(scan.partition, file, None,
                       "missing (Kafka would create it empty and lose the segment's largest "
@@ -405,14 +353,10 @@ def _check_time_index(scan: _LogScan) -> Iterator[Problem]:
             yield Problem(scan.partition, file, None, str(e))
         if (tail := _zero_tail(index, "time index")) is not None:
             yield Problem(scan.partition, file, index.entries * 12, tail)
-        previous: tuple[int, int] | None = None
-        for slot in range(index.entries):
+        for slot, what in scan.batches.check_time_index(index.raw_entries(), scan.readable):
             timestamp, offset = index.entry(slot)
-            what = _time_entry_problem(scan, timestamp, offset, previous)
-            previous = (timestamp, offset)
-            if what is not None:
-                yield Problem(scan.partition, file, slot * 12,
-                              f"entry (timestamp {timestamp}, offset {offset}): {what}")
+            yield Problem(scan.partition, file, slot * 12,
+                          f"entry (timestamp {timestamp}, offset {offset}): {what}")
         if scan.readable and largest[0] >= 0:
             last = index.last_entry if index.entries else None
             if last is None or last[0] != largest[0]:
@@ -423,27 +367,6 @@ def _check_time_index(scan: _LogScan) -> Iterator[Problem]:
                               "(retention, ListOffsets)")
     finally:
         index.close()
-
-
-def _time_entry_problem(scan: _LogScan, timestamp: int, offset: int,
-                        previous: tuple[int, int] | None) -> str | None:
-    """What is wrong with one time-index entry (T, O): T must be the largest timestamp up to
-    O, and O the last offset of a batch whose largest timestamp is T (``TimeIndex`` semantics,
-    and kafka-dump-log's check)."""
-    if previous is not None and (timestamp <= previous[0] or offset < previous[1]):
-        return (f"not above the entry before (timestamp {previous[0]}, offset {previous[1]}): "
-                "timestamps must strictly increase, offsets must not go back")
-    if scan.last_offset is None or offset > scan.last_offset:
-        return None if not scan.readable else "offset beyond the segment's last batch"
-    i = scan.batch_ending_at(offset)
-    if i is None:
-        return "no batch ends at that offset (entries name the last offset of a batch)"
-    running = scan.max_timestamp_up_to(offset)[0]
-    if running != timestamp:
-        return f"the largest timestamp up to that offset is {running}"
-    if scan.max_timestamps[i] != timestamp:
-        return f"the batch ending there has largest timestamp {scan.max_timestamps[i]}"
-    return None
 
 
 def _check_snapshot(path: Path) -> Iterator[Problem]:

@@ -99,6 +99,12 @@ class AbstractIndex:
         with open(self.path, "r+b") as f:
             self._mmap = mmap.mmap(f.fileno(), self._length, access=mmap.ACCESS_WRITE)
 
+    def raw_entries(self) -> bytes:
+        """The entries in use as on disk (``entries * ENTRY_SIZE`` bytes)."""
+        if self._mmap is None:
+            return b""
+        return bytes(self._mmap[:self.entries * self.ENTRY_SIZE])
+
     @property
     def entries(self) -> int:
         return self._entries
@@ -154,6 +160,20 @@ class AbstractIndex:
         if pos + self.ENTRY_SIZE > self._allocated:
             self._allocate(pos + self.ENTRY_SIZE)
         self._mmap[pos : pos + self.ENTRY_SIZE] = data
+
+    def append_entries(self, data: bytes, spare: int = 0) -> None:
+        """Append entries already encoded as on disk, each above the one before (recovery's
+        entries, from ``SegmentScan.index_entries``), leaving ``spare`` slots free. Raises
+        IndexError when they do not fit."""
+        count = len(data) // self.ENTRY_SIZE
+        if self._entries + count > self.max_entries - spare:
+            raise IndexError(f"{count} entries do not fit {self.path} ({self._entries} of "
+                             f"{self.max_entries} slots used)")
+        start = self._entries * self.ENTRY_SIZE
+        if start + len(data) > self._allocated:
+            self._allocate(start + len(data))
+        self._mmap[start:start + len(data)] = data
+        self._entries += count
 
     def _allocate(self, end: int) -> None:
         """Give the preallocated (sparse) file real blocks up to ``end``, a page at a time,

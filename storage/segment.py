@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from crc32c import crc32c
+
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import OffsetIndex
@@ -29,8 +31,8 @@ from storage.records import (
     Record,
     RecordBatch,
     batch_at,
-    iter_batches,
 )
+from storage.records._codec import SegmentScan
 from storage.time_index import TimeIndex
 from storage.transaction_index import TransactionIndex
 
@@ -305,69 +307,85 @@ class LogSegment:
     def recover(self, epochs=None) -> int:
         """Rebuild both indexes from the .log and cut off a torn or corrupt tail: from the first
         batch that is incomplete, fails its CRC or size checks, or whose offsets go backwards
-        (``LogSegment.recover``). Legacy v0/v1 entries count as one shallow batch each, as in
-        Kafka: index entries name the entry's offset, and v0 entries (no timestamp) add none
-        to the time index. Returns the number of bytes truncated. Raises
-        IndexOffsetOverflowError for offsets beyond the segment's 32-bit range (Kafka splits
-        such legacy segments; they are not cut off as corrupt). ``epochs`` (a
-        LeaderEpochFileCache) learns the leader epoch of every valid batch."""
+        (``LogSegment.recover``). v2 batches are checked by the compiled ``SegmentScan`` a block
+        at a time; legacy v0/v1 entries count as one shallow batch each, as in Kafka: index
+        entries name the entry's offset, and v0 entries (no timestamp) add none to the time
+        index. Returns the number of bytes truncated. Raises IndexOffsetOverflowError for
+        offsets beyond the segment's 32-bit range (Kafka splits such legacy segments; they are
+        not cut off as corrupt). ``epochs`` (a LeaderEpochFileCache) learns the leader epoch of
+        every valid batch."""
         self.offset_index.reset(self.config.segment_index_bytes)
         self.time_index.reset(self.config.segment_index_bytes)
         self.txn_index.reset()  # the loader's producer-state replay writes it again
         self._max_ts_and_offset = None
         self.size = os.fstat(self._fd).st_size
-        valid_bytes = last_index_entry = 0
-        next_offset = self.base_offset
-        try:
-            for position, batch in self._iter_whole_batches(0):
-                batch.ensure_valid()
-                # Offsets are outside the CRC. A legacy wrapper's first offset is only known
-                # after decompression, which recovery never does (as Kafka): its own offset,
-                # the last one, is checked instead.
-                first = batch.base_offset if batch.magic >= _CURRENT_MAGIC else batch.last_offset
-                if first < next_offset:
-                    raise CorruptRecordError(
-                        f"batch at offset {first} goes back before {next_offset}")
-                next_offset = batch.next_offset
-                self.offset_index.relative_offset(batch.last_offset)
-                if epochs is not None and batch.partition_leader_epoch > epochs.latest_epoch:
-                    epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-                if batch.max_timestamp > self.max_timestamp_and_offset_so_far[0]:
-                    self._max_ts_and_offset = (batch.max_timestamp, batch.last_offset)
-                if position - last_index_entry > self.config.index_interval_bytes:
-                    self.offset_index.append(batch.last_offset, position)
-                    self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far)
-                    last_index_entry = position
-                valid_bytes = position + batch.size_in_bytes
-        except (CorruptRecordError, InvalidRecordError) as e:
-            log.warning("found invalid data in %s at byte %d: %s", self.log_path, valid_bytes, e)
+        scan = SegmentScan(self.base_offset, crc32c, self.base_offset, stop_at_problem=True)
+        self._scan_whole_batches(scan)
+        if scan.overflow_offset >= 0:
+            self.offset_index.relative_offset(scan.overflow_offset)  # raises, as Kafka
+        valid_bytes = scan.valid_end
+        if scan.problems:
+            log.warning("found invalid data in %s at byte %d: %s", self.log_path, valid_bytes,
+                        scan.problems[0][1])
         truncated = self.size - valid_bytes
         if truncated > 0:
             log.warning("truncating %s from %d to %d bytes", self.log_path, self.size, valid_bytes)
             os.ftruncate(self._fd, valid_bytes)
             self.size = valid_bytes
+        offset_entries, time_entries = scan.index_entries(self.config.index_interval_bytes)
+        self.offset_index.append_entries(offset_entries)
+        self.time_index.append_entries(time_entries, spare=1)
+        if epochs is not None:
+            for epoch, base in scan.epoch_starts():
+                if epoch > epochs.latest_epoch:
+                    epochs.assign(epoch, base)
+        largest = scan.max_timestamp_and_offset()
+        if largest[0] >= 0:
+            self._max_ts_and_offset = largest
         self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far, skip_full_check=True)
         self.time_index.trim_to_valid_size()
         return truncated
 
-    def _iter_whole_batches(self, position: int) -> Iterator[tuple[int, Batch]]:
-        """Like :meth:`scan_batches` but each batch holds all its bytes (for CRC checks),
-        read in large blocks."""
-        end = self.size
-        while position + _HEADER_SIZE_UP_TO_MAGIC < end:
-            block = self.read_at(position, _RECOVER_BLOCK)
-            consumed = 0
-            for batch in iter_batches(block, 0, end - position):
-                yield position + batch.position, batch
-                consumed = batch.position + batch.size_in_bytes
-            if consumed == 0:  # one batch larger than the block, or torn at the end of the file
-                # (iter_batches has refused a declared size below the smallest message)
-                consumed = LOG_OVERHEAD + _INT32.unpack_from(block, _LENGTH_OFFSET)[0]
-                if position + consumed > end:
+    def _scan_whole_batches(self, scan: SegmentScan) -> None:
+        """Feed the .log to ``scan`` in large blocks until it ends, tears or stops at a
+        problem; legacy entries are checked here, one by one."""
+        position, end = 0, self.size
+        while position + _HEADER_SIZE_UP_TO_MAGIC < end and not scan.problems:
+            block = self.read_at(position, min(_RECOVER_BLOCK, end - position))
+            consumed = scan.scan(block, position)
+            if consumed == 0 and not scan.at_legacy and not scan.broken:
+                # one batch larger than the block, or torn at the end of the file
+                size = LOG_OVERHEAD + _INT32.unpack_from(block, _LENGTH_OFFSET)[0]
+                if position + size > end:
                     return
-                yield position, batch_at(self.read_at(position, consumed))
+                block = self.read_at(position, size)
+                consumed = scan.scan(block, position)
+            if scan.at_legacy:
+                consumed += self._recover_legacy(scan, block, consumed, position + consumed)
+            if consumed == 0:
+                return
             position += consumed
+
+    def _recover_legacy(self, scan: SegmentScan, block, rel: int, position: int) -> int:
+        """Check the legacy entry at ``block[rel:]`` (the .log's ``position``) as recovery
+        does and record it; its size, or 0 when it is torn or bad (with a problem)."""
+        size = LOG_OVERHEAD + _INT32.unpack_from(block, rel + _LENGTH_OFFSET)[0]
+        if position + size > self.size:
+            return 0
+        if rel + size > len(block):
+            block, rel = self.read_at(position, size), 0
+        try:
+            batch = LegacyRecordBatch(block, rel)
+            batch.ensure_valid()
+        except (CorruptRecordError, InvalidRecordError) as e:
+            scan.problems.append((position, str(e)))
+            return 0
+        # A legacy wrapper's first offset is only known after decompression, which recovery
+        # never does (as Kafka): its own offset, the last one, is checked instead.
+        scan.add(position, size, batch.last_offset, batch.last_offset, batch.max_timestamp,
+                 batch.partition_leader_epoch)
+        return 0 if scan.problems else size
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= ``offset`` (whole batches) and their index
