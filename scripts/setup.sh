@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kfs needs on a fresh Debian machine, skipping whatever is already there:
-# FUSE 3 (and its headers, for building pyfuse3), the shell tools the tests drive, and a
-# virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools
+# FUSE 3 (and its headers, for building pyfuse3), a C compiler and the Python headers (pip
+# builds kfs's compiled record codec, storage/records/_codec.pyx, with Cython), the shell tools
+# the tests drive, and a virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools
 # and the PySpark data source's dependencies (pyspark, pyarrow, and a Java runtime if none);
 # pass "spark" for the data source alone.
 set -euo pipefail
@@ -15,6 +16,11 @@ if [ "$extras" = test ] || [ "$extras" = spark ]; then
   command -v java >/dev/null 2>&1 || debs+=(openjdk-17-jre-headless)
 fi
 
+python=${PYTHON:-python3}
+# The Python headers the codec's build needs: Debian's python3-dev for Debian's own python3.
+"$python" -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || debs+=(python3-dev)
+
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -24,13 +30,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-# Reinstall only when pyproject.toml changed since the last install.
+# Reinstall only when the package definition or the compiled codec changed since the last install.
 stamp=".venv/.kfs-installed${extras:+-$extras}"
 pip_extras="$extras"
 [ "$extras" = test ] && pip_extras="test,spark"  # the Spark tests run in CI too
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+   || [ storage/records/_codec.pyx -nt "$stamp" ]; then
   echo "kfs setup: installing Python packages into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".${pip_extras:+[$pip_extras]}"
