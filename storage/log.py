@@ -255,23 +255,39 @@ class Log:
                     f" (segment.bytes={self.config.segment_bytes})")
             records_before += count
         timestamp = now_ms()
-        log_append = self.config.timestamp_type == TimestampType.LOG_APPEND_TIME
+        config = self.config
+        log_append = config.timestamp_type == TimestampType.LOG_APPEND_TIME
+        codec, level = config.codec, config.compression_level
         with self._lock:
             first = offset = self._leo
+            appends = []
+            for records, count in sections:
+                last = offset + count - 1
+                appends.append((seal_batch(records, count, offset, timestamp, timestamp, count - 1,
+                                           codec=codec, level=level, log_append=log_append,
+                                           partition_leader_epoch=self.leader_epoch),
+                                last, timestamp, last))
+                offset = last + 1
             try:
-                for records, count in sections:
-                    data = seal_batch(
-                        records, count, offset, timestamp, timestamp, count - 1,
-                        codec=self.config.codec, level=self.config.compression_level,
-                        log_append=log_append, partition_leader_epoch=self.leader_epoch)
-                    last = offset + count - 1
-                    self._append_chunk(data, offset, last, timestamp, last)
-                    offset = last + 1
+                self._append_each(appends, first)
             except BaseException:
                 self.truncate_to(first)  # bytes may be on disk before an index write failed
                 raise
             self._after_append(first, offset)
             return first
+
+    def _append_each(self, appends: list[tuple[bytes, int, int, int]], first: int) -> None:
+        """Append producer-sized batches as so many leader appends (one batch each, as Kafka's
+        ``UnifiedLog.appendAsLeader``), their bytes written together while they fit the active
+        segment: one roll check for the whole write, per-batch checks when it would roll."""
+        total = sum(len(a[0]) for a in appends)
+        segment = self.active_segment
+        if total <= self.config.segment_bytes and not segment.should_roll(
+                total, appends[-1][2], appends[-1][1], now_ms()):
+            segment.append_each(appends)
+            return
+        for data, last, timestamp, shallow in appends:
+            self._append_chunk(data, last - _records_in(data) + 1, last, timestamp, shallow)
 
     def append_batches(self, data: bytes) -> int:
         """Append already-built v2 batches with their offsets as they are, as a follower does
@@ -795,6 +811,11 @@ class Log:
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
             if errors:
                 raise errors[0]
+
+
+def _records_in(batch: bytes) -> int:
+    """lastOffsetDelta + 1 of a v2 batch (offsets it spans)."""
+    return int.from_bytes(batch[23:27], "big") + 1
 
 
 def _record_size(key: bytes | None, value: bytes | None) -> int:

@@ -154,23 +154,34 @@ class LogSegment:
         append) when more than ``index.interval.bytes`` were appended since the last one.
         Raises IndexOffsetOverflowError, ValueError (the segment would pass 2 GiB) and OSError
         (the .log is cut back to its old size first, so nothing half-written remains)."""
-        if not data:
-            return
+        self.append_each([(data, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)])
+
+    def append_each(self, appends: list[tuple[bytes, int, int, int]]) -> None:
+        """:meth:`append` of each ``(data, largest offset, largest timestamp, shallow offset of
+        the max timestamp)`` in turn, index entries exactly as so many appends make them, with
+        the bytes written at once. Raises as :meth:`append` (nothing of any stays on error)."""
         position = self.size
-        self.offset_index.relative_offset(largest_offset)
-        if position + len(data) > _INT32_MAX:
+        total = sum(len(a[0]) for a in appends)
+        if not total:
+            return
+        self.offset_index.relative_offset(appends[-1][1])
+        if position + total > _INT32_MAX:
             raise ValueError(f"segment {self.log_path} would exceed 2 GiB")
         if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
-        self._write_at(data, position)
-        self.size = position + len(data)
-        if largest_timestamp > self.max_timestamp_and_offset_so_far[0]:
-            self._max_ts_and_offset = (largest_timestamp, shallow_offset_of_max_timestamp)
-        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(data)
+            self._rolling_based_timestamp = appends[0][2]
+        self._write_at(b"".join(a[0] for a in appends) if len(appends) > 1 else appends[0][0],
+                       position)
+        self.size = position + total
+        interval = self.config.index_interval_bytes
+        for data, largest_offset, largest_timestamp, shallow in appends:
+            if largest_timestamp > self.max_timestamp_and_offset_so_far[0]:
+                self._max_ts_and_offset = (largest_timestamp, shallow)
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(largest_offset, position)
+                self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += len(data)
+            position += len(data)
 
     def _write_at(self, data: bytes, position: int) -> None:
         view = memoryview(data)

@@ -249,14 +249,13 @@ def test_failed_write_truncates_back(tmp_path, monkeypatch):
     real_pwrite = os.pwrite
 
     def failing_pwrite(fd, data, pos):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise OSError(28, "No space left on device")
-        return real_pwrite(fd, data, pos)
+        calls["n"] += 1  # the batches go down in one write: half of it lands, then the disk fills
+        real_pwrite(fd, bytes(data)[:len(data) // 2], pos)
+        raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(segment_module.os, "pwrite", failing_pwrite)
     with pytest.raises(OSError) as err:
-        log.append([b"z" * 150] * 5)  # several batches; the third write fails
+        log.append([b"z" * 150] * 5)  # several batches; the write fails half-way
     assert err.value.errno == 28
     monkeypatch.undo()
     assert log.log_end_offset == 1 and log.size_in_bytes == size
