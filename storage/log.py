@@ -15,6 +15,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from crc32c import crc32c
+
 from storage import log_loader
 from storage.checkpoint import fsync_directory
 from storage.config import LogConfig
@@ -34,7 +36,8 @@ from storage.records import (
     RecordBatch,
     TimestampType,
     assign_offsets,
-    encode_lines,
+    compress,
+    encode_line_batches,
     encode_records,
     iter_batches,
     seal_batch,
@@ -53,7 +56,6 @@ from storage.segment import (
 )
 
 log = logging.getLogger(__name__)
-_MAX_LINES_PER_BATCH = 1 << 20  # offset deltas stay far inside the index's 32-bit range
 _MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 
 def _overhead_bound(value_bits: int) -> int:
@@ -213,27 +215,45 @@ class Log:
         """Append one record per ``\\n``-terminated line of ``lines`` (bytes-like; the newline is
         not stored), as ``kafka-console-producer`` does, otherwise as :meth:`append`. With
         ``key_separator`` each line is ``key<separator>value``, split at the first separator
-        (``parse.key=true``). The records are encoded straight from ``lines`` by the compiled
-        codec, one call per batch. Returns the first offset. Raises ValueError when ``lines``
-        does not end with a newline; KeySeparatorMissingError (nothing written) for a keyed
-        line without the separator; otherwise as :meth:`append`."""
+        (``parse.key=true``). The whole write becomes sealed batches in one call of the compiled
+        codec, straight from ``lines``. Returns the first offset. Raises ValueError when
+        ``lines`` does not end with a newline; KeySeparatorMissingError (nothing written) for a
+        keyed line without the separator; otherwise as :meth:`append`."""
         self._check_writable()
         if not lines:
             return self._leo
         if lines[-1] != 0x0A:
             raise ValueError("lines must end with a newline")
-        room = max(min(self.config.batch_size, self._max_batch_bytes()) - RECORD_BATCH_OVERHEAD, 1)
-        sections, pos, end = [], 0, len(lines)
-        while pos < end:
-            records, count, after, _ = encode_lines(lines, pos, end, room, _MAX_LINES_PER_BATCH,
-                                                    key_separator)
-            if count < 0:
-                line = lines.count(b"\n", 0, pos) + 1
+        config = self.config
+        limit = self._max_batch_bytes()
+        codec, level = config.codec, config.compression_level
+        compress_section = (lambda records: compress(codec, records, level)) if codec else None
+        timestamp = now_ms()
+        with self._lock:
+            first = self._leo
+            batches, counts, largest = encode_line_batches(
+                lines, max(min(config.batch_size, limit) - RECORD_BATCH_OVERHEAD, 1), first,
+                timestamp, config.timestamp_type == TimestampType.LOG_APPEND_TIME,
+                self.leader_epoch, crc32c, key_separator, compress_section, codec)
+            if batches is None:
                 raise KeySeparatorMissingError(
-                    f"no key separator {bytes(key_separator)!r} in line {line}")
-            sections.append((records, count))
-            pos = after
-        return self._append_sections(sections)
+                    f"no key separator {bytes(key_separator)!r} in line {largest}")
+            if largest + RECORD_BATCH_OVERHEAD > limit:  # only a record alone gets here
+                raise RecordTooLargeError(
+                    f"a line is {largest + RECORD_BATCH_OVERHEAD} bytes as a batch, more than"
+                    f" max.message.bytes={config.max_message_bytes}"
+                    f" (segment.bytes={config.segment_bytes})")
+            appends, offset = [], first
+            for batch, count in zip(batches, counts):
+                offset += count
+                appends.append((batch, offset - 1, timestamp, offset - 1))
+            try:
+                self._append_each(appends, first)
+            except BaseException:
+                self.truncate_to(first)  # bytes may be on disk before an index write failed
+                raise
+            self._after_append(first, offset)
+            return first
 
     def _check_writable(self) -> None:
         if not self.writable:

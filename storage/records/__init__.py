@@ -17,7 +17,7 @@ from storage.records.batch import (
     seal_batch,
     set_log_append_time,
 )
-from storage.records._codec import encode_lines, encode_records
+from storage.records._codec import encode_line_batches, encode_lines, encode_records
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import Record, TimestampType
@@ -47,6 +47,7 @@ __all__ = [
     "decode_varint",
     "decode_varlong",
     "decompress",
+    "encode_line_batches",
     "encode_lines",
     "encode_records",
     "encode_varint",

@@ -810,7 +810,7 @@ def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     cdef const uint8_t* sep = NULL
     cdef const uint8_t* nl
     cdef Py_ssize_t sep_len = 0, start = pos, total = 0, line_end, size, key_len = 0
-    cdef Py_ssize_t longest = 0, count = 0, value_at
+    cdef Py_ssize_t longest = 0, count = 0, value_at, i
     if separator is not None and separator.shape[0]:
         sep = &separator[0]
         sep_len = separator.shape[0]
@@ -1047,6 +1047,7 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
     cdef Py_ssize_t ts_offset = 0
     cdef int64_t first_ts = default_timestamp, max_ts = -1, ts
     cdef const uint8_t* at = NULL
+    cdef Py_ssize_t r
     binary_in(&v, values)
     if keys is not None:
         binary_in(&k, keys)
@@ -1463,3 +1464,71 @@ cdef inline void put_be64(uint8_t* p, int64_t v) noexcept nogil:
     cdef int i
     for i in range(8):
         p[i] = (u >> (56 - 8 * i)) & 0xFF
+
+
+# -- sealing batches ----------------------------------------------------------------------------
+
+def seal(records, int32_t count, int64_t base_offset, int64_t base_timestamp,
+         int64_t max_timestamp, int32_t last_offset_delta, int16_t attributes,
+         int32_t partition_leader_epoch, int64_t producer_id, int16_t producer_epoch,
+         int32_t base_sequence, crc):
+    """A v2 batch: the 61-byte header around ``records`` (the records section as stored,
+    compressed or not), CRC-32C over bytes [21, size) computed with ``crc`` (the ``crc32c``
+    package's function). Raises OverflowError for a field out of range."""
+    cdef Py_buffer view
+    cdef uint8_t* w
+    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+    try:
+        if view.len > 0x7FFFFFFF - 49:
+            raise OverflowError("records section larger than a batch can hold")
+        out = PyBytes_FromStringAndSize(NULL, 61 + view.len)
+        w = <uint8_t*>PyBytes_AS_STRING(out)
+        put_be64(w, base_offset)
+        put_be32(w + 8, <int32_t>(49 + view.len))
+        put_be32(w + 12, partition_leader_epoch)
+        w[16] = 2
+        w[21] = <uint8_t>(attributes >> 8)
+        w[22] = <uint8_t>attributes
+        put_be32(w + 23, last_offset_delta)
+        put_be64(w + 27, base_timestamp)
+        put_be64(w + 35, max_timestamp)
+        put_be64(w + 43, producer_id)
+        w[51] = <uint8_t>(producer_epoch >> 8)
+        w[52] = <uint8_t>producer_epoch
+        put_be32(w + 53, base_sequence)
+        put_be32(w + 57, count)
+        if view.len:
+            memcpy(w + 61, view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    put_be32(w + 17, <int32_t><uint32_t>crc(PyMemoryView_FromMemory(<char*>w + 21, 40 + view.len,
+                                                                     PyBUF_READ)))
+    return out
+
+
+def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t timestamp,
+                        bint log_append, int32_t partition_leader_epoch, crc,
+                        separator=None, compress=None, int16_t codec=0):
+    """Every ``\\\\n``-terminated line of ``buf`` as v2 batches of console-producer records
+    (:func:`encode_lines`, at most ``room`` bytes of records each), sealed with offsets from
+    ``base_offset`` and every timestamp ``timestamp`` (epoch ms; LogAppendTime batches with
+    ``log_append``): ``(batches, records of each, largest records section)``, or
+    ``(None, None, line number)`` for a keyed line without the separator. ``compress(records)``
+    compresses a section for ``codec``."""
+    cdef Py_ssize_t pos = 0, end = len(buf), largest = 0
+    cdef int64_t offset = base_offset
+    cdef int16_t attributes = codec | (0x08 if log_append else 0)
+    batches, counts = [], []
+    while pos < end:
+        records, count, after, _ = encode_lines(buf, pos, end, room, 1 << 20, separator)
+        if count < 0:
+            return None, None, bytes(buf[:pos]).count(b"\n") + 1
+        largest = max(largest, len(records))
+        if compress is not None:
+            records = compress(records)
+        batches.append(seal(records, count, offset, timestamp, timestamp, count - 1, attributes,
+                            partition_leader_epoch, -1, -1, -1, crc))
+        counts.append(count)
+        offset += count
+        pos = after
+    return batches, counts, largest

@@ -65,9 +65,6 @@ DELETE_HORIZON_FLAG_MASK = 0x40
 NO_TIMESTAMP = -1
 _INT32_MAX = 0x7FFFFFFF
 
-# The header split where the CRC goes: [0, 21) is outside the CRC, [21, 61) inside.
-_HEAD = struct.Struct(">qiibI")
-_TAIL = struct.Struct(">hiqqqhii")
 _INT32 = struct.Struct(">i")
 
 
@@ -419,13 +416,11 @@ def seal_batch(records: bytes, count: int, base_offset: int, base_timestamp: int
     if codec:
         records = compress(codec, records, level)
     try:
-        tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
-                          producer_id, producer_epoch, base_sequence, count)
-        head = _HEAD.pack(base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
-                          partition_leader_epoch, CURRENT_MAGIC, crc32c(records, crc32c(tail)))
-    except struct.error as exc:
+        return _codec.seal(records, count, base_offset, base_timestamp, max_timestamp,
+                           last_offset_delta, attributes, partition_leader_epoch, producer_id,
+                           producer_epoch, base_sequence, crc32c)
+    except OverflowError as exc:
         raise ValueError(f"batch header field out of range: {exc}") from None
-    return b"".join((head, tail, records))
 
 
 def _check_offset_deltas(offset_deltas: Sequence[int]) -> None:
