@@ -16,7 +16,6 @@ import dataclasses
 import logging
 from pathlib import Path
 
-import javaproperties
 
 from storage.errors import InvalidConfigError
 from storage.records import CompressionType, TimestampType
@@ -205,6 +204,8 @@ def topic_overrides(props: dict[str, str]) -> dict[str, object]:
 
 def read_properties(path: Path) -> dict[str, str]:
     """A Java ``.properties`` file as a dict; an absent file is empty."""
+    import javaproperties  # slow to import (its XML support): only when a file is read
+
     try:
         with open(path, encoding="latin-1") as f:
             return javaproperties.load(f)
