@@ -747,12 +747,25 @@ class KafkaFs(pyfuse3.Operations):
                     # Refuse early: this line can never fit a batch, and must not fill memory.
                     raise serr.RecordTooLargeError(f"line longer than {handle.max_line} bytes")
                 if lines:
-                    await trio.to_thread.run_sync(self._store, handle, lines)
+                    await self._store_soon(handle, lines)
             except Exception as exc:
                 framer.abandon(buf)
                 handle.abandon_errno = errno_for(exc)
                 raise _fail(handle.abandon_errno) from None
         return len(buf)
+
+    async def _store_soon(self, handle: _AppendHandle, lines) -> None:
+        """Lines are appended on the trio thread when that only means writing into the page
+        cache (a worker-thread hop costs more than the append of a 128 KiB write); when the
+        append would wait (the log's lock, a roll, a flush) and for ``append-batches``, in a
+        worker thread."""
+        if handle.kind is not Kind.APPEND_BATCHES:
+            try:
+                handle.log.append_lines(lines, self._sep if handle.keyed else None, nowait=True)
+                return
+            except BlockingIOError:
+                pass
+        await trio.to_thread.run_sync(self._store, handle, lines)
 
     def _store(self, handle: _AppendHandle, lines) -> int:
         """Runs in a worker thread: key splitting (append-keyed) and the append itself;
@@ -780,7 +793,7 @@ class KafkaFs(pyfuse3.Operations):
                 return
             tail = handle.framer.finish()
             if tail is not None:  # on failure the tail is dropped: never stored in pieces
-                await trio.to_thread.run_sync(self._store, handle, tail + b"\n")
+                await self._store_soon(handle, tail + b"\n")
 
     @_fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:

@@ -8,6 +8,7 @@ the segment list and never look past the log end offset published after an appen
 from __future__ import annotations
 
 import bisect
+import errno
 import itertools
 import logging
 import threading
@@ -211,7 +212,7 @@ class Log:
                     for start, end in self._plan_batches(values, keys)]
         return self._append_sections(sections)
 
-    def append_lines(self, lines, key_separator: bytes | None = None) -> int:
+    def append_lines(self, lines, key_separator: bytes | None = None, nowait: bool = False) -> int:
         """Append one record per ``\\n``-terminated line of ``lines`` (bytes-like; the newline is
         not stored), as ``kafka-console-producer`` does, otherwise as :meth:`append`. With
         ``key_separator`` each line is ``key<separator>value``, split at the first separator
@@ -229,7 +230,9 @@ class Log:
         codec, level = config.codec, config.compression_level
         compress_section = (lambda records: compress(codec, records, level)) if codec else None
         timestamp = now_ms()
-        with self._lock:
+        if not self._lock.acquire(blocking=not nowait):
+            raise BlockingIOError(errno.EAGAIN, f"{self.name} is busy")
+        try:
             first = self._leo
             batches, counts, largest = encode_line_batches(
                 lines, max(min(config.batch_size, limit) - RECORD_BATCH_OVERHEAD, 1), first,
@@ -247,13 +250,19 @@ class Log:
             for batch, count in zip(batches, counts):
                 offset += count
                 appends.append((batch, offset - 1, timestamp, offset - 1))
+            if nowait and offset - self.recovery_point >= config.flush_messages:
+                raise BlockingIOError(errno.EAGAIN, f"{self.name} would flush")
             try:
-                self._append_each(appends, first)
+                self._append_each(appends, first, nowait)
+            except BlockingIOError:
+                raise  # nothing written
             except BaseException:
                 self.truncate_to(first)  # bytes may be on disk before an index write failed
                 raise
             self._after_append(first, offset)
             return first
+        finally:
+            self._lock.release()
 
     def _check_writable(self) -> None:
         if not self.writable:
@@ -296,16 +305,20 @@ class Log:
             self._after_append(first, offset)
             return first
 
-    def _append_each(self, appends: list[tuple[bytes, int, int, int]], first: int) -> None:
+    def _append_each(self, appends: list[tuple[bytes, int, int, int]], first: int,
+                     nowait: bool = False) -> None:
         """Append producer-sized batches as so many leader appends (one batch each, as Kafka's
         ``UnifiedLog.appendAsLeader``), their bytes written together while they fit the active
-        segment: one roll check for the whole write, per-batch checks when it would roll."""
+        segment: one roll check for the whole write, per-batch checks when it would roll.
+        ``nowait``: BlockingIOError, nothing written, instead of rolling."""
         total = sum(len(a[0]) for a in appends)
         segment = self.active_segment
-        if total <= self.config.segment_bytes and not segment.should_roll(
-                total, appends[-1][2], appends[-1][1], now_ms()):
+        if total <= self.config.segment_bytes and segment.index_room() >= len(appends) and \
+                not segment.should_roll(total, appends[-1][2], appends[-1][1], now_ms()):
             segment.append_each(appends)
             return
+        if nowait:
+            raise BlockingIOError(errno.EAGAIN, f"{self.name} would roll")
         for data, last, timestamp, shallow in appends:
             self._append_chunk(data, last - _records_in(data) + 1, last, timestamp, shallow)
 

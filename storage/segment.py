@@ -156,6 +156,11 @@ class LogSegment:
         (the .log is cut back to its old size first, so nothing half-written remains)."""
         self.append_each([(data, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)])
 
+    def index_room(self) -> int:
+        """Index entries either index can still take (appends add at most one each)."""
+        return min(self.offset_index.max_entries - self.offset_index.entries,
+                   self.time_index.max_entries - self.time_index.entries - 1)
+
     def append_each(self, appends: list[tuple[bytes, int, int, int]]) -> None:
         """:meth:`append` of each ``(data, largest offset, largest timestamp, shallow offset of
         the max timestamp)`` in turn, index entries exactly as so many appends make them, with

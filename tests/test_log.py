@@ -2,6 +2,7 @@
 §6.2, §8.2 of the reference), reads by offset and time, reopening and recovery."""
 
 import os
+import threading
 import time
 import struct
 
@@ -663,3 +664,38 @@ def test_split_keys_on_a_128k_chunk(tmp_path):
     keys, values = split_keys(tmp_path, lines)
     assert keys == [b"key-%06d" % i for i in range(1310)]
     assert values == [b"v" * 88] * 1310
+
+
+def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path):
+    log = open_log(tmp_path / "a", segment_bytes=2000)
+    assert log.append_lines(b"a\nb\n", nowait=True) == 0  # page cache only: done in place
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    with pytest.raises(BlockingIOError):  # it would roll
+        log.append_lines(b"x" * 1900 + b"\n", nowait=True)
+    assert log.log_end_offset == 2 and sorted(p.name for p in (tmp_path / "a").iterdir()) == files
+    assert log.append_lines(b"x" * 1900 + b"\n") == 2 and log.segment_count == 2  # it waits
+    log.close()
+
+    log = open_log(tmp_path / "b", flush_messages=3)
+    log.append_lines(b"1\n", nowait=True)
+    with pytest.raises(BlockingIOError):  # the third unflushed record would flush
+        log.append_lines(b"2\n3\n", nowait=True)
+    assert log.log_end_offset == 1
+    held, done = threading.Event(), threading.Event()
+
+    def hold_the_lock():  # another thread appending, flushing or checking retention
+        with log._lock:
+            held.set()
+            done.wait()
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    held.wait()
+    try:
+        with pytest.raises(BlockingIOError):
+            log.append_lines(b"2\n", nowait=True)
+    finally:
+        done.set()
+        holder.join()
+    assert log.append_lines(b"2\n3\n") == 1 and log.recovery_point == 3
+    log.close()
