@@ -145,3 +145,17 @@ def test_partitions_of_keyed_rows_are_kafkas_and_keyless_rows_stick():
     assert len(set(keyless)) > 1  # it moved on...
     runs = [len(list(g)) for _, g in itertools.groupby(keyless)]
     assert max(runs) == 10  # ...after 400 bytes of values: 10 rows of 40 bytes
+
+
+def test_header_keys_that_are_not_utf8_are_replaced_as_records_does():
+    ba = bytearray(build_batch(0, [b"v"], None, 5, [[("k\u00e9", b"x")]]))
+    at = ba.index("k\u00e9".encode(), 61)
+    ba[at + 1] = 0xFF  # a broken UTF-8 sequence, CRC made right again: a writer's bug
+    ba[17:21] = crc32c(bytes(ba[21:])).to_bytes(4, "big")
+    cols = RecordColumns(headers=True)
+    cols.add_batches(iter_batches(bytes(ba)))
+    table = cols.to_arrow()
+    table.validate(full=True)  # Arrow strings must be valid UTF-8
+    (record,) = RecordBatch(bytes(ba)).records()
+    assert [(h["key"], h["value"]) for h in table.column("headers")[0].as_py()] == list(record.headers)
+    assert "\ufffd" in record.headers[0][0]

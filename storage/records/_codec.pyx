@@ -446,6 +446,13 @@ cdef int binary_append(BinaryColumn* c, Py_ssize_t row, const uint8_t* p, Py_ssi
     return 0
 
 
+cdef inline bint ascii_only(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    for i in range(n):
+        if s[i] >= 0x80:
+            return False
+    return True
+
+
 cdef class OwnedBuffer:
     """Memory from the codec, handed to Arrow without a copy (buffer protocol, read-only)."""
     cdef uint8_t* data
@@ -605,7 +612,12 @@ cdef class ColumnBuilder:
             self.header_validity.data[self.rows >> 3] |= <uint8_t>(1 << (self.rows & 7))
         for _ in range(r.header_count):
             read_varint(p, r.end, &pos, &n)
-            binary_append(&self.header_keys, self.header_rows, p, pos, n)
+            if ascii_only(p + pos, n):
+                binary_append(&self.header_keys, self.header_rows, p, pos, n)
+            else:  # Arrow strings must be UTF-8: replace malformed bytes, as records() does
+                key = PyUnicode_DecodeUTF8(<const char*>p + pos, n, "replace").encode("utf-8")
+                binary_append(&self.header_keys, self.header_rows,
+                              <const uint8_t*>PyBytes_AS_STRING(key), 0, PyBytes_GET_SIZE(key))
             pos += n
             read_bytes_field(p, r.end, &pos, &at, &n)
             binary_append(&self.header_values, self.header_rows, p, at, n)
