@@ -120,8 +120,7 @@ class KfsWriter(DataSourceArrowWriter):
                 n = counts.get(topic, 1)
                 partitions = _partitions(part, topic, n,
                                          sticky.setdefault(topic, StickyPartitioner(n)))
-                for p in pc.unique(partitions).to_pylist():
-                    rows_of_p = part.filter(pc.equal(partitions, p))
+                for p, rows_of_p in _by_partition(part, partitions):
                     sections[f"{topic}-{p}"] += _encode(rows_of_p)
                 rows += part.num_rows
         data = {name: _transactional_batches(secs, producer_id) for name, secs in sections.items()}
@@ -248,6 +247,17 @@ def _partitions(batch: pa.RecordBatch, topic: str, n: int,
     if -1 in out:
         assign_partitions(rows, _binary(batch, "key"), _binary(batch, "value"), out, n, sticky)
     return pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(out)])
+
+
+def _by_partition(batch: pa.RecordBatch, partitions: pa.Array
+                  ) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(partition, its rows in their order) of a batch: one stable sort, then slices."""
+    order = pc.sort_indices(partitions)  # stable: rows keep their order within a partition
+    batch, partitions = batch.take(order), partitions.take(order)
+    start = 0
+    for run in pc.value_counts(partitions).to_pylist():  # in order of appearance: sorted
+        yield run["values"], batch.slice(start, run["counts"])
+        start += run["counts"]
 
 
 def _binary(batch: pa.RecordBatch, name: str) -> tuple | None:
