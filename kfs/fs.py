@@ -763,8 +763,8 @@ class KafkaFs(pyfuse3.Operations):
             try:
                 handle.log.append_lines(lines, self._sep if handle.keyed else None, nowait=True)
                 return
-            except BlockingIOError:
-                pass
+            except BlockingIOError as exc:
+                log.debug("%s: appending in a worker thread: %s", handle.log.name, exc)
         await trio.to_thread.run_sync(self._store, handle, lines)
 
     def _store(self, handle: _AppendHandle, lines) -> int:

@@ -9,18 +9,28 @@ import glob
 import gzip
 import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
 import lz4.frame
 import pytest
 import snappy
+import xxhash
 import zstandard
 from kafka.codec import lz4_decode, snappy_decode
 from hypothesis import given, settings, strategies as st
 
 from storage.errors import CorruptRecordError, InvalidConfigError, InvalidRecordError
-from storage.records.compression import CompressionType, compress, decompress
+from storage.records.compression import (
+    DECOMPRESSED_FLOOR,
+    DECOMPRESSED_RATIO,
+    CompressionType,
+    compress,
+    decompress,
+    decompressed_limit,
+)
 
 FIXTURES = Path("/work/shared/fixtures/kafka-written")
 CODECS = [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
@@ -364,3 +374,75 @@ def test_gzip_bad_crc_and_truncation():
 def test_error_message_names_the_codec():
     with pytest.raises(CorruptRecordError, match="lz4"):
         decompress(CompressionType.LZ4, b"garbage garbage")
+
+
+# -- what a stream may expand to ----------------------------------------------------------
+
+
+def _lz4_frame_claiming(size: int) -> bytes:
+    """An LZ4 frame whose header claims ``size`` bytes of content but holds 5."""
+    descriptor = bytes([0x68, 0x40]) + struct.pack("<Q", size)  # FLG 0x60 + content size flag
+    checksum = (xxhash.xxh32_intdigest(descriptor) >> 8) & 0xFF
+    return (b"\x04\x22\x4d\x18" + descriptor + bytes([checksum])
+            + struct.pack("<I", 5 | 0x80000000) + b"hello" + b"\0\0\0\0")
+
+
+LYING = {  # a few bytes each, claiming gigabytes
+    "lz4": (CompressionType.LZ4, _lz4_frame_claiming(3 << 30)),
+    "raw snappy": (CompressionType.SNAPPY, b"\xff\xff\xff\xff\x0f\x00"),
+    "xerial snappy": (CompressionType.SNAPPY,
+                      XERIAL_HEADER + struct.pack(">i", 6) + b"\xff\xff\xff\xff\x0f\x00"),
+}
+
+
+@pytest.mark.parametrize("name", LYING)
+def test_a_declared_size_is_never_allocated(name):
+    # In a process limited to 1 GiB of address space, allocating the claim would fail (lz4:
+    # MemoryError) or abort the process (snappy's Rust allocator).
+    if "san" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("a sanitizer's shadow memory needs more address space than the limit")
+    codec, data = LYING[name]
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from storage.errors import CorruptRecordError\n"
+        "from storage.records.compression import decompress\n"
+        "try:\n"
+        f"    decompress({int(codec)}, {data!r})\n"
+        "except CorruptRecordError as e:\n"
+        "    sys.exit('MemoryError' in str(e))\n"
+        "sys.exit(2)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_output_is_capped(codec):
+    data = b"\0" * 300_000
+    stream = compress(codec, data)
+    assert decompress(codec, stream, max_size=len(data)) == data
+    with pytest.raises(CorruptRecordError, match="decompression cap"):
+        decompress(codec, stream, max_size=len(data) - 1)
+
+
+def _zstd_rle_frame(blocks: int) -> bytes:
+    """A zstd frame of ``blocks`` RLE blocks of 128 KiB, 4 bytes each."""
+    block = ((128 * 1024) << 3 | 1 << 1).to_bytes(3, "little") + b"A"
+    last = ((128 * 1024) << 3 | 1 << 1 | 1).to_bytes(3, "little") + b"A"
+    return b"\x28\xb5\x2f\xfd\x00\x58" + block * (blocks - 1) + last
+
+
+def test_default_cap_stops_a_zstd_bomb():
+    bomb = _zstd_rle_frame(4096)  # 16 KiB that would expand to 512 MiB
+    assert decompressed_limit(len(bomb)) < 512 << 20
+    with pytest.raises(CorruptRecordError, match="decompression cap"):
+        decompress(CompressionType.ZSTD, bomb)
+    assert decompress(CompressionType.ZSTD, _zstd_rle_frame(16)) == b"A" * (2 << 20)
+
+
+def test_default_cap_lets_deflate_reach_its_maximum_ratio():
+    data = b"\0" * (DECOMPRESSED_FLOOR * 2)
+    stream = compress(CompressionType.GZIP, data, 9)
+    assert len(stream) * DECOMPRESSED_RATIO >= len(data)
+    assert decompress(CompressionType.GZIP, stream) == data
