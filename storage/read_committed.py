@@ -62,11 +62,16 @@ class AbortedTxnFilter:
         """True for a transactional data batch inside an aborted transaction."""
         if not batch.is_transactional or batch.is_control_batch:
             return False
-        spans = self._spans.get(batch.producer_id)
+        return self.is_aborted_at(batch.producer_id, batch.base_offset)
+
+    def is_aborted_at(self, producer_id: int, base_offset: int) -> bool:
+        """:meth:`is_aborted` of a transactional data batch given by its producer id and base
+        offset (the compiled column reader asks this way)."""
+        spans = self._spans.get(producer_id)
         if not spans:
             return False
-        i = bisect.bisect_right(spans, (batch.base_offset, float("inf"))) - 1
-        return i >= 0 and spans[i][0] <= batch.base_offset <= spans[i][1]
+        i = bisect.bisect_right(spans, (base_offset, float("inf"))) - 1
+        return i >= 0 and spans[i][0] <= base_offset <= spans[i][1]
 
     def is_visible(self, batch: _BatchHeader) -> bool:
         """True if a read_committed consumer gets ``batch``'s records: not a control batch,

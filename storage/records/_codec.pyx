@@ -625,6 +625,68 @@ cdef class ColumnBuilder:
         put_int32(&self.header_offsets, <int32_t>self.header_rows)
         return 0
 
+    def add_run(self, buf, Py_ssize_t position, int64_t start, int64_t end, crc, decompress,
+                skip=None):
+        """Decode a run of whole v2 batches (a block of a segment's .log) into the columns, in
+        one call: each batch CRC-checked with ``crc`` (None: not checked), control batches
+        skipped, a transactional batch skipped when ``skip(producer_id, base_offset)`` says
+        so, compressed sections expanded by ``decompress(codec, view)``; only records with
+        offsets in [``start``, ``end``). Stops at a partial batch, a legacy entry or a batch
+        starting at or past ``end``. Returns ``(bytes consumed, done)``, ``done`` when a batch
+        reached ``end``. Raises CorruptRecordError for a bad size or CRC, InvalidRecordError
+        (from ``decompress``) for an unknown codec."""
+        cdef Py_buffer view
+        cdef const uint8_t* p
+        cdef Py_ssize_t n, pos = position, size
+        cdef int32_t length, count, last_delta
+        cdef int64_t base_offset, base_ts, max_ts, append_time
+        cdef int16_t attributes
+        cdef uint32_t stored
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            p = <const uint8_t*>view.buf
+            n = view.len
+            while pos + 61 <= n:
+                length = be32(p + pos + 8)
+                if p[pos + 16] != 2:
+                    if p[pos + 16] < 2:
+                        break  # legacy: the caller decodes it
+                    raise CorruptRecordError(f"record batch with magic {p[pos + 16]}")
+                size = 12 + <Py_ssize_t>length
+                if length < 49:
+                    raise CorruptRecordError(f"Record batch is corrupt (the size {size} is "
+                                             "smaller than the minimum allowed overhead 61)")
+                if size > n - pos:
+                    break
+                base_offset = be64(p + pos)
+                last_delta = be32(p + pos + 23)
+                if base_offset >= end:
+                    return pos - position, True
+                if crc is not None:
+                    stored = <uint32_t>be32(p + pos + 17)
+                    if <uint32_t>crc(PyMemoryView_FromMemory(<char*>p + pos + 21, size - 21,
+                                                             PyBUF_READ)) != stored:
+                        raise CorruptRecordError(f"Record batch at offset {base_offset} is "
+                                                 "corrupt (CRC-32C mismatch)")
+                attributes = be16(p + pos + 21)
+                count = be32(p + pos + 57)
+                if base_offset + last_delta >= start and count and not attributes & 0x20 and not (
+                        skip is not None and attributes & 0x10 and
+                        skip(be64(p + pos + 43), base_offset)):
+                    base_ts = be64(p + pos + 27)
+                    max_ts = be64(p + pos + 35)
+                    append_time = max_ts if attributes & 0x08 else -1
+                    section = PyMemoryView_FromMemory(<char*>p + pos + 61, size - 61, PyBUF_READ)
+                    if attributes & 0x07:
+                        section = decompress(attributes & 0x07, section)
+                    self.add_section(section, count, base_offset, base_ts, append_time, start, end)
+                pos += size
+                if base_offset + last_delta >= end - 1:
+                    return pos - position, True
+        finally:
+            PyBuffer_Release(&view)
+        return pos - position, False
+
     def add_record(self, int64_t offset, int64_t timestamp, int32_t timestamp_type, key, value,
                    headers=()):
         """Append one decoded record (the legacy v0/v1 path: those stay in Python)."""

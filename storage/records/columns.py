@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import pyarrow as pa
+from crc32c import crc32c
 
 from storage.records import _codec
 from storage.records.batch import RecordBatch
+from storage.records.compression import decompress
 from storage.records.legacy import LegacyRecordBatch
 
 __all__ = ["RecordColumns", "HEADERS_TYPE"]
@@ -55,6 +57,16 @@ class RecordColumns:
                                          r.value, r.headers)
                 added += 1
         return added
+
+    def add_run(self, buf, start: int = 0, end: int = (1 << 63) - 1, check_crc: bool = True,
+                skip: Callable[[int, int], bool] | None = None) -> tuple[int, bool]:
+        """Add the records of the whole v2 batches at the front of ``buf`` (bytes of a .log)
+        with offsets in [``start``, ``end``), in one compiled call: CRC-checked, control batches
+        and transactional batches ``skip(producer_id, base_offset)`` names left out. Returns
+        (bytes consumed, whether a batch reached ``end``); it stops early at a partial batch or
+        a legacy entry. Raises CorruptRecordError / InvalidRecordError."""
+        return self._builder.add_run(buf, 0, start, end, crc32c if check_crc else None,
+                                     decompress, skip)
 
     def add_batches(self, batches: Iterable[RecordBatch | LegacyRecordBatch], start: int = 0,
                     end: int = (1 << 63) - 1,
