@@ -456,19 +456,17 @@ def touch(records: Any) -> int:
 
 
 def engine_decode(buf: bytes, check_crc: bool = False) -> int:
-    """Every record of the v2 batches of one .log file's bytes, decoded into columns
-    (offset, timestamp, key, value... as Arrow buffers: what the Spark source and bulk readers
-    take); the number of records."""
-    from storage.records import RecordBatch
+    """Every record of the v2 batches of one .log file's bytes, decoded into columns (offset,
+    timestamp, key, value... as Arrow buffers: what the Spark source and bulk readers take),
+    a run of batches per call as ``Log.read_columns`` does; the number of records."""
     from storage.records.columns import RecordColumns
     columns = RecordColumns()
-    pos, end = 0, len(buf)
-    while pos + 61 <= end:
-        batch = RecordBatch(buf, pos)
-        if check_crc:
-            batch.ensure_valid()
-        columns.add_batch(batch)
-        pos += batch.size_in_bytes
+    view, pos = memoryview(buf), 0
+    while pos + 61 <= len(buf):
+        consumed, _ = columns.add_run(view[pos:pos + (1 << 20)], check_crc=check_crc)
+        if not consumed:
+            break
+        pos += consumed
     return columns.to_arrow().num_rows
 
 
@@ -633,7 +631,8 @@ class Bench:
         p = [self.n / x for x in plain_t]
         t.add("plain local file (context)", spread(p), f"{med([nbytes / x / 1e6 for x in plain_t]):.0f}",
               ratio(med(k), med(p)))
-        t.add(f"target: kfs ≥ 1M records/s -> {'met' if med(k) >= 1e6 else 'not met'}")
+        met = med(k) >= 0.5 * med(b)
+        t.add(f"target: kfs ≥ 0.5× the bare pyfuse3 sink -> {'met' if met else 'not met'}")
         t.print()
         self.append_rate = med(k)
 
@@ -888,6 +887,11 @@ class Bench:
         }
         why = {"engine": "", "aiokafka": aio_why, "kafka-python": ""}
         times: dict[tuple[str, bool], list[float]] = collections.defaultdict(list)
+        for dec in decoders.values():  # imports (pyarrow) and first calls, untimed
+            try:
+                dec and dec(bufs[0][:1 << 16], True)
+            except Exception:  # noqa: BLE001 - reported by the timed rounds
+                pass
         for r in range(a.codec_rounds):  # interleaved: every decoder, with and without CRC, per round
             log(f"decode round {r + 1}/{a.codec_rounds}")
             for crc in (False, True):
@@ -922,9 +926,13 @@ class Bench:
                       f"{med([nbytes / x / 1e6 for x in xs]):.0f}",
                       ratio(rate["engine", crc], rate[who, crc]) if who != "engine" and ("engine", crc) in rate else "")
             t.sep()
-        if ("engine", False) in rate:
-            r_ = rate["engine", False] / rate["kafka-python", False]
-            t.add(f"target: engine ≥ 3× kafka-python -> {'met' if r_ >= 3 else 'not met'}")
+        for crc in (False, True):
+            if ("engine", crc) not in rate:
+                continue
+            met = [rate["engine", crc] >= k * rate[who, crc]
+                   for who, k in (("aiokafka", 2), ("kafka-python", 10)) if (who, crc) in rate]
+            t.add(f"target{' (CRC checked)' if crc else ''}: engine ≥ 2× aiokafka and ≥ 10× "
+                  f"kafka-python -> {'met' if met and all(met) else 'not met'}")
         t.print()
 
     def check_decoded_values(self, bufs: list[bytes]) -> None:
