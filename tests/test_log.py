@@ -249,12 +249,13 @@ def test_failed_write_truncates_back(tmp_path, monkeypatch):
     calls = {"n": 0}
     real_pwrite = os.pwrite
 
-    def failing_pwrite(fd, data, pos):
+    def failing_pwritev(fd, buffers, pos):
         calls["n"] += 1  # the batches go down in one write: half of it lands, then the disk fills
-        real_pwrite(fd, bytes(data)[:len(data) // 2], pos)
+        data = b"".join(buffers)
+        real_pwrite(fd, data[:len(data) // 2], pos)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(segment_module.os, "pwrite", failing_pwrite)
+    monkeypatch.setattr(segment_module.os, "pwritev", failing_pwritev)
     with pytest.raises(OSError) as err:
         log.append([b"z" * 150] * 5)  # several batches; the write fails half-way
     assert err.value.errno == 28
@@ -699,3 +700,23 @@ def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path)
         holder.join()
     assert log.append_lines(b"2\n3\n") == 1 and log.recovery_point == 3
     log.close()
+
+
+def test_short_writes_are_continued(tmp_path, monkeypatch):
+    from storage import segment as segment_module
+    real_pwritev = os.pwritev
+
+    def short_pwritev(fd, buffers, pos):  # the kernel may write less than asked
+        data = b"".join(bytes(b) for b in buffers)[:777]
+        return real_pwritev(fd, [data], pos)
+
+    log = open_log(tmp_path / "t-0", batch_size=1000)
+    monkeypatch.setattr(segment_module.os, "pwritev", short_pwritev)
+    lines = [b"line %d " % i + b"x" * (i % 50) for i in range(300)]
+    assert log.append_lines(b"".join(line + b"\n" for line in lines)) == 0
+    monkeypatch.undo()
+    assert [r.value for r in log.records_from(0, 1000)] == lines
+    log.close()
+    reopened = open_log(tmp_path / "t-0")
+    assert reopened.log_end_offset == 300
+    reopened.close()

@@ -870,7 +870,7 @@ cdef bytes _encode_headers(record_headers):
 
 
 def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_bytes,
-                 Py_ssize_t max_records, const uint8_t[::1] separator=None):
+                 Py_ssize_t max_records, const uint8_t[::1] separator=None, Py_ssize_t head=0):
     """Records of newline-terminated lines of ``buf[pos:end]``, as the console producer makes
     them (timestamp delta 0, offset deltas from 0, no headers): ``(records section, records,
     position after the last line taken, largest record in bytes)``.
@@ -879,7 +879,9 @@ def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     up to ``max_records``; a line is its bytes up to ``\\n`` (excluded). Without ``separator``
     the key is null; with it, the key is what precedes the line's first separator and the value
     what follows (``parse.key=true``). A line without the separator stops the run: when it is
-    the first, the result is ``(None, -1, its position, 0)``."""
+    the first, the result is ``(None, -1, its position, 0)``. With ``head`` the section starts
+    after ``head`` bytes left for the caller (a batch header), not counted in the largest
+    record."""
     cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
     cdef const uint8_t* sep = NULL
     cdef const uint8_t* nl
@@ -907,8 +909,8 @@ def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
         count += 1
         pos = line_end + 1
     end = pos
-    out = PyBytes_FromStringAndSize(NULL, total)
-    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
+    out = PyBytes_FromStringAndSize(NULL, head + total)
+    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out) + head
     pos = start
     for i in range(count):
         line_end = <const uint8_t*>memchr(p + pos, 10, end - pos) - p
@@ -1542,6 +1544,34 @@ cdef inline void put_be64(uint8_t* p, int64_t v) noexcept nogil:
 
 # -- sealing batches ----------------------------------------------------------------------------
 
+cdef void put_header(uint8_t* w, Py_ssize_t records_len, int32_t count, int64_t base_offset,
+                     int64_t base_timestamp, int64_t max_timestamp, int32_t last_offset_delta,
+                     int16_t attributes, int32_t partition_leader_epoch, int64_t producer_id,
+                     int16_t producer_epoch, int32_t base_sequence) noexcept nogil:
+    """The 61-byte v2 header at ``w`` (the CRC field left for :func:`put_crc`)."""
+    put_be64(w, base_offset)
+    put_be32(w + 8, <int32_t>(49 + records_len))
+    put_be32(w + 12, partition_leader_epoch)
+    w[16] = 2
+    w[21] = <uint8_t>(attributes >> 8)
+    w[22] = <uint8_t>attributes
+    put_be32(w + 23, last_offset_delta)
+    put_be64(w + 27, base_timestamp)
+    put_be64(w + 35, max_timestamp)
+    put_be64(w + 43, producer_id)
+    w[51] = <uint8_t>(producer_epoch >> 8)
+    w[52] = <uint8_t>producer_epoch
+    put_be32(w + 53, base_sequence)
+    put_be32(w + 57, count)
+
+
+cdef int put_crc(uint8_t* w, Py_ssize_t size, crc) except -1:
+    """CRC-32C of the batch's bytes [21, size) into its CRC field."""
+    put_be32(w + 17, <int32_t><uint32_t>crc(PyMemoryView_FromMemory(<char*>w + 21, size - 21,
+                                                                     PyBUF_READ)))
+    return 0
+
+
 def seal(records, int32_t count, int64_t base_offset, int64_t base_timestamp,
          int64_t max_timestamp, int32_t last_offset_delta, int16_t attributes,
          int32_t partition_leader_epoch, int64_t producer_id, int16_t producer_epoch,
@@ -1557,26 +1587,14 @@ def seal(records, int32_t count, int64_t base_offset, int64_t base_timestamp,
             raise OverflowError("records section larger than a batch can hold")
         out = PyBytes_FromStringAndSize(NULL, 61 + view.len)
         w = <uint8_t*>PyBytes_AS_STRING(out)
-        put_be64(w, base_offset)
-        put_be32(w + 8, <int32_t>(49 + view.len))
-        put_be32(w + 12, partition_leader_epoch)
-        w[16] = 2
-        w[21] = <uint8_t>(attributes >> 8)
-        w[22] = <uint8_t>attributes
-        put_be32(w + 23, last_offset_delta)
-        put_be64(w + 27, base_timestamp)
-        put_be64(w + 35, max_timestamp)
-        put_be64(w + 43, producer_id)
-        w[51] = <uint8_t>(producer_epoch >> 8)
-        w[52] = <uint8_t>producer_epoch
-        put_be32(w + 53, base_sequence)
-        put_be32(w + 57, count)
+        put_header(w, view.len, count, base_offset, base_timestamp, max_timestamp,
+                   last_offset_delta, attributes, partition_leader_epoch, producer_id,
+                   producer_epoch, base_sequence)
         if view.len:
             memcpy(w + 61, view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
-    put_be32(w + 17, <int32_t><uint32_t>crc(PyMemoryView_FromMemory(<char*>w + 21, 40 + view.len,
-                                                                     PyBUF_READ)))
+    put_crc(w, PyBytes_GET_SIZE(out), crc)
     return out
 
 
@@ -1592,16 +1610,26 @@ def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t times
     cdef Py_ssize_t pos = 0, end = len(buf), largest = 0
     cdef int64_t offset = base_offset
     cdef int16_t attributes = codec | (0x08 if log_append else 0)
+    cdef uint8_t* w
     batches, counts = [], []
     while pos < end:
-        records, count, after, _ = encode_lines(buf, pos, end, room, 1 << 20, separator)
+        # uncompressed: the records are encoded straight into the batch, after its header
+        records, count, after, _ = encode_lines(buf, pos, end, room, 1 << 20, separator,
+                                                0 if compress is not None else 61)
         if count < 0:
             return None, None, bytes(buf[:pos]).count(b"\n") + 1
-        largest = max(largest, len(records))
         if compress is not None:
-            records = compress(records)
-        batches.append(seal(records, count, offset, timestamp, timestamp, count - 1, attributes,
-                            partition_leader_epoch, -1, -1, -1, crc))
+            largest = max(largest, len(records))
+            batch = seal(compress(records), count, offset, timestamp, timestamp, count - 1,
+                         attributes, partition_leader_epoch, -1, -1, -1, crc)
+        else:
+            largest = max(largest, len(records) - 61)
+            batch = records
+            w = <uint8_t*>PyBytes_AS_STRING(batch)
+            put_header(w, len(batch) - 61, count, offset, timestamp, timestamp, count - 1,
+                       attributes, partition_leader_epoch, -1, -1, -1)
+            put_crc(w, len(batch), crc)
+        batches.append(batch)
         counts.append(count)
         offset += count
         pos = after
