@@ -458,16 +458,19 @@ def touch(records: Any) -> int:
 def engine_decode(buf: bytes, check_crc: bool = False) -> int:
     """Every record of the v2 batches of one .log file's bytes, decoded into columns (offset,
     timestamp, key, value... as Arrow buffers: what the Spark source and bulk readers take),
-    a run of batches per call as ``Log.read_columns`` does; the number of records."""
+    a run of batches per call and an Arrow batch per ~32k rows, as ``Log.read_columns`` does;
+    the number of records."""
     from storage.records.columns import RecordColumns
     columns = RecordColumns()
-    view, pos = memoryview(buf), 0
+    view, pos, n = memoryview(buf), 0, 0
     while pos + 61 <= len(buf):
         consumed, _ = columns.add_run(view[pos:pos + (1 << 20)], check_crc=check_crc)
         if not consumed:
             break
         pos += consumed
-    return columns.to_arrow().num_rows
+        if columns.num_rows >= 32768:
+            n += columns.to_arrow().num_rows
+    return n + columns.to_arrow().num_rows
 
 
 def lib_decode(batch_cls: Any, buf: bytes, check_crc: bool) -> int:
