@@ -122,13 +122,13 @@ class AbstractIndex:
 
     def resize(self, new_size: int) -> None:
         """Set the file length to ``new_size`` rounded down to the entry size, keeping the
-        entries (``AbstractIndex.resize``): used to trim on roll and to re-expand on load."""
+        entries (``AbstractIndex.resize``): used to trim on roll and to re-expand on load. No
+        msync: a shared map's pages are the file's page cache, kept across the new length (as
+        Kafka, which forces the map only on flush)."""
         with self._lock:
             length = self._round_down(new_size)
             if length == self._length or not self.writable:
                 return
-            if self._mmap is not None:
-                self._mmap.flush()
             self._set_length(max(length, self._entries * self.ENTRY_SIZE))
             self._remap()
 

@@ -80,7 +80,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
             trimmed = had_clean_shutdown or base != bases[-1]
             if writable and not _indexes_sane(segment, trimmed):
                 needs_recovery.add(base)
-        recovered: set[int] = set()
+        recovered: dict[int, list[int]] = {}  # base offset -> its producer batch positions
         if writable:
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
                                 recovery_point, epochs, recovered)
@@ -114,7 +114,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
 
 def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[int],
              had_clean_shutdown: bool, recovery_point: int,
-             epochs: LeaderEpochFileCache, recovered: set[int]) -> list[LogSegment]:
+             epochs: LeaderEpochFileCache, recovered: dict[int, list[int]]) -> list[LogSegment]:
     """Recover the segments that need it (``LogLoader.recoverLog``): after an unclean shutdown
     every segment from the one holding the recovery point; always those with bad indexes and an
     active segment whose last batch is torn. When an unflushed segment loses bytes, the segments
@@ -128,8 +128,8 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
     for i, segment in enumerate(segments):
         if segment.base_offset not in needs_recovery | unflushed:
             continue
-        truncated = segment.recover(epochs)
-        recovered.add(segment.base_offset)
+        recovered[segment.base_offset] = positions = []
+        truncated = segment.recover(epochs, positions)
         segment.flush()  # what recovery kept becomes the new recovery point: make it durable
         if truncated and segment.base_offset in unflushed and i < len(segments) - 1:
             for later in segments[i + 1:]:
@@ -148,24 +148,24 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
 
 def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegment],
                            log_start_offset: int, log_end_offset: int,
-                           recovered: set[int] = frozenset()) -> None:
+                           recovered: dict[int, list[int]] | None = None) -> None:
     """Bring the producer state to ``log_end_offset`` (``UnifiedLog.rebuildProducerState``):
-    load the newest snapshot at or below the replay start, then replay batch headers (and
-    control records) from there. The replay starts no later than the first recovered segment,
+    load the newest snapshot at or below the replay start, then replay from there the batches
+    that carry a producer id (their headers, and control records), the others being walked
+    over in the compiled codec. The replay starts no later than the first recovered segment,
     whose transaction index recovery emptied: aborted transactions are indexed again there."""
+    recovered = recovered or {}
     start = min(recovered, default=log_end_offset)
     state.truncate_and_reload(log_start_offset, start, force=True)
     bases = [s.base_offset for s in segments]
     first = max(bisect.bisect_right(bases, state.map_end_offset) - 1, 0)
     for segment in segments[first:] if state.map_end_offset < log_end_offset else []:
         index = segment.txn_index if segment.base_offset in recovered else None
-        for position, batch in segment.scan_batches(segment.offset_index.lookup(
-                max(state.map_end_offset, segment.base_offset))[1]):
-            if batch.last_offset < state.map_end_offset:
-                continue
-            if batch.is_control_batch:
-                batch = segment.read_batch(position, batch)
-            state.apply_batch(batch, index)
+        for _, batch in segment.producer_batches(segment.offset_index.lookup(
+                max(state.map_end_offset, segment.base_offset))[1],
+                recovered.get(segment.base_offset)):
+            if batch.last_offset >= state.map_end_offset:
+                state.apply_batch(batch, index)
     state.update_map_end_offset(log_end_offset)
     state.on_high_watermark_updated(log_end_offset)
 

@@ -9,6 +9,7 @@ concurrent reader, bounded by ``size``, never sees half a batch.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import logging
 import os
@@ -32,7 +33,7 @@ from storage.records import (
     RecordBatch,
     batch_at,
 )
-from storage.records._codec import SegmentScan
+from storage.records._codec import SegmentScan, producer_batches
 from storage.time_index import TimeIndex
 from storage.transaction_index import TransactionIndex
 
@@ -46,7 +47,7 @@ DELETED_SUFFIX = ".deleted"
 _INT32_MAX = 2**31 - 1
 _SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
-_RECOVER_BLOCK = 8 * 1024 * 1024  # bytes read at a time while validating whole batches
+_RECOVER_BLOCK = 1024 * 1024  # bytes read at a time while validating whole batches
 _HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1  # fewer bytes left: nothing more to read
 _CURRENT_MAGIC = 2
 _LENGTH_OFFSET = 8  # batchLength / messageSize, after the offset
@@ -221,6 +222,12 @@ class LogSegment:
             raise BlockingIOError(errno.EAGAIN, f"{self.log_path}: not all in the page cache")
         return bytes(memoryview(buf)[:n])
 
+    def read_into(self, buffer: bytearray, position: int) -> memoryview:
+        """Up to ``len(buffer)`` bytes of the .log from ``position``, up to the segment size,
+        read into ``buffer`` (reused by bulk readers: fresh pages cost more than the copy)."""
+        view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
+        return view[:os.preadv(self._fd, [view], position)]
+
     def scan_batches(self, position: int, end: int | None = None,
                      nowait: bool = False) -> Iterator[tuple[int, Batch]]:
         """Yield (position, batch) for each whole batch from ``position`` up to ``end``
@@ -256,6 +263,35 @@ class LogSegment:
                 return
             yield position, batch
             position += batch.size_in_bytes
+
+    def producer_batches(self, position: int, known: list[int] | None = None
+                         ) -> Iterator[tuple[int, Batch]]:
+        """(position, whole batch) of each batch from ``position`` that has a producer id or is
+        a control batch (what a producer-state replay needs; the others only move the map end
+        offset): at the ``known`` positions (from :meth:`recover`), else found by walking the
+        headers in large blocks with the compiled codec."""
+        if known is not None:
+            for at in known[bisect.bisect_left(known, position):]:
+                header = batch_at(self.read_at(at, RECORD_BATCH_OVERHEAD))
+                yield at, batch_at(self.read_at(at, header.size_in_bytes))
+            return
+        end, buffer = self.size, bytearray(_RECOVER_BLOCK)
+        while position + _HEADER_SIZE_UP_TO_MAGIC < end:
+            block = self.read_into(buffer, position)
+            positions, consumed = producer_batches(block)
+            for at in positions:  # copied out of the reused buffer
+                size = LOG_OVERHEAD + _INT32.unpack_from(block, at + _LENGTH_OFFSET)[0]
+                yield position + at, batch_at(bytes(block[at:at + size]))
+            if not consumed:  # one batch larger than the block, torn, or not a batch
+                found = next(self.scan_batches(position, end), None)
+                if found is None:
+                    return
+                batch = self.read_batch(*found)
+                if batch.magic >= _CURRENT_MAGIC and (batch.producer_id >= 0 or
+                                                      batch.is_control_batch):
+                    yield found[0], batch
+                consumed = batch.size_in_bytes
+            position += consumed
 
     def find_batch(self, offset: int, nowait: bool = False) -> tuple[int, Batch] | None:
         """(position, batch) of the first batch whose last offset >= ``offset``, found by
@@ -325,7 +361,7 @@ class LogSegment:
             end = position + batch.size_in_bytes
         return end
 
-    def recover(self, epochs=None) -> int:
+    def recover(self, epochs=None, producer_positions: list[int] | None = None) -> int:
         """Rebuild both indexes from the .log and cut off a torn or corrupt tail: from the first
         batch that is incomplete, fails its CRC or size checks, or whose offsets go backwards
         (``LogSegment.recover``). v2 batches are checked by the compiled ``SegmentScan`` a block
@@ -334,7 +370,8 @@ class LogSegment:
         index. Returns the number of bytes truncated. Raises IndexOffsetOverflowError for
         offsets beyond the segment's 32-bit range (Kafka splits such legacy segments; they are
         not cut off as corrupt). ``epochs`` (a LeaderEpochFileCache) learns the leader epoch of
-        every valid batch."""
+        every valid batch; ``producer_positions`` gets the positions of the valid batches that
+        carry a producer id or are control batches (what a producer-state replay needs)."""
         self.offset_index.reset(self.config.segment_index_bytes)
         self.time_index.reset(self.config.segment_index_bytes)
         self.txn_index.reset()  # the loader's producer-state replay writes it again
@@ -360,6 +397,8 @@ class LogSegment:
             for epoch, base in scan.epoch_starts():
                 if epoch > epochs.latest_epoch:
                     epochs.assign(epoch, base)
+        if producer_positions is not None:
+            producer_positions.extend(p for p in scan.producer_positions if p < valid_bytes)
         largest = scan.max_timestamp_and_offset()
         if largest[0] >= 0:
             self._max_ts_and_offset = largest
@@ -371,9 +410,9 @@ class LogSegment:
     def _scan_whole_batches(self, scan: SegmentScan) -> None:
         """Feed the .log to ``scan`` in large blocks until it ends, tears or stops at a
         problem; legacy entries are checked here, one by one."""
-        position, end = 0, self.size
+        position, end, buffer = 0, self.size, bytearray(_RECOVER_BLOCK)
         while position + _HEADER_SIZE_UP_TO_MAGIC < end and not scan.problems:
-            block = self.read_at(position, min(_RECOVER_BLOCK, end - position))
+            block = self.read_into(buffer, position)
             consumed = scan.scan(block, position)
             if consumed == 0 and not scan.at_legacy and not scan.broken:
                 # one batch larger than the block, or torn at the end of the file

@@ -1244,6 +1244,7 @@ cdef class SegmentScan:
     cdef readonly bint at_legacy, broken, stop_at_problem
     cdef readonly int64_t overflow_offset
     cdef public list problems
+    cdef readonly list producer_positions
     cdef object crc
 
     def __cinit__(self, int64_t base, crc, int64_t next_offset=-1, bint stop_at_problem=False):
@@ -1253,6 +1254,7 @@ cdef class SegmentScan:
         self.next_offset = next_offset  # where the batches must start (-1: anywhere)
         self.overflow_offset = -1
         self.problems = []
+        self.producer_positions = []  # batches with a producer id or control: what replay needs
 
     def __dealloc__(self):
         release(&self._positions)
@@ -1389,6 +1391,8 @@ cdef class SegmentScan:
                 break
             self.record(file_pos + pos, base_offset, base_offset + last_delta, max_ts,
                         be32(p + pos + 12))
+            if be64(p + pos + 43) >= 0 or p[pos + 22] & 0x20:
+                self.producer_positions.append(file_pos + pos)
             pos += size
             self.valid_end = file_pos + pos
         return pos
@@ -1634,3 +1638,31 @@ def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t times
         offset += count
         pos = after
     return batches, counts, largest
+
+
+def producer_batches(buf):
+    """``(positions, consumed)``: where the whole v2 batches at the front of ``buf`` that carry
+    a producer id or are control batches start (the only ones a producer-state replay applies,
+    ``UnifiedLog.loadProducersFromRecords``), and the bytes of whole batches walked. Legacy
+    entries (no producer) are walked over; the walk stops at a partial batch or a size below
+    the smallest entry."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t n, pos = 0, size
+    cdef int32_t length
+    positions = []
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t*>view.buf
+        n = view.len
+        while pos + 17 <= n:
+            length = be32(p + pos + 8)
+            size = 12 + <Py_ssize_t>length
+            if length < 14 or size > n - pos or (p[pos + 16] >= 2 and size < 61):
+                break
+            if p[pos + 16] >= 2 and (be64(p + pos + 43) >= 0 or p[pos + 22] & 0x20):
+                positions.append(pos)
+            pos += size
+    finally:
+        PyBuffer_Release(&view)
+    return positions, pos
