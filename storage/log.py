@@ -253,17 +253,7 @@ class Log:
             for batch, count in zip(batches, counts):
                 offset += count
                 appends.append((batch, offset - 1, timestamp, offset - 1))
-            if nowait and offset - self.recovery_point >= config.flush_messages:
-                raise BlockingIOError(errno.EAGAIN, f"{self.name} would flush")
-            try:
-                self._append_each(appends, first, nowait)
-            except BlockingIOError:
-                raise  # nothing written
-            except BaseException:
-                self.truncate_to(first)  # bytes may be on disk before an index write failed
-                raise
-            self._after_append(first, offset)
-            return first
+            return self._append_sealed(appends, first, nowait)
         finally:
             self._lock.release()
 
@@ -300,15 +290,27 @@ class Log:
                                            partition_leader_epoch=self.leader_epoch),
                                 last, timestamp, last))
                 offset = last + 1
-            try:
-                self._append_each(appends, first)
-            except BaseException:
-                self.truncate_to(first)  # bytes may be on disk before an index write failed
-                raise
-            self._after_append(first, offset)
-            return first
+            return self._append_sealed(appends, first)
 
-    def _append_each(self, appends: list[tuple[bytes, int, int, int]], first: int,
+    def _append_sealed(self, appends: list[tuple[bytes, int, int, int]], first: int,
+                       nowait: bool = False) -> int:
+        """Append sealed batches ``(data, last offset, max timestamp, its offset)`` starting at
+        ``first`` (the log end offset; the lock held), all or nothing, and publish them.
+        ``nowait``: BlockingIOError, nothing changed, when a roll or a flush would follow."""
+        end = appends[-1][1] + 1
+        if nowait and end - self.recovery_point >= self.config.flush_messages:
+            raise BlockingIOError(errno.EAGAIN, f"{self.name} would flush")
+        try:
+            self._append_each(appends, nowait)
+        except BlockingIOError:
+            raise  # nothing written
+        except BaseException:
+            self.truncate_to(first)  # bytes may be on disk before an index write failed
+            raise
+        self._after_append(first, end)
+        return first
+
+    def _append_each(self, appends: list[tuple[bytes, int, int, int]],
                      nowait: bool = False) -> None:
         """Append producer-sized batches as so many leader appends (one batch each, as Kafka's
         ``UnifiedLog.appendAsLeader``), their bytes written together while they fit the active
