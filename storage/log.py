@@ -372,6 +372,7 @@ class Log:
         ``message.timestamp.type=LogAppendTime`` each batch gets now as its timestamp.
         Transactional and control batches (COMMIT/ABORT markers) are accepted as they are.
 
+        A ``bytearray`` is stamped in place (offsets, epoch), anything else copied first.
         All-or-nothing. Returns (first offset, last offset). Raises ReadOnlyLogError;
         CorruptRecordError for bad bytes or a partial batch; InvalidRecordError for a batch
         that is not magic 2; RecordTooLargeError; the producer-state errors of
@@ -380,7 +381,7 @@ class Log:
         stays)."""
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
-        buf = bytearray(data)
+        buf = data if isinstance(data, bytearray) else bytearray(data)  # stamped in place
         batches = self._validate_produced(buf)
         if not batches:
             raise CorruptRecordError("no record batch in the data")
@@ -403,7 +404,7 @@ class Log:
                 raise InvalidRecordError("transaction markers and data batches in one append")
             origin = AppendOrigin.COORDINATOR if controls else AppendOrigin.CLIENT
             producers = self.producer_state.analyze(headers, origin)
-            self._append_whole(bytes(buf), first, offset - 1, max_ts, shallow, None, producers)
+            self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers)
             return first, offset - 1
 
     def _validate_produced(self, buf: bytearray) -> list[tuple[int, int]]:

@@ -211,3 +211,14 @@ def test_read_columns_across_segments_skips_aborted_and_stops_at_the_end(tmp_pat
     values = [v for t in log.read_columns(0, None, True) for v in t.column("value").to_pylist()]
     assert b"txn-3" in values and b"txn-1" not in values  # committed kept, aborted gone
     log.close()
+
+
+def test_arrow_rows_sealed_in_place_are_build_batchs_transactional_batch():
+    from storage.records._codec import seal_in_place
+    values = [b"v%d" % i for i in range(50)]
+    arr = pa.array(values, pa.binary())
+    unsealed, count, first_ts, max_ts = encode_arrow(0, 50, arrow_parts(arr), None, None, None,
+                                                     1763811234567, 1 << 20, 61)
+    batch = seal_in_place(unsealed, count, 0, first_ts, max_ts, 0x10, 77, 0, 5, crc32c)
+    assert batch == build_batch(0, values, None, 1763811234567, producer_id=77, producer_epoch=0,
+                                base_sequence=5, is_transactional=True)

@@ -35,12 +35,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from crc32c import crc32c
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from storage import LogManager
-from storage.records import seal_batch
-from storage.records._codec import assign_partitions, encode_arrow
+from storage.records import RECORD_BATCH_OVERHEAD
+from storage.records._codec import assign_partitions, encode_arrow, seal_in_place
 from storage.records.batch import now_ms
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.topic_partition import parse_partition_dir_name
@@ -54,6 +55,7 @@ PRODUCER_EPOCH = 0
 # (InvalidProducerEpochError) instead of opening a transaction nobody would close.
 MARKER_EPOCH = PRODUCER_EPOCH + 1
 _BATCH_BYTES = 512 * 1024  # producer batches stay well under max.message.bytes (1 MiB)
+TRANSACTIONAL_ATTRIBUTES = 0x10  # uncompressed, CreateTime, transactional
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
 
@@ -289,15 +291,15 @@ def _timestamps(batch: pa.RecordBatch) -> tuple | None:
 
 
 def _encode(batch: pa.RecordBatch) -> list[tuple]:
-    """Records sections of at most _BATCH_BYTES of the batch's rows, encoded from its Arrow
-    buffers: (records, count, first timestamp, max timestamp) each."""
+    """Records of at most _BATCH_BYTES of the batch's rows, encoded from its Arrow buffers
+    after room for a batch header: (unsealed batch, count, first timestamp, max timestamp)."""
     columns = (_binary(batch, "value"), _binary(batch, "key"), _headers(batch),
                _timestamps(batch))
     out, start, now = [], 0, now_ms()
     while start < batch.num_rows:
-        records, count, first_ts, max_ts = encode_arrow(start, batch.num_rows, *columns, now,
-                                                        _BATCH_BYTES)
-        out.append((records, count, first_ts, max_ts))
+        unsealed, count, first_ts, max_ts = encode_arrow(
+            start, batch.num_rows, *columns, now, _BATCH_BYTES, RECORD_BATCH_OVERHEAD)
+        out.append((unsealed, count, first_ts, max_ts))
         start += count
     return out
 
@@ -337,13 +339,13 @@ def _get_or_create(manager: LogManager, name: str):
     return manager.create(name)
 
 
-def _transactional_batches(sections: list[tuple], producer_id: int) -> bytes:
-    """Producer batches of encoded records sections, transactional, with sequence numbers from
-    0 (``RecordAccumulator`` with ``transactional.id``)."""
+def _transactional_batches(sections: list[tuple], producer_id: int) -> bytearray:
+    """Producer batches of encoded sections (:func:`_encode`), sealed in place as
+    transactional batches with sequence numbers from 0 (``RecordAccumulator`` with
+    ``transactional.id``), joined into one bytearray (the engine stamps offsets into it)."""
     out, sequence = [], 0
-    for records, count, first_ts, max_ts in sections:
-        out.append(seal_batch(records, count, 0, first_ts, max_ts, count - 1,
-                              producer_id=producer_id, producer_epoch=PRODUCER_EPOCH,
-                              base_sequence=sequence, is_transactional=True))
+    for unsealed, count, first_ts, max_ts in sections:
+        out.append(seal_in_place(unsealed, count, 0, first_ts, max_ts, TRANSACTIONAL_ATTRIBUTES,
+                                 producer_id, PRODUCER_EPOCH, sequence, crc32c))
         sequence += count
-    return b"".join(out)
+    return bytearray().join(out)

@@ -1104,7 +1104,7 @@ cdef uint8_t* put_element(uint8_t* w, BinaryIn* b, Py_ssize_t i, bint null_as_em
 
 
 def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, timestamps,
-                 int64_t default_timestamp, Py_ssize_t max_bytes):
+                 int64_t default_timestamp, Py_ssize_t max_bytes, Py_ssize_t head=0):
     """Records of Arrow columns, rows [``start``, ``stop``), taken while the section stays
     within ``max_bytes`` (the first row always): ``(records section, rows, first timestamp,
     max timestamp)``, offset deltas from 0, timestamp deltas from the first row's.
@@ -1113,7 +1113,8 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
     for all-null keys; ``headers`` None or (list validity, list offsets, list offset, header
     keys, header values) with the two flattened child arrays as binary arrays; ``timestamps``
     None or (validity, int64 epoch-ms data, offset), a null timestamp being
-    ``default_timestamp``."""
+    ``default_timestamp``. With ``head`` the section starts after ``head`` bytes left for a
+    batch header (:func:`seal_in_place`)."""
     cdef BinaryIn v, k, hk, hv
     cdef const uint8_t* list_validity = NULL
     cdef const int32_t* list_offsets = NULL
@@ -1161,8 +1162,8 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
         sizes.append(body)
         max_ts = max(max_ts, ts)
         rows += 1
-    out = PyBytes_FromStringAndSize(NULL, total)
-    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out)
+    out = PyBytes_FromStringAndSize(NULL, head + total)
+    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out) + head
     for r in range(rows):
         i = start + r
         ts = default_timestamp
@@ -1600,6 +1601,23 @@ def seal(records, int32_t count, int64_t base_offset, int64_t base_timestamp,
         PyBuffer_Release(&view)
     put_crc(w, PyBytes_GET_SIZE(out), crc)
     return out
+
+
+def seal_in_place(bytes batch, int32_t count, int64_t base_offset, int64_t base_timestamp,
+                  int64_t max_timestamp, int16_t attributes, int64_t producer_id,
+                  int16_t producer_epoch, int32_t base_sequence, crc):
+    """Write the header and CRC of a batch into the first 61 bytes of ``batch``, a bytes object
+    just made by :func:`encode_arrow` or :func:`encode_lines` with ``head=61`` and not yet
+    shared (the records after those 61 bytes, uncompressed); returns it. Offsets 0..count-1,
+    partition leader epoch -1."""
+    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(batch)
+    if PyBytes_GET_SIZE(batch) < 61:
+        raise ValueError("no room for a batch header")
+    put_header(w, PyBytes_GET_SIZE(batch) - 61, count, base_offset, base_timestamp,
+               max_timestamp, count - 1, attributes, -1, producer_id, producer_epoch,
+               base_sequence)
+    put_crc(w, PyBytes_GET_SIZE(batch), crc)
+    return batch
 
 
 def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t timestamp,
