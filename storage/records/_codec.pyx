@@ -642,6 +642,8 @@ cdef class ColumnBuilder:
         cdef int64_t base_offset, base_ts, max_ts, append_time
         cdef int16_t attributes
         cdef uint32_t stored
+        if position < 0:
+            raise ValueError(f"negative position {position}")
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             p = <const uint8_t*>view.buf
@@ -755,6 +757,8 @@ def batch_ends(const uint8_t[::1] buf, Py_ssize_t pos=0, Py_ssize_t end=-1):
     cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
     cdef int32_t length
     cdef list positions = []
+    if pos < 0:
+        raise ValueError(f"negative position {pos}")
     while pos + 12 <= n:
         length = be32(p + pos + 8)
         if length < 14 or length > n - pos - 12:
@@ -887,6 +891,8 @@ def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     cdef const uint8_t* nl
     cdef Py_ssize_t sep_len = 0, start = pos, total = 0, line_end, size, key_len = 0
     cdef Py_ssize_t longest = 0, count = 0, value_at, i
+    if pos < 0 or head < 0:
+        raise ValueError(f"negative position {pos} or head {head}")
     if separator is not None and separator.shape[0]:
         sep = &separator[0]
         sep_len = separator.shape[0]
@@ -1125,6 +1131,8 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
     cdef int64_t first_ts = default_timestamp, max_ts = -1, ts
     cdef const uint8_t* at = NULL
     cdef Py_ssize_t r
+    if start < 0 or stop < start or head < 0:
+        raise ValueError(f"rows [{start}, {stop}) or head {head} out of range")
     binary_in(&v, values)
     if keys is not None:
         binary_in(&k, keys)

@@ -154,6 +154,7 @@ def decompress(codec: int, data, *, magic: int = 2, max_size: int | None = None)
 
 
 def _too_big(codec: str) -> CorruptRecordError:
+    """The error for a stream that decompresses to more than its cap."""
     return CorruptRecordError(f"{codec} stream expands past the decompression cap")
 
 
