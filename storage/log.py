@@ -740,15 +740,15 @@ class Log:
         if start >= end:
             return
         skip = self.aborted_transactions(start, end).is_aborted_at if read_committed else None
-        columns = RecordColumns(headers)
+        columns, buffer = RecordColumns(headers), bytearray(_COLUMN_BLOCK)  # (copied out of)
         bases, segments = self._view
         for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0):]:
             if segment.base_offset >= end:
                 break
             position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
             while True:
-                consumed, reached_end = self._columns_at(segment, position, columns, start, end,
-                                                         skip)
+                consumed, reached_end = self._columns_at(segment, position, buffer, columns,
+                                                         start, end, skip)
                 position += consumed
                 if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
                     yield columns.to_arrow()
@@ -762,15 +762,16 @@ class Log:
             yield columns.to_arrow()
 
     @staticmethod
-    def _columns_at(segment: LogSegment, position: int, columns, start: int, end: int,
-                    skip) -> tuple[int, bool]:
-        """Decode the batches of one block of ``segment`` from ``position`` into ``columns``:
-        (bytes consumed, whether a batch reached ``end``); (0, False) at the segment's end. A
-        batch larger than the block is read whole, a legacy entry decoded in Python."""
+    def _columns_at(segment: LogSegment, position: int, buffer: bytearray, columns, start: int,
+                    end: int, skip) -> tuple[int, bool]:
+        """Decode the batches of one block of ``segment`` from ``position`` (read into
+        ``buffer``) into ``columns``: (bytes consumed, whether a batch reached ``end``); (0,
+        False) at the segment's end. A batch larger than the block is read whole, a legacy
+        entry decoded in Python."""
         left = segment.size - position
         if left <= MAGIC_OFFSET:
             return 0, False
-        block = segment.read_at(position, min(_COLUMN_BLOCK, left))
+        block = segment.read_into(buffer, position)
         consumed, reached_end = columns.add_run(block, start, end, skip=skip)
         if consumed or reached_end:
             return consumed, reached_end
