@@ -46,32 +46,9 @@ cdef enum Status:
     HEADER_KEY_NEGATIVE = 7
 
 
-cdef inline Status read_varint(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
-                               int32_t* out) noexcept nogil:
-    # Java's readVarint: at most 5 bytes, bits past 32 dropped, zigzag decoded.
-    cdef uint32_t value = 0
-    cdef int shift = 0
-    cdef Py_ssize_t i = pos[0]
-    cdef uint8_t b
-    while True:
-        if i >= end:
-            return EOF
-        b = p[i]
-        i += 1
-        if b < 0x80:
-            value |= (<uint32_t>b) << shift
-            break
-        value |= (<uint32_t>(b & 0x7F)) << shift
-        shift += 7
-        if shift > 28:
-            return VARINT_LONG
-    pos[0] = i
-    out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
-    return OK
-
-
-cdef inline Status read_varlong(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
-                                int64_t* out) noexcept nogil:
+cdef inline Status read_unsigned(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
+                                 int max_shift, uint64_t* out) noexcept nogil:
+    # LEB128 of at most max_shift / 7 + 1 bytes (ByteUtils.readVarint/readVarlong's loop)
     cdef uint64_t value = 0
     cdef int shift = 0
     cdef Py_ssize_t i = pos[0]
@@ -81,16 +58,35 @@ cdef inline Status read_varlong(const uint8_t* p, Py_ssize_t end, Py_ssize_t* po
             return EOF
         b = p[i]
         i += 1
-        if b < 0x80:
-            value |= (<uint64_t>b) << shift
-            break
         value |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            break
         shift += 7
-        if shift > 63:
-            return VARLONG_LONG
+        if shift > max_shift:
+            return VARINT_LONG if max_shift == 28 else VARLONG_LONG
     pos[0] = i
-    out[0] = <int64_t>((value >> 1) ^ (0u - (value & 1)))
+    out[0] = value
     return OK
+
+
+cdef inline Status read_varint(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
+                               int32_t* out) noexcept nogil:
+    # Java's readVarint: at most 5 bytes, bits past 32 dropped, zigzag decoded
+    cdef uint64_t u
+    cdef uint32_t value
+    cdef Status s = read_unsigned(p, end, pos, 28, &u)
+    value = <uint32_t>u
+    out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
+    return s
+
+
+cdef inline Status read_varlong(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos,
+                                int64_t* out) noexcept nogil:
+    # Java's readVarlong: at most 10 bytes, bits past 64 dropped, zigzag decoded
+    cdef uint64_t value
+    cdef Status s = read_unsigned(p, end, pos, 63, &value)
+    out[0] = <int64_t>((value >> 1) ^ (0u - (value & 1)))
+    return s
 
 
 cdef inline Py_ssize_t write_varint(uint8_t* p, int64_t n) noexcept nogil:
@@ -117,7 +113,6 @@ cdef inline Py_ssize_t varint_size(int64_t n) noexcept nogil:
 # -- one record ------------------------------------------------------------------------------
 
 cdef struct RecordView:
-    Py_ssize_t start        # the length varint
     Py_ssize_t end          # after the record
     int64_t timestamp_delta
     int32_t offset_delta
@@ -146,29 +141,35 @@ cdef inline Status read_bytes_field(const uint8_t* p, Py_ssize_t end, Py_ssize_t
     return OK
 
 
+cdef inline Status skim_record(const uint8_t* p, Py_ssize_t section_end, Py_ssize_t* pos,
+                               RecordView* r) noexcept nogil:
+    """The record at ``pos[0]`` as far as its length, timestamp delta and offset delta (scans
+    for one offset or time; the start of :func:`parse_record`); ``pos[0]`` moves past them."""
+    cdef int32_t size
+    cdef Status s = read_varint(p, section_end, pos, &size)
+    if s != OK:
+        return s
+    r.detail = size
+    if size < 0 or size > section_end - pos[0]:
+        return BAD_SIZE
+    r.end = pos[0] + size
+    if pos[0] >= section_end:
+        return EOF
+    pos[0] += 1  # attributes: unused
+    s = read_varlong(p, section_end, pos, &r.timestamp_delta)
+    if s == OK:
+        s = read_varint(p, section_end, pos, &r.offset_delta)
+    return s
+
+
 cdef Status parse_record(const uint8_t* p, Py_ssize_t section_end, Py_ssize_t pos,
                          RecordView* r) noexcept nogil:
     """Parse and bounds-check the whole record at ``pos``. As in DefaultRecord.readFrom,
     fields are read from the section (a record whose fields overrun its declared size fails
     the size check at the end), but never past the section's end."""
-    cdef int32_t size, n
-    cdef Py_ssize_t end, at
-    cdef Status s
-    r.start = pos
-    s = read_varint(p, section_end, &pos, &size)
-    if s != OK:
-        return s
-    if size < 0 or size > section_end - pos:
-        r.detail = size
-        return BAD_SIZE
-    end = r.end = pos + size
-    r.detail = size
-    if pos >= section_end:
-        return EOF
-    pos += 1  # attributes: unused
-    s = read_varlong(p, section_end, &pos, &r.timestamp_delta)
-    if s == OK:
-        s = read_varint(p, section_end, &pos, &r.offset_delta)
+    cdef int32_t n
+    cdef Py_ssize_t at
+    cdef Status s = skim_record(p, section_end, &pos, r)
     if s == OK:
         s = read_bytes_field(p, section_end, &pos, &r.key_pos, &r.key_len)
     if s == OK:
@@ -197,33 +198,7 @@ cdef Status parse_record(const uint8_t* p, Py_ssize_t section_end, Py_ssize_t po
         s = read_bytes_field(p, section_end, &pos, &at, &n)
         if s != OK:
             return s
-    if pos != end:
-        r.detail = size
-        return MISMATCH
-    return OK
-
-
-cdef inline Status skim_record(const uint8_t* p, Py_ssize_t section_end, Py_ssize_t pos,
-                               RecordView* r) noexcept nogil:
-    """Only the length, timestamp delta and offset delta (scans for one offset or time)."""
-    cdef int32_t size
-    cdef Status s
-    r.start = pos
-    s = read_varint(p, section_end, &pos, &size)
-    if s != OK:
-        return s
-    if size < 0 or size > section_end - pos:
-        r.detail = size
-        return BAD_SIZE
-    r.end = pos + size
-    r.detail = size
-    if pos >= section_end:
-        return EOF
-    pos += 1
-    s = read_varlong(p, section_end, &pos, &r.timestamp_delta)
-    if s == OK:
-        s = read_varint(p, section_end, &pos, &r.offset_delta)
-    return s
+    return MISMATCH if pos != r.end else OK
 
 
 cdef object record_error(Status s, RecordView* r, Py_ssize_t decoded):
@@ -299,7 +274,7 @@ def decode_records(const uint8_t[::1] data, int32_t count, int64_t base_offset,
     checks: ``count`` records exactly, each consuming its declared size, nothing left after.
     Raises CorruptRecordError."""
     cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
-    cdef Py_ssize_t end = data.shape[0], pos = 0
+    cdef Py_ssize_t end = data.shape[0], pos = 0, at = 0
     cdef RecordView r
     cdef Status s
     cdef list out = []
@@ -325,11 +300,12 @@ def record_at(const uint8_t[::1] data, int32_t count, int64_t base_offset,
     compaction). Records before it are skimmed (length, timestamp and offset deltas), only the
     one found is decoded. Raises CorruptRecordError for malformed records on the way."""
     cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
-    cdef Py_ssize_t end = data.shape[0], pos = 0
+    cdef Py_ssize_t end = data.shape[0], pos = 0, at = 0
     cdef RecordView r
     cdef Status s
     for i in range(max(count, 0)):
-        s = skim_record(p, end, pos, &r)
+        at = pos
+        s = skim_record(p, end, &at, &r)
         if s != OK:
             raise record_error(s, &r, i)
         if base_offset + r.offset_delta >= offset:
@@ -350,12 +326,13 @@ def first_record_from_time(const uint8_t[::1] data, int32_t count, int64_t base_
     ``min_offset``, or None (``FileRecords.searchForTimestamp``'s inner loop); only that one is
     decoded. Raises CorruptRecordError."""
     cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
-    cdef Py_ssize_t end = data.shape[0], pos = 0
+    cdef Py_ssize_t end = data.shape[0], pos = 0, at = 0
     cdef RecordView r
     cdef Status s
     cdef int64_t ts
     for i in range(max(count, 0)):
-        s = skim_record(p, end, pos, &r)
+        at = pos
+        s = skim_record(p, end, &at, &r)
         if s != OK:
             raise record_error(s, &r, i)
         ts = append_time if append_time >= 0 else base_timestamp + r.timestamp_delta
