@@ -956,10 +956,12 @@ class Bench:
     def bench_verify(self) -> None:
         """``kfs verify`` (the command, and in process when kfs.verify's API allows) against the
         ceiling: read + CRC-32C of the same .log bytes (crc_ceiling.py, in process and as a
-        command, so each kfs figure has a ceiling run the same way)."""
+        command, so each kfs figure has a ceiling run the same way), and in process against the
+        CRC-32C of each batch's CRC range, the CRC work the format requires."""
         a = self.a
-        from crc_ceiling import read_crc
+        from crc_ceiling import batch_plan, read_crc, read_crc_batches
         logs = sorted(str(p) for p in self.backing.glob("*/*.log"))
+        plans = {p: batch_plan(p) for p in logs}
         nbytes = sum(os.path.getsize(p) for p in logs)
         kfs_exe = Path(sys.executable).with_name("kfs")
         env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -972,6 +974,7 @@ class Bench:
                 [sys.executable, str(Path(__file__).with_name("crc_ceiling.py")), *logs],
                 capture_output=True, text=True, check=True),
             "ceiling: read + CRC-32C, in process": lambda: read_crc(logs),
+            "ceiling: same, batch by batch, in process": lambda: read_crc_batches(plans),
         }
         try:
             from kfs import verify
@@ -993,14 +996,20 @@ class Bench:
                       f"{cmd.stdout[-300:]!r} {[str(x) for x in out.get('kfs verify, in process', [])[:3]]}")
         if int(out["ceiling: read + CRC-32C, a command"].stdout) != nbytes:
             self.fail("crc_ceiling.py read another number of bytes than the .log files hold")
+        if out["ceiling: same, batch by batch, in process"] != nbytes:
+            self.fail("read_crc_batches read another number of bytes than the .log files hold")
         mb = {name: [nbytes / x / 1e6 for x in xs] for name, xs in times.items()}
         t = Table(f"5. verify {len({Path(p).parent for p in logs})} partitions: {len(logs)} .log file(s), {nbytes / 1e6:.0f} MB "
                   f"(medians of {a.codec_rounds})", ("what", "MB/s", "kfs / ceiling"))
+        batch_ceil = "ceiling: same, batch by batch, in process"
         for how in ("the command", "in process"):
             name, ceil = f"kfs verify, {how}", f"ceiling: read + CRC-32C, {'a command' if how == 'the command' else how}"
             if name in mb:
                 t.add(name, spread(mb[name], lambda x: f"{x:.0f}"), ratio(med(mb[name]), med(mb[ceil])))
+                if how == "in process":
+                    t.add("", "", f"{ratio(med(mb[name]), med(mb[batch_ceil]))} of the batch-by-batch CRC")
             t.add(ceil, spread(mb[ceil], lambda x: f"{x:.0f}"), "")
+        t.add(batch_ceil, spread(mb[batch_ceil], lambda x: f"{x:.0f}"), "")
         t.print()
 
     def run(self) -> int:

@@ -129,16 +129,38 @@ def clamp_to_log(rng: OffsetRange, log: Log, fail_on_data_loss: bool) -> OffsetR
 
 
 def split_by_bytes(log: Log, rng: OffsetRange, max_bytes: int) -> list[OffsetRange]:
-    """Cut ``rng`` into consecutive ranges of about ``max_bytes`` of ``.log`` each, at segment
-    bases and offset-index entries (so each reader starts from an index lookup)."""
-    marks = _byte_marks(log, rng.start, rng.end, max_bytes)
-    cuts, last = [rng.start], marks[0][1] if marks else 0
-    for offset, position in marks[1:]:
-        if position - last >= max_bytes and cuts[-1] < offset < rng.end:
-            cuts.append(offset)
-            last = position
+    """Cut ``rng`` into the fewest consecutive ranges of at most about ``max_bytes`` of
+    ``.log``, of about equal size (so the tasks of a read finish together), at segment bases
+    and offset-index entries (so each reader starts from an index lookup)."""
+    marks = _byte_marks(log, rng.start, rng.end, max(max_bytes // 16, 1))
+    if len(marks) < 2:
+        return [rng]
+    first = marks[0][1]
+    total = _end_position(log, rng.end) - first
+    parts = math.ceil(total / max_bytes)
+    positions = [position for _, position in marks]
+    cuts = [rng.start]
+    for k in range(1, parts):
+        target = first + total * k // parts
+        i = bisect.bisect_left(positions, target)
+        nearest = min((j for j in (i - 1, i) if 0 <= j < len(marks)),
+                      key=lambda j: abs(positions[j] - target))
+        if cuts[-1] < marks[nearest][0] < rng.end:
+            cuts.append(marks[nearest][0])
     cuts.append(rng.end)
     return [replace(rng, start=a, end=b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _end_position(log: Log, end: int) -> int:
+    """Where offset ``end`` starts, as a byte position counted over the whole log (the offset
+    index's entry at or before it: a close bound); the log's size for the log end offset."""
+    before, segments = 0, log.log_segments()
+    for i, segment in enumerate(segments):
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
+        if end < next_base:
+            return before + segment.offset_index.lookup(end)[1]
+        before += segment.size
+    return before
 
 
 def _byte_marks(log: Log, start: int, end: int, step: int) -> list[tuple[int, int]]:

@@ -354,7 +354,7 @@ cdef struct Growable:
 
 
 cdef int grow(Growable* g, Py_ssize_t extra) except -1:
-    """Make room for ``extra`` more bytes; new bytes are zeroed (validity bitmaps rely on it)."""
+    """Make room for ``extra`` more bytes (not zeroed: most buffers are written over at once)."""
     cdef Py_ssize_t need = g.length + extra, capacity = g.capacity or 4096
     cdef uint8_t* data
     if need <= g.capacity:
@@ -364,7 +364,6 @@ cdef int grow(Growable* g, Py_ssize_t extra) except -1:
     data = <uint8_t*>realloc(g.data, capacity)
     if data == NULL:
         raise MemoryError()
-    memset(data + g.capacity, 0, capacity - g.capacity)
     g.data = data
     g.capacity = capacity
     return 0
@@ -402,6 +401,23 @@ cdef struct BinaryColumn:
     Py_ssize_t nulls
 
 
+cdef inline int bitmap_room(Growable* bitmap, Py_ssize_t row) except -1:
+    """Make sure ``bitmap`` covers bit ``row`` (rows come in order): a new byte starts zeroed."""
+    if (row >> 3) >= bitmap.length:
+        if bitmap.length + 1 > bitmap.capacity:
+            grow(bitmap, 1)
+        bitmap.data[bitmap.length] = 0
+        bitmap.length += 1
+    return 0
+
+
+cdef int binary_reserve(BinaryColumn* c, Py_ssize_t rows, Py_ssize_t data) except -1:
+    reserve(&c.validity, rows // 8 + 1)
+    reserve(&c.offsets, 4 * (rows + 1))
+    reserve(&c.data, data + 1)
+    return 0
+
+
 cdef int binary_init(BinaryColumn* c) except -1:
     put_int32(&c.offsets, 0)
     return 0
@@ -409,9 +425,7 @@ cdef int binary_init(BinaryColumn* c) except -1:
 
 cdef int binary_append(BinaryColumn* c, Py_ssize_t row, const uint8_t* p, Py_ssize_t at,
                        int32_t length) except -1:
-    if (row >> 3) >= c.validity.length:
-        grow(&c.validity, 1)
-        c.validity.length += 1
+    bitmap_room(&c.validity, row)
     if length < 0:
         c.nulls += 1
     else:
@@ -460,6 +474,13 @@ cdef class OwnedBuffer:
         pass
 
 
+cdef int reserve(Growable* g, Py_ssize_t capacity) except -1:
+    """Make room for ``capacity`` bytes in all, at once."""
+    if capacity > g.capacity:
+        grow(g, capacity - g.length)
+    return 0
+
+
 cdef OwnedBuffer take(Growable* g):
     """Hand ``g``'s memory to a buffer object and reset ``g``."""
     cdef OwnedBuffer b = OwnedBuffer.__new__(OwnedBuffer)
@@ -500,6 +521,9 @@ cdef class ColumnBuilder:
     cdef BinaryColumn header_keys, header_values
     cdef Py_ssize_t rows, header_rows, header_nulls
     cdef readonly Py_ssize_t data_bytes
+    # what the last finished batch held: the next one starts with that much room, so a stream
+    # of like batches costs one allocation per buffer, not a series of doublings
+    cdef Py_ssize_t last_rows, last_key_bytes, last_value_bytes
 
     def __cinit__(self, bint headers=False):
         self.with_headers = headers
@@ -524,12 +548,23 @@ cdef class ColumnBuilder:
         self.rows = self.header_rows = self.header_nulls = self.data_bytes = 0
         self.keys.nulls = self.values.nulls = 0
         self.header_keys.nulls = self.header_values.nulls = 0
+        if self.last_rows:
+            self.reserve_like_last()
         binary_init(&self.keys)
         binary_init(&self.values)
         if self.with_headers:
             put_int32(&self.header_offsets, 0)
             binary_init(&self.header_keys)
             binary_init(&self.header_values)
+        return 0
+
+    cdef int reserve_like_last(self) except -1:
+        cdef Py_ssize_t rows = self.last_rows + self.last_rows // 8 + 1
+        reserve(&self.offsets, 8 * rows)
+        reserve(&self.timestamps, 8 * rows)
+        reserve(&self.types, 4 * rows)
+        binary_reserve(&self.keys, rows, self.last_key_bytes + self.last_key_bytes // 8)
+        binary_reserve(&self.values, rows, self.last_value_bytes + self.last_value_bytes // 8)
         return 0
 
     @property
@@ -580,9 +615,7 @@ cdef class ColumnBuilder:
     cdef int add_headers(self, const uint8_t* p, RecordView* r) except -1:
         cdef Py_ssize_t pos = r.headers_pos, at = 0
         cdef int32_t n
-        if (self.rows >> 3) >= self.header_validity.length:
-            grow(&self.header_validity, 1)
-            self.header_validity.length += 1
+        bitmap_room(&self.header_validity, self.rows)
         if r.header_count == 0:
             self.header_nulls += 1
         else:
@@ -690,6 +723,8 @@ cdef class ColumnBuilder:
         (list validity, list offsets, null count, header rows, key (validity, offsets, data,
         nulls), value (validity, offsets, data, nulls)). Header keys are raw bytes, which
         Arrow reads as UTF-8 strings (Kafka's writers only write UTF-8 keys)."""
+        self.last_rows = self.rows
+        self.last_key_bytes, self.last_value_bytes = self.keys.data.length, self.values.data.length
         out = {
             "rows": self.rows,
             "offset": take(&self.offsets),
