@@ -156,6 +156,25 @@ def test_split_by_bytes_cuts_at_index_entries_and_segment_bases():
         log.close()
 
 
+def test_split_by_bytes_makes_equal_parts(tmp_path):
+    """110 KB of like batches cut at 32 KB: four parts of about a quarter each (so the tasks
+    finish together), not three of 32 KB and a short fourth."""
+    manager = LogManager(tmp_path)
+    log = manager.create("even-0")
+    for first in range(0, 1000, 10):  # 100 batches of 10 records of ~100 B
+        log.append_lines(b"".join(b"%099d\n" % i for i in range(first, first + 10)))
+    total = log.size_in_bytes
+    try:
+        pieces = split_by_bytes(log, OffsetRange("even", 0, 0, 1000), 32_000)
+        assert len(pieces) == -(-total // 32_000) == 4
+        assert pieces[0].start == 0 and pieces[-1].end == 1000
+        assert all(a.end == b.start for a, b in zip(pieces, pieces[1:]))
+        # cuts fall on offset-index entries, one per ~4 KiB (~40 records here)
+        assert all(abs(p.size - 250) <= 40 for p in pieces), [p.size for p in pieces]
+    finally:
+        manager.close()
+
+
 def test_multiple_topics_and_assign(spark):
     df = load(spark, assign='{"plain":[0],"txn":[0]}')
     assert {r.topic: r["count"] for r in df.groupBy("topic").count().collect()} == {
