@@ -369,28 +369,20 @@ cdef int grow(Growable* g, Py_ssize_t extra) except -1:
     return 0
 
 
-cdef inline int put_int32(Growable* g, int32_t v) except -1:
-    if g.length + 4 > g.capacity:
-        grow(g, 4)
-    (<int32_t*>(g.data + g.length))[0] = v
-    g.length += 4
-    return 0
-
-
-cdef inline int put_int64(Growable* g, int64_t v) except -1:
-    if g.length + 8 > g.capacity:
-        grow(g, 8)
-    (<int64_t*>(g.data + g.length))[0] = v
-    g.length += 8
-    return 0
-
-
 cdef inline int put_bytes(Growable* g, const uint8_t* p, Py_ssize_t n) except -1:
     if g.length + n > g.capacity:
         grow(g, n)
     memcpy(g.data + g.length, p, n)
     g.length += n
     return 0
+
+
+cdef inline int put_int32(Growable* g, int32_t v) except -1:  # native order: Arrow's buffers
+    return put_bytes(g, <const uint8_t*>&v, 4)
+
+
+cdef inline int put_int64(Growable* g, int64_t v) except -1:
+    return put_bytes(g, <const uint8_t*>&v, 8)
 
 
 cdef struct BinaryColumn:
