@@ -293,6 +293,17 @@ def decode_records(const uint8_t[::1] data, int32_t count, int64_t base_offset,
     return out
 
 
+cdef decode_found(const uint8_t* p, Py_ssize_t end, Py_ssize_t pos, int32_t i,
+                  int64_t base_offset, int64_t base_timestamp, int64_t append_time,
+                  int32_t base_sequence):
+    """The ``Record`` at ``pos`` (the ``i``-th of its section), once a skim has found it."""
+    cdef RecordView r
+    cdef Status s = parse_record(p, end, pos, &r)
+    if s != OK:
+        raise record_error(s, &r, i)
+    return make_record(p, &r, base_offset, base_timestamp, append_time, base_sequence)
+
+
 def record_at(const uint8_t[::1] data, int32_t count, int64_t base_offset,
               int64_t base_timestamp, int64_t append_time, int32_t base_sequence,
               int64_t offset):
@@ -303,6 +314,7 @@ def record_at(const uint8_t[::1] data, int32_t count, int64_t base_offset,
     cdef Py_ssize_t end = data.shape[0], pos = 0, at = 0
     cdef RecordView r
     cdef Status s
+    cdef int32_t i
     for i in range(max(count, 0)):
         at = pos
         s = skim_record(p, end, &at, &r)
@@ -311,10 +323,8 @@ def record_at(const uint8_t[::1] data, int32_t count, int64_t base_offset,
         if base_offset + r.offset_delta >= offset:
             if base_offset + r.offset_delta != offset:
                 return None
-            s = parse_record(p, end, pos, &r)
-            if s != OK:
-                raise record_error(s, &r, i)
-            return make_record(p, &r, base_offset, base_timestamp, append_time, base_sequence)
+            return decode_found(p, end, pos, i, base_offset, base_timestamp, append_time,
+                                base_sequence)
         pos = r.end
     return None
 
@@ -330,6 +340,7 @@ def first_record_from_time(const uint8_t[::1] data, int32_t count, int64_t base_
     cdef RecordView r
     cdef Status s
     cdef int64_t ts
+    cdef int32_t i
     for i in range(max(count, 0)):
         at = pos
         s = skim_record(p, end, &at, &r)
@@ -337,10 +348,8 @@ def first_record_from_time(const uint8_t[::1] data, int32_t count, int64_t base_
             raise record_error(s, &r, i)
         ts = append_time if append_time >= 0 else base_timestamp + r.timestamp_delta
         if ts >= timestamp and base_offset + r.offset_delta >= min_offset:
-            s = parse_record(p, end, pos, &r)
-            if s != OK:
-                raise record_error(s, &r, i)
-            return make_record(p, &r, base_offset, base_timestamp, append_time, base_sequence)
+            return decode_found(p, end, pos, i, base_offset, base_timestamp, append_time,
+                                base_sequence)
         pos = r.end
     return None
 
