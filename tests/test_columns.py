@@ -100,14 +100,15 @@ def test_arrow_columns_encode_as_build_batch(columns, start):
         hdr = (header_arr.buffers()[0] if header_arr.null_count else None,
                header_arr.buffers()[1], header_arr.offset,
                arrow_parts(entries[0].cast(pa.binary())), arrow_parts(entries[1]))
-    records, count, first_ts, max_ts = encode_arrow(
+    records = bytearray(b"before")
+    count, first_ts, max_ts = encode_arrow(
         0, n - start, arrow_parts(value_arr), None if key_arr is None else arrow_parts(key_arr),
-        hdr, (None, ts_arr.buffers()[1], ts_arr.offset), 0, 1 << 30)
+        hdr, (None, ts_arr.buffers()[1], ts_arr.offset), 0, 1 << 30, records)
     assert count == n - start
     assert (first_ts, max_ts) == (ts[start], max(ts[start:]))
     expected = build_batch(0, values[start:], None if keys is None else keys[start:],
                            ts[start:], None if headers is None else headers[start:])
-    assert RecordBatch(expected)._records_section() == records
+    assert records == b"before" + RecordBatch(expected)._records_section()
 
 
 @given(st.lists(st.binary(max_size=30).filter(lambda b: b"\n" not in b), min_size=1,
@@ -217,8 +218,10 @@ def test_arrow_rows_sealed_in_place_are_build_batchs_transactional_batch():
     from storage.records._codec import seal_in_place
     values = [b"v%d" % i for i in range(50)]
     arr = pa.array(values, pa.binary())
-    unsealed, count, first_ts, max_ts = encode_arrow(0, 50, arrow_parts(arr), None, None, None,
-                                                     1763811234567, 1 << 20, 61)
-    batch = seal_in_place(unsealed, count, 0, first_ts, max_ts, 0x10, 77, 0, 5, crc32c)
-    assert batch == build_batch(0, values, None, 1763811234567, producer_id=77, producer_epoch=0,
+    batch = bytearray(b"an earlier batch")
+    count, first_ts, max_ts = encode_arrow(0, 50, arrow_parts(arr), None, None, None,
+                                           1763811234567, 1 << 20, batch, 61)
+    seal_in_place(batch, 16, count, 0, first_ts, max_ts, 0x10, 77, 0, 5, crc32c)
+    assert batch[:16] == b"an earlier batch"
+    assert batch[16:] == build_batch(0, values, None, 1763811234567, producer_id=77, producer_epoch=0,
                                 base_sequence=5, is_transactional=True)

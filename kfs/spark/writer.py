@@ -116,7 +116,7 @@ class KfsWriter(DataSourceArrowWriter):
         producer_id = self.producer_id_base + ((ctx.taskAttemptId() if ctx else 0) & 0xFFFFFFFF)
         counts = _partition_counts(self.path)
         sticky: dict[str, StickyPartitioner] = {}
-        sections: dict[str, list[tuple]] = defaultdict(list)
+        transactions: dict[str, _Transaction] = {}
         rows = 0
         for batch in iterator:
             for topic, part in self._by_topic(batch):
@@ -124,14 +124,14 @@ class KfsWriter(DataSourceArrowWriter):
                 partitions = _partitions(part, topic, n,
                                          sticky.setdefault(topic, StickyPartitioner(n)))
                 for p, rows_of_p in _by_partition(part, partitions):
-                    sections[f"{topic}-{p}"] += _encode(rows_of_p)
+                    name = f"{topic}-{p}"
+                    transactions.setdefault(name, _Transaction(producer_id)).add(rows_of_p)
                 rows += part.num_rows
-        data = {name: _transactional_batches(secs, producer_id) for name, secs in sections.items()}
-        if data:
+        if transactions:
             with self._appender() as append:
-                for name, chunk in sorted(data.items()):
-                    append(name, chunk)
-        return KfsCommitMessage(producer_id, sorted(data), rows)
+                for name, txn in sorted(transactions.items()):
+                    append(name, txn.batches)
+        return KfsCommitMessage(producer_id, sorted(transactions), rows)
 
     def _by_topic(self, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
         """(topic, its rows) of an Arrow batch, columns named in lower case."""
@@ -299,18 +299,31 @@ def _timestamps(batch: pa.RecordBatch) -> tuple | None:
     return (ms.buffers()[0] if ms.null_count else None, ms.buffers()[1], ms.offset)
 
 
-def _encode(batch: pa.RecordBatch) -> list[tuple]:
-    """Records of at most _BATCH_BYTES of the batch's rows, encoded from its Arrow buffers
-    after room for a batch header: (unsealed batch, count, first timestamp, max timestamp)."""
-    columns = (_binary(batch, "value"), _binary(batch, "key"), _headers(batch),
-               _timestamps(batch))
-    out, start, now = [], 0, now_ms()
-    while start < batch.num_rows:
-        unsealed, count, first_ts, max_ts = encode_arrow(
-            start, batch.num_rows, *columns, now, _BATCH_BYTES, RECORD_BATCH_OVERHEAD)
-        out.append((unsealed, count, first_ts, max_ts))
-        start += count
-    return out
+class _Transaction:
+    """A task's batches for one partition, as a transactional producer (``RecordAccumulator``
+    with ``transactional.id``) builds them: at most _BATCH_BYTES of records each, sequence
+    numbers from 0, encoded from the rows' Arrow buffers and sealed in one growing bytearray
+    (no joining copy; the engine stamps the offsets into it)."""
+
+    def __init__(self, producer_id: int):
+        self.producer_id = producer_id
+        self.batches = bytearray()
+        self.sequence = 0
+
+    def add(self, rows: pa.RecordBatch) -> None:
+        columns = (_binary(rows, "value"), _binary(rows, "key"), _headers(rows),
+                   _timestamps(rows))
+        start, now = 0, now_ms()
+        while start < rows.num_rows:
+            position = len(self.batches)
+            count, first_ts, max_ts = encode_arrow(start, rows.num_rows, *columns, now,
+                                                   _BATCH_BYTES, self.batches,
+                                                   RECORD_BATCH_OVERHEAD)
+            seal_in_place(self.batches, position, count, 0, first_ts, max_ts,
+                          TRANSACTIONAL_ATTRIBUTES, self.producer_id, PRODUCER_EPOCH,
+                          self.sequence, crc32c)
+            self.sequence += count
+            start += count
 
 
 def _log_end_offsets(path: str) -> dict[str, int]:
@@ -346,15 +359,3 @@ def _get_or_create(manager: LogManager, name: str):
     if partition != 0:
         raise ValueError(f"partition {name} does not exist")
     return manager.create(name)
-
-
-def _transactional_batches(sections: list[tuple], producer_id: int) -> bytearray:
-    """Producer batches of encoded sections (:func:`_encode`), sealed in place as
-    transactional batches with sequence numbers from 0 (``RecordAccumulator`` with
-    ``transactional.id``), joined into one bytearray (the engine stamps offsets into it)."""
-    out, sequence = [], 0
-    for unsealed, count, first_ts, max_ts in sections:
-        out.append(seal_in_place(unsealed, count, 0, first_ts, max_ts, TRANSACTIONAL_ATTRIBUTES,
-                                 producer_id, PRODUCER_EPOCH, sequence, crc32c))
-        sequence += count
-    return bytearray().join(out)

@@ -13,6 +13,7 @@ offsetDelta varint, key (varint length, negative = null, bytes), value (same), h
 varint, then per header a key (varint length >= 0, UTF-8) and a value (varint length, -1 = null).
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -1123,17 +1124,21 @@ cdef uint8_t* put_element(uint8_t* w, BinaryIn* b, Py_ssize_t i, bint null_as_em
 
 
 def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, timestamps,
-                 int64_t default_timestamp, Py_ssize_t max_bytes, Py_ssize_t head=0):
+                 int64_t default_timestamp, Py_ssize_t max_bytes, bytearray out,
+                 Py_ssize_t head=0):
     """Records of Arrow columns, rows [``start``, ``stop``), taken while the section stays
-    within ``max_bytes`` (the first row always): ``(records section, rows, first timestamp,
-    max timestamp)``, offset deltas from 0, timestamp deltas from the first row's.
+    within ``max_bytes`` (the first row always), appended to ``out`` (grown in place, so a
+    producer's batches for one partition build up in one buffer with no joining copy):
+    ``(rows, first timestamp, max timestamp)``, offset deltas from 0, timestamp deltas from
+    the first row's.
 
     ``values``/``keys`` are binary arrays as (validity, offsets, data, offset), ``keys`` None
     for all-null keys; ``headers`` None or (list validity, list offsets, list offset, header
     keys, header values) with the two flattened child arrays as binary arrays; ``timestamps``
     None or (validity, int64 epoch-ms data, offset), a null timestamp being
     ``default_timestamp``. With ``head`` the section starts after ``head`` bytes left for a
-    batch header (:func:`seal_in_place`)."""
+    batch header (:func:`seal_in_place`). Raises ValueError for a row out of range, a negative
+    timestamp or a record over 2 GiB (``out`` unchanged)."""
     cdef BinaryIn v, k, hk, hv
     cdef const uint8_t* list_validity = NULL
     cdef const int32_t* list_offsets = NULL
@@ -1183,8 +1188,9 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
         sizes.append(body)
         max_ts = max(max_ts, ts)
         rows += 1
-    out = PyBytes_FromStringAndSize(NULL, head + total)
-    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out) + head
+    cdef Py_ssize_t position = PyByteArray_GET_SIZE(out)
+    PyByteArray_Resize(out, position + head + total)
+    cdef uint8_t* w = <uint8_t*>PyByteArray_AS_STRING(out) + position + head
     for r in range(rows):
         i = start + r
         ts = default_timestamp
@@ -1208,7 +1214,7 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
             w += 1
         else:
             w = put_headers(w, i, list_offsets, list_offset, list_validity, &hk, &hv)
-    return out, rows, first_ts, max_ts
+    return rows, first_ts, max_ts
 
 
 cdef uint8_t* put_headers(uint8_t* w, Py_ssize_t i, const int32_t* list_offsets,
@@ -1624,21 +1630,20 @@ def seal(records, int32_t count, int64_t base_offset, int64_t base_timestamp,
     return out
 
 
-def seal_in_place(bytes batch, int32_t count, int64_t base_offset, int64_t base_timestamp,
-                  int64_t max_timestamp, int16_t attributes, int64_t producer_id,
-                  int16_t producer_epoch, int32_t base_sequence, crc):
-    """Write the header and CRC of a batch into the first 61 bytes of ``batch``, a bytes object
-    just made by :func:`encode_arrow` or :func:`encode_lines` with ``head=61`` and not yet
-    shared (the records after those 61 bytes, uncompressed); returns it. Offsets 0..count-1,
-    partition leader epoch -1."""
-    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(batch)
-    if PyBytes_GET_SIZE(batch) < 61:
-        raise ValueError("no room for a batch header")
-    put_header(w, PyBytes_GET_SIZE(batch) - 61, count, base_offset, base_timestamp,
-               max_timestamp, count - 1, attributes, -1, producer_id, producer_epoch,
-               base_sequence)
-    put_crc(w, PyBytes_GET_SIZE(batch), crc)
-    return batch
+def seal_in_place(bytearray buf, Py_ssize_t position, int32_t count, int64_t base_offset,
+                  int64_t base_timestamp, int64_t max_timestamp, int16_t attributes,
+                  int64_t producer_id, int16_t producer_epoch, int32_t base_sequence, crc):
+    """Write the header and CRC of the batch that fills ``buf`` from ``position`` to its end:
+    61 bytes left by :func:`encode_arrow` (``head=61``) before its records, uncompressed.
+    Offsets 0..count-1, partition leader epoch -1. Raises ValueError when there is no room
+    for a header or the batch would pass 2 GiB."""
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf) - position
+    if position < 0 or size < 61 or size > 0x7FFFFFFF:
+        raise ValueError(f"no {size}-byte batch at position {position}")
+    cdef uint8_t* w = <uint8_t*>PyByteArray_AS_STRING(buf) + position
+    put_header(w, size - 61, count, base_offset, base_timestamp, max_timestamp, count - 1,
+               attributes, -1, producer_id, producer_epoch, base_sequence)
+    put_crc(w, size, crc)
 
 
 def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t timestamp,
