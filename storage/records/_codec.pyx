@@ -22,8 +22,11 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 cdef extern from "Python.h":
     int PyBUF_READ
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdio cimport snprintf
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
+
+from binascii import b2a_base64
 
 from storage.errors import CorruptRecordError
 from storage.records.record import Record, TimestampType
@@ -746,6 +749,137 @@ cdef class ColumnBuilder:
     cdef tuple take_binary(self, BinaryColumn* c):
         nulls = c.nulls
         return (take(&c.validity), take(&c.offsets), take(&c.data), nulls)
+
+    def render(self, bint jsonl, bytes prefix=b""):
+        """The rows built so far as text, then an empty builder (as :meth:`finish`):
+        ``(text, row_ends, offsets)``, buffers of the text, of each row's end in it (int64)
+        and of each row's offset (int64).
+
+        Without ``jsonl`` a row is its value and ``\\n`` (a null value prints ``null``, as
+        kafka-console-consumer prints it). With ``jsonl`` (a builder made with headers) it is
+        one JSON object and ``\\n``: ``prefix`` (``{"topic":...,"partition":...,``), then
+        kcat ``-J``'s ``offset``, ``tstype`` and ``ts`` (left out for a record without a
+        timestamp, as kcat does), ``headers`` (a flat ``[key, value, ...]`` list), ``key`` and
+        ``payload``; bytes that are UTF-8 are JSON strings, others ``{"base64": ...}``, null
+        is null: byte for byte ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``
+        of ``kfs.dump``'s record object."""
+        cdef Growable out, ends
+        cdef Py_ssize_t row, h
+        cdef const int32_t* vo = <const int32_t*>self.values.offsets.data
+        cdef const int64_t* offsets = <const int64_t*>self.offsets.data
+        cdef const int64_t* timestamps = <const int64_t*>self.timestamps.data
+        cdef const int32_t* types = <const int32_t*>self.types.data
+        cdef const int32_t* ko = <const int32_t*>self.keys.offsets.data
+        cdef const int32_t* ho
+        cdef const int32_t* hko
+        cdef const int32_t* hvo
+        if jsonl and not self.with_headers:
+            raise ValueError("JSON lines need a builder made with headers")
+        out.data = ends.data = NULL
+        out.length = out.capacity = ends.length = ends.capacity = 0
+        try:
+            reserve(&out, self.values.data.length + self.rows * (
+                (len(prefix) + 96 if jsonl else 1)) + (self.keys.data.length if jsonl else 0))
+            reserve(&ends, 8 * self.rows)
+            for row in range(self.rows):
+                if not jsonl:
+                    if is_null(&self.values, row):
+                        put_bytes(&out, <const uint8_t*>b"null", 4)
+                    else:
+                        put_bytes(&out, self.values.data.data + vo[row], vo[row + 1] - vo[row])
+                else:
+                    put_bytes(&out, <const uint8_t*>PyBytes_AS_STRING(prefix), len(prefix))
+                    put_literal(&out, b'"offset":')
+                    put_decimal(&out, offsets[row])
+                    if types[row] == 0 or types[row] == 1:
+                        put_literal(&out, b',"tstype":"create","ts":' if types[row] == 0
+                                    else b',"tstype":"logappend","ts":')
+                        put_decimal(&out, timestamps[row])
+                    put_literal(&out, b',"headers":[')
+                    ho = <const int32_t*>self.header_offsets.data
+                    hko = <const int32_t*>self.header_keys.offsets.data
+                    hvo = <const int32_t*>self.header_values.offsets.data
+                    for h in range(ho[row], ho[row + 1]):
+                        if h > ho[row]:
+                            put_literal(&out, b',')
+                        put_json_string(&out, self.header_keys.data.data + hko[h],
+                                        hko[h + 1] - hko[h])
+                        put_literal(&out, b',')
+                        put_json_bytes(&out, &self.header_values, h, hvo)
+                    put_literal(&out, b'],"key":')
+                    put_json_bytes(&out, &self.keys, row, ko)
+                    put_literal(&out, b',"payload":')
+                    put_json_bytes(&out, &self.values, row, vo)
+                    put_literal(&out, b'}')
+                put_literal(&out, b'\n')
+                put_int64(&ends, out.length)
+            offsets_buffer = take(&self.offsets)
+            text, row_ends = take(&out), take(&ends)
+        finally:
+            release(&out)
+            release(&ends)
+        self.last_rows = self.rows
+        self.last_key_bytes, self.last_value_bytes = self.keys.data.length, self.values.data.length
+        self.reset()
+        return text, row_ends, offsets_buffer
+
+
+cdef inline bint is_null(BinaryColumn* c, Py_ssize_t row) noexcept nogil:
+    return c.nulls != 0 and not (c.validity.data[row >> 3] >> (row & 7)) & 1
+
+
+cdef inline int put_literal(Growable* g, bytes text) except -1:
+    return put_bytes(g, <const uint8_t*>PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
+
+
+cdef int put_decimal(Growable* g, int64_t v) except -1:
+    cdef char digits[24]
+    return put_bytes(g, <const uint8_t*>digits, snprintf(digits, 24, "%lld", <long long>v))
+
+
+cdef int put_json_string(Growable* g, const uint8_t* s, Py_ssize_t n) except -1:
+    """``s`` (valid UTF-8) as a JSON string, escaped as Python's json module escapes with
+    ``ensure_ascii=False``: quote, backslash and the C0 controls, nothing else."""
+    cdef Py_ssize_t i, run = 0
+    cdef uint8_t c
+    cdef char escape[8]
+    put_bytes(g, <const uint8_t*>b'"', 1)
+    for i in range(n):
+        c = s[i]
+        if c >= 0x20 and c != 0x22 and c != 0x5C:
+            continue
+        put_bytes(g, s + run, i - run)
+        run = i + 1
+        if c == 0x22 or c == 0x5C:
+            escape[0], escape[1] = 0x5C, c
+            put_bytes(g, <const uint8_t*>escape, 2)
+        elif c in (0x08, 0x09, 0x0A, 0x0C, 0x0D):
+            escape[0] = 0x5C
+            escape[1] = b"btn_fr"[c - 0x08]
+            put_bytes(g, <const uint8_t*>escape, 2)
+        else:
+            put_bytes(g, <const uint8_t*>escape, snprintf(escape, 8, "\\u%04x", c))
+    put_bytes(g, s + run, n - run)
+    return put_bytes(g, <const uint8_t*>b'"', 1)
+
+
+cdef int put_json_bytes(Growable* g, BinaryColumn* c, Py_ssize_t row,
+                        const int32_t* offsets) except -1:
+    """Element ``row`` of ``c`` as ``kfs.dump.json_bytes`` renders bytes: null, a string when
+    UTF-8 (CPython's strict decoder decides), else ``{"base64":"..."}``."""
+    if is_null(c, row):
+        return put_bytes(g, <const uint8_t*>b"null", 4)
+    cdef const uint8_t* s = c.data.data + offsets[row]
+    cdef Py_ssize_t n = offsets[row + 1] - offsets[row]
+    if not ascii_only(s, n):
+        try:
+            PyUnicode_DecodeUTF8(<const char*>s, n, "strict")
+        except UnicodeDecodeError:
+            encoded = b2a_base64(PyBytes_FromStringAndSize(<const char*>s, n), newline=False)
+            put_literal(g, b'{"base64":"')
+            put_literal(g, encoded)
+            return put_literal(g, b'"}')
+    return put_json_string(g, s, n)
 
 
 # -- batch headers (verify, recovery, scans) --------------------------------------------------
