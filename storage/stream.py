@@ -1,0 +1,301 @@
+"""A partition's records as one byte stream, read at any byte position: every record's value
+and ``\\n`` (``values``, as ``kafka-console-consumer --from-beginning`` prints them) or one kcat
+``-J`` JSON object and ``\\n`` per record (``records.jsonl``), from a start offset to the end of
+the log, produced from the segments on demand (nothing is stored twice).
+
+Byte positions map to records through a sparse position index per segment, as Kafka's offset
+index maps offsets to file positions: the segment is cut into chunks of about
+``CHUNK_LOG_BYTES`` of whole batches, and for each chunk the index keeps where it ends in the
+``.log``, where its text ends in the stream and the base offset of its first batch (24 bytes
+per chunk: about 24 KiB per GiB of log). The index is built lazily, a segment the first time
+a read or a size needs it; a rolled segment's text never changes, so its entries are built
+once; the active segment's are extended from where they stopped, so following a growing log
+costs the new batches only. A read renders the one chunk it falls in (a few recent chunks are
+kept rendered).
+
+Control records are never in the stream; with ``read_committed`` neither are aborted
+transactions' records nor anything at or past the last stable offset. When retention removes
+segments their entries go; a stream starting below the new log start offset starts at it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import json
+import threading
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from storage.records import _codec
+from storage.records.batch import RecordBatch, batch_at
+from storage.records.compression import decompress
+from storage.segment import LogSegment
+
+CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
+RENDERED_CHUNKS_KEPT = 4
+STARTS_KEPT = 256  # window starts remembered (each a segment and a text position)
+
+
+class StreamFormat(enum.Enum):
+    """What each record becomes in a stream."""
+
+    VALUES = "values"  # the value and "\n"; a null value prints "null"
+    JSONL = "records.jsonl"  # kcat -J fields, as `kfs dump --json` encodes them, and "\n"
+
+
+def jsonl_prefix(topic: str, partition: int) -> bytes:
+    """The text every JSON line of a partition starts with: ``{"topic":...,"partition":N,``."""
+    return json.dumps({"topic": topic, "partition": partition}, ensure_ascii=False,
+                      separators=(",", ":"))[:-1].encode("utf-8") + b","
+
+
+@dataclass
+class _SegmentIndex:
+    """The chunks of one segment indexed so far: chunk i is the .log bytes
+    [file_ends[i-1] (0 for the first), file_ends[i]), its text ends at stream_ends[i] in the
+    segment's text, its first batch has base offset first_offsets[i]."""
+
+    file_ends: array = field(default_factory=lambda: array("q"))
+    stream_ends: array = field(default_factory=lambda: array("q"))
+    first_offsets: array = field(default_factory=lambda: array("q"))
+    complete: bool = False  # rolled and indexed to its end: never changes again
+
+    @property
+    def file_position(self) -> int:
+        return self.file_ends[-1] if self.file_ends else 0
+
+    @property
+    def text_size(self) -> int:
+        return self.stream_ends[-1] if self.stream_ends else 0
+
+    def chunk_start(self, i: int) -> tuple[int, int]:
+        """(.log position, text position) where chunk ``i`` starts."""
+        return (self.file_ends[i - 1], self.stream_ends[i - 1]) if i else (0, 0)
+
+
+@dataclass
+class _Chunk:
+    text: memoryview
+    row_ends: array  # end of each record's text in ``text``
+    offsets: array  # offset of each record
+
+
+class LogStream:
+    """The records of one ``storage.Log`` in one :class:`StreamFormat`, as the log's
+    isolation level shows them. Thread-safe: sizes and reads may come from several threads
+    while the log is appended to.
+
+    Positions are bytes of the stream from a start offset (see :meth:`size`, :meth:`read`).
+    Raises what the log's reads raise: CorruptRecordError / InvalidRecordError for bad
+    batches, OSError from the disk."""
+
+    def __init__(self, log, fmt: StreamFormat, read_committed: bool = False):
+        self.log, self.format, self.read_committed = log, fmt, read_committed
+        self._prefix = jsonl_prefix(log.topic, log.partition)
+        self._indexes: dict[LogSegment, _SegmentIndex] = {}
+        self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
+        self._starts: dict[tuple[LogSegment, int], int] = {}
+        self._indexed_end = -1  # the visible end offset the index reached
+        self._lock = threading.Lock()  # the index and the rendered chunks
+        self._build_lock = threading.Lock()  # one builder at a time
+        self.closed = False
+
+    # -- the index --------------------------------------------------------------------------
+
+    def _visible_end(self) -> int:
+        return self.log.last_stable_offset if self.read_committed else self.log.log_end_offset
+
+    def is_current(self) -> bool:
+        """Whether the index reaches the log's visible end (sizes need no I/O)."""
+        return self._indexed_end == self._visible_end()
+
+    def unindexed_bytes(self) -> int:
+        """.log bytes the index does not cover yet (no I/O): what a :meth:`refresh` reads."""
+        with self._lock:
+            return sum(s.size - self._indexes[s].file_position if s in self._indexes else s.size
+                       for s in self.log.log_segments())
+
+    def refresh(self) -> None:
+        """Index every segment up to the log's visible end (the new batches only, for segments
+        indexed before). Stops early, leaving the rest for later, once :attr:`closed`."""
+        with self._build_lock:
+            end = self._visible_end()
+            segments = self.log.log_segments()
+            with self._lock:
+                # a segment cut back below what was indexed (a rolled-back append) starts over
+                self._indexes = {s: i if (i := self._indexes.get(s)) is not None and
+                                 i.file_position <= s.size else _SegmentIndex() for s in segments}
+                self._starts = {k: v for k, v in self._starts.items() if k[0] in self._indexes}
+            for i, segment in enumerate(segments):
+                index = self._indexes[segment]
+                if not index.complete and not self._extend(segment, index, end):
+                    return
+                if i + 1 < len(segments) and index.file_position >= segment.size:
+                    index.complete = True  # rolled: its text is final
+            self._indexed_end = end
+
+    def _extend(self, segment: LogSegment, index: _SegmentIndex, end: int) -> bool:
+        """Index ``segment`` from where its index stopped up to ``end``; a short last chunk is
+        redone with what follows it, so chunks stay near CHUNK_LOG_BYTES. False if closed."""
+        if index.file_ends and index.file_ends[-1] - index.chunk_start(len(index.file_ends) - 1)[0] \
+                < CHUNK_LOG_BYTES and index.file_position < segment.size:
+            with self._lock:
+                for column in (index.file_ends, index.stream_ends, index.first_offsets):
+                    column.pop()
+        while index.file_position < segment.size:
+            if self.closed:
+                return False
+            start, text_start = index.file_position, index.text_size
+            chunk, consumed, first = self._decode(segment, start, CHUNK_LOG_BYTES, end)
+            if not consumed:
+                break
+            with self._lock:
+                index.file_ends.append(start + consumed)
+                index.stream_ends.append(text_start + len(chunk.text))
+                index.first_offsets.append(first)
+                self._keep(segment, start, start + consumed, chunk)
+        return True
+
+    def _decode(self, segment: LogSegment, position: int, size: int, end: int
+                ) -> tuple[_Chunk, int, int]:
+        """Render the whole batches in ``size`` .log bytes from ``position`` (at least one
+        batch, and none at or past offset ``end``): (chunk, bytes consumed, base offset of the
+        first batch, or -1 when none)."""
+        block = segment.read_at(position, min(size, segment.size - position))
+        builder = _codec.ColumnBuilder(self.format is StreamFormat.JSONL)
+        skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
+                if self.read_committed and len(block) >= 8 else None)
+        pos, done = 0, False
+        while pos < len(block) and not done:
+            consumed, done = builder.add_run(block, pos, 0, end, crc32c, decompress, skip)
+            if not consumed and not done:
+                consumed, done = self._decode_other(segment, position + pos, builder, end,
+                                                    skip)
+                if not consumed:
+                    break
+            pos += consumed
+        text, row_ends, offsets = builder.render(self.format is StreamFormat.JSONL,
+                                                 self._prefix)
+        first = _base_offset(block) if pos else -1
+        return _Chunk(memoryview(text), array("q", bytes(row_ends)),
+                      array("q", bytes(offsets))), pos, first
+
+    @staticmethod
+    def _decode_other(segment: LogSegment, position: int, builder, end: int, skip
+                      ) -> tuple[int, bool]:
+        """The batch at ``position`` that ``add_run`` left: one cut by the block's end (read
+        whole) or a legacy entry (decoded in Python). (bytes consumed, reached ``end``)."""
+        head = segment.read_at(position, 12)
+        if len(head) < 12:
+            return 0, False
+        size = 12 + int.from_bytes(head[8:12], "big", signed=True)
+        if size < 12 or position + size > segment.size:
+            return 0, False  # not yet wholly written (or cut: recovery's business)
+        whole = segment.read_at(position, size)
+        consumed, done = builder.add_run(whole, 0, 0, end, crc32c, decompress, skip)
+        if consumed or done:
+            return consumed, done
+        batch = batch_at(whole)
+        if batch.base_offset >= end:
+            return 0, True
+        batch.ensure_valid()
+        if isinstance(batch, RecordBatch):
+            return 0, False  # a v2 batch add_run refused: nothing more to read here
+        for r in batch.records():
+            if r.offset < end:
+                builder.add_record(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, ())
+        return batch.size_in_bytes, batch.last_offset >= end - 1
+
+    def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
+        self._rendered[(segment, start, stop)] = chunk
+        while len(self._rendered) > RENDERED_CHUNKS_KEPT:
+            self._rendered.popitem(last=False)
+
+    def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int) -> _Chunk:
+        start, stop = index.chunk_start(i)[0], index.file_ends[i]
+        with self._lock:
+            chunk = self._rendered.get((segment, start, stop))
+            if chunk is not None:
+                self._rendered.move_to_end((segment, start, stop))
+                return chunk
+        chunk = self._decode(segment, start, stop - start, self._indexed_end)[0]
+        with self._lock:
+            self._keep(segment, start, stop, chunk)
+        return chunk
+
+    # -- positions --------------------------------------------------------------------------
+
+    def _segments_from(self, offset: int) -> list[tuple[LogSegment, _SegmentIndex, int]]:
+        """(segment, index, text position where the stream starts in it) of each indexed
+        segment from the one holding ``offset`` on: the first at the record at or after
+        ``offset``, the others at 0."""
+        with self._lock:
+            indexed = [(s, i) for s, i in self._indexes.items() if i.file_ends]
+        k = max(bisect.bisect_right([s.base_offset for s, _ in indexed], offset) - 1, 0)
+        return [(segment, index, self._position_in(segment, index, offset) if n == 0 else 0)
+                for n, (segment, index) in enumerate(indexed[k:])]
+
+    def _position_in(self, segment: LogSegment, index: _SegmentIndex, offset: int) -> int:
+        """Where the text of the first record at or after ``offset`` starts in the segment's
+        text (its size when there is none): remembered, as windows are read many times."""
+        key = (segment, offset)
+        at = self._starts.get(key)
+        if at is None:
+            i = bisect.bisect_right(index.first_offsets, offset) - 1
+            if i < 0 or offset <= index.first_offsets[i]:
+                at = index.chunk_start(max(i, 0))[1]  # at a chunk's start: nothing to render
+            else:
+                chunk = self._chunk(segment, index, i)
+                row = bisect.bisect_left(chunk.offsets, offset)
+                at = index.chunk_start(i)[1] + (chunk.row_ends[row - 1] if row else 0)
+            with self._lock:
+                if len(self._starts) >= STARTS_KEPT:
+                    self._starts.pop(next(iter(self._starts)))
+                self._starts[key] = at
+        return at
+
+    def start_offset(self, offset: int) -> int:
+        """Where a stream asked to start at ``offset`` starts: at the log start offset when
+        ``offset`` is below it (retention removed those records)."""
+        return max(offset, self.log.log_start_offset)
+
+    def size(self, offset: int) -> int:
+        """Bytes of the stream from ``offset`` (see :meth:`start_offset`) over what is indexed
+        (call :meth:`refresh` first for the whole log)."""
+        return sum(index.text_size - at for _, index, at in
+                   self._segments_from(self.start_offset(offset)))
+
+    def read(self, offset: int, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes of the stream from ``offset``, at byte ``position`` (short at
+        the indexed end; empty past it)."""
+        out = []
+        for segment, index, at in self._segments_from(self.start_offset(offset)):
+            here = at + position
+            if here >= index.text_size:
+                position = here - index.text_size
+                continue
+            i = bisect.bisect_right(index.stream_ends, here)
+            while size > 0 and i < len(index.stream_ends):
+                chunk = self._chunk(segment, index, i)
+                inside = here - index.chunk_start(i)[1]
+                piece = chunk.text[inside:inside + size]
+                out.append(piece)
+                size -= len(piece)
+                here += len(piece)
+                i += 1
+            if size <= 0:
+                break
+            position = 0
+        return b"".join(out)
+
+    def close(self) -> None:
+        """Stop any :meth:`refresh` in progress (it returns at its next chunk)."""
+        self.closed = True
+
+
+def _base_offset(block) -> int:
+    return int.from_bytes(block[:8], "big")

@@ -1,0 +1,99 @@
+"""``storage.stream.LogStream``: a partition as one byte stream, checked against the text
+rendered record by record from ``Log.record_lists`` (the record path), on logs of many
+segments and chunks, with transactions, as the log grows and as retention removes segments,
+and on the Kafka-written fixtures."""
+
+import json
+import random
+
+import pytest
+
+from kfs.dump import json_bytes
+from storage import LogConfig, LogManager
+from storage.log import Log
+from storage.records import build_batch
+from storage.records.control import ControlRecordType, build_control_batch
+from storage.records.record import TimestampType
+from storage.stream import LogStream, StreamFormat
+from test_fixtures import FIXTURES
+
+
+def naive(log, fmt: StreamFormat, start: int, read_committed: bool) -> bytes:
+    out = []
+    for records in log.record_lists(start, read_committed=read_committed, cache=False):
+        for r in records:
+            if fmt is StreamFormat.VALUES:
+                out.append((b"null" if r.value is None else bytes(r.value)) + b"\n")
+                continue
+            obj = {"topic": log.topic, "partition": log.partition, "offset": r.offset}
+            if r.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
+                obj["tstype"] = "create" if r.timestamp_type == TimestampType.CREATE_TIME \
+                    else "logappend"
+                obj["ts"] = r.timestamp
+            obj["headers"] = [x for k, v in r.headers for x in (k, json_bytes(v))]
+            obj["key"], obj["payload"] = json_bytes(r.key), json_bytes(r.value)
+            out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+                       .encode("utf-8", "surrogatepass") + b"\n")
+    return b"".join(out)
+
+
+def check(log, stream: LogStream, starts, rng: random.Random) -> None:
+    stream.refresh()
+    assert stream.is_current()
+    for start in starts:
+        want = naive(log, stream.format, max(start, log.log_start_offset),
+                     stream.read_committed)
+        assert stream.size(start) == len(want), start
+        assert stream.read(start, 0, len(want) + 10) == want
+        for _ in range(20):  # reads at any position, of any size (as cat, tail and less make)
+            pos, size = rng.randrange(len(want) + 2), rng.choice([1, 17, 4096, 131072])
+            assert stream.read(start, pos, size) == want[pos:pos + size], (start, pos, size)
+
+
+def txn_log(path, **config) -> Log:
+    path.mkdir()
+    log = Log(path, "t", 0, LogConfig(**config))
+    for i in range(60):
+        log.append_as_leader(build_batch(0, [b"plain-%d-%d" % (i, j) if j % 5 else None
+                                             for j in range(9)], [b"k\x00\xff"] * 9))
+        log.append_as_leader(build_batch(0, [b"txn-%d" % i, b'"q\\\n'], producer_id=100 + i,
+                                         producer_epoch=0, base_sequence=0,
+                                         is_transactional=True,
+                                         headers=[[("h", b"v")], [("\u00e9", None)]]))
+        marker = ControlRecordType.ABORT if i % 3 else ControlRecordType.COMMIT
+        log.append_as_leader(build_control_batch(0, 100 + i, 0, marker))
+    return log
+
+
+@pytest.mark.parametrize("fmt", list(StreamFormat))
+@pytest.mark.parametrize("read_committed", [False, True])
+def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, read_committed):
+    monkeypatch.setattr("storage.stream.CHUNK_LOG_BYTES", 700)  # many chunks per segment
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
+    assert log.segment_count > 5
+    stream, rng = LogStream(log, fmt, read_committed), random.Random(1)
+    check(log, stream, [0, 1, 13, 250, log.log_end_offset - 1, log.log_end_offset], rng)
+    # growing: only the new batches are indexed, and the sizes follow
+    log.append([b"new-%d" % i for i in range(30)])
+    log.append_as_leader(build_batch(0, [b"open"], producer_id=999, producer_epoch=0,
+                                     base_sequence=0, is_transactional=True))
+    assert not stream.is_current()
+    check(log, stream, [0, 400, log.log_end_offset - 3], rng)
+    # retention moves the log start: the whole-log stream starts at it
+    deleted = log._delete_segments(log.log_segments()[:2])
+    assert deleted == 2
+    check(log, stream, [0, log.log_start_offset + 1], rng)
+    log.close()
+
+
+@pytest.mark.parametrize("name", ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"])
+@pytest.mark.parametrize("fmt", list(StreamFormat))
+def test_stream_of_kafka_written_logs(name, fmt):
+    manager = LogManager(FIXTURES, read_only=True)
+    try:
+        log = manager.get(name)
+        for read_committed in (False, True):
+            stream = LogStream(log, fmt, read_committed)
+            check(log, stream, [0, log.log_end_offset // 3], random.Random(name))
+    finally:
+        manager.close()
