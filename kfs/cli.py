@@ -511,6 +511,7 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         log.exception("the serve loop failed")
     finally:
         reporter.failed("the serve loop ended before it was ready")  # no-op once ready was sent
+        fs.close_streams()
         pyfuse3.close(unmount=True)
         pending = fs.pending_partial_lines()
         if pending:

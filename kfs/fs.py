@@ -12,6 +12,11 @@ Layout (every path maps to one storage call)::
     /<topic>-<N>/append                 write-only: one record (null key) per line
     /<topic>-<N>/append-keyed           write-only: ``key<SEP>value`` lines (console producer's
                                         parse.key / key.separator); a line without SEP -> EINVAL
+    /<topic>-<N>/values                 read-only stream: every record's value and "\n", from the
+                                        log start offset (``kfs.streams``)
+    /<topic>-<N>/records.jsonl          read-only stream: one kcat -J JSON object per record
+    /<topic>-<N>/from/<start>/          the same two files from <start>: an offset, -N (the last
+                                        N offsets) or a time (@epoch-ms, ISO-8601)
 
 Writes ignore the file offset (``>>`` semantics).  All complete lines of one ``write()`` request
 become one ``Log.append`` call (all or nothing); the trailing partial line is stored by ``flush``,
@@ -62,6 +67,7 @@ from .append import (
     PartialBatchError,
 )
 from .inodes import Kind
+from .streams import StreamHandle, Streams
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +363,11 @@ class KafkaFs(pyfuse3.Operations):
         self._uid = os.getuid()
         self._gid = os.getgid()
         self._mount_ns = time.time_ns()
+        self._streams = Streams(self._read_committed)
+
+    def close_streams(self) -> None:
+        """Stop background indexing of the stream files (before the logs close)."""
+        self._streams.close()
 
     # ---- partitions
 
@@ -427,7 +438,36 @@ class KafkaFs(pyfuse3.Operations):
         ino = inodes.fixed_ino(node.pid, node.kind)
         if node.kind in inodes.APPEND_KINDS:
             return self._attr(ino, stat.S_IFREG | 0o220, 0)
+        if node.kind in inodes.STREAM_KINDS:
+            return self._stream_attr(ino, 0)  # (listings: a stat asks for the size)
         return self._attr(ino, stat.S_IFDIR | 0o555, DIR_TIMEOUT)
+
+    def _stream_attr(self, ino: int, size: int) -> pyfuse3.EntryAttributes:
+        """A stream file: its name is fixed, its size follows the log (attributes never
+        cached by the kernel)."""
+        attr = self._attr(ino, stat.S_IFREG | 0o444, 0, size, time.time_ns())
+        attr.entry_timeout = DIR_TIMEOUT
+        return attr
+
+    def _window_attr(self, pid: int, start: int) -> pyfuse3.EntryAttributes:
+        """``from/<start>/``: its name resolves anew at each lookup (``-N`` and times move)."""
+        attr = self._attr(inodes.offset_ino(pid, Kind.WINDOW, start), stat.S_IFDIR | 0o555,
+                          DIR_TIMEOUT)
+        attr.entry_timeout = 0
+        return attr
+
+    def _stream_of(self, node: inodes.Node):
+        """(stream, start offset) of a stream file's node."""
+        plog = self._log_by_pid(node.pid)
+        stream = self._streams.get(plog, node.pid, node.kind)
+        start = plog.log_start_offset if node.offset is None else node.offset
+        return stream, start
+
+    async def _stream_file_attr(self, node: inodes.Node) -> pyfuse3.EntryAttributes:
+        stream, start = self._stream_of(node)
+        ino = (inodes.fixed_ino(node.pid, node.kind) if node.offset is None
+               else inodes.offset_ino(node.pid, node.kind, node.offset))
+        return self._stream_attr(ino, await self._streams.size(stream, start))
 
     def _record_attr(self, pid: int, record: Any) -> pyfuse3.EntryAttributes:
         size = len(record.value) if record.value is not None else 0
@@ -473,7 +513,17 @@ class KafkaFs(pyfuse3.Operations):
             child = inodes.PARTITION_ENTRY_KINDS.get(name)
             if child is None:
                 raise _fail(errno.ENOENT)
+            if child in inodes.STREAM_KINDS:
+                return await self._stream_file_attr(inodes.Node(child, parent.pid))
             return self._fixed_attr(inodes.Node(child, parent.pid))
+        if kind is Kind.FROM:
+            start = self._streams.resolve_start(self._log_by_pid(parent.pid), name)
+            return self._window_attr(parent.pid, start)
+        if kind is Kind.WINDOW:
+            child = inodes.WINDOW_ENTRY_KINDS.get(name)
+            if child is None:
+                raise _fail(errno.ENOENT)
+            return await self._stream_file_attr(inodes.Node(child, parent.pid, parent.offset))
         if kind is Kind.BY_OFFSET:
             offset = inodes.parse_offset_name(name)
             if offset is None:
@@ -502,6 +552,10 @@ class KafkaFs(pyfuse3.Operations):
             return self._record_attr(node.pid, await self._record(node.pid, node.offset))
         if node.kind is Kind.TIME_LINK:
             return self._time_link_attr(node.pid, await self._record(node.pid, node.offset))
+        if node.kind in inodes.STREAM_KINDS:
+            return await self._stream_file_attr(node)
+        if node.kind is Kind.WINDOW:
+            return self._window_attr(node.pid, node.offset)
         return self._fixed_attr(node)
 
     @_fuse_errors
@@ -598,7 +652,14 @@ class KafkaFs(pyfuse3.Operations):
                     return
         elif kind is Kind.BY_OFFSET:
             await self._readdir_offsets(handle, start_id, token)
-        # by-time/ lists nothing: its names are any timestamp.
+        elif kind is Kind.WINDOW:
+            for index, (name, child) in enumerate(inodes.WINDOW_ENTRIES):
+                if index >= start_id:
+                    node = handle.node
+                    attr = self._stream_attr(inodes.offset_ino(node.pid, child, node.offset), 0)
+                    if not pyfuse3.readdir_reply(token, name, attr, index + 1):
+                        return
+        # by-time/ and from/ list nothing: their names are any time or start.
 
     async def _readdir_root(self, handle: _DirHandle, start_id: int, token: Any) -> None:
         if start_id == 0 or handle.names is None:
@@ -628,7 +689,7 @@ class KafkaFs(pyfuse3.Operations):
                 offset = record.offset
                 size = len(record.value) if record.value is not None else 0
                 ns = record.timestamp * 1_000_000 if record.timestamp > 0 else 0
-                attr.st_ino = base + 2 * offset
+                attr.st_ino = base + inodes.SLOTS_PER_OFFSET * offset
                 attr.st_size = size
                 attr.st_blocks = (size + 511) >> 9
                 attr.st_atime_ns = attr.st_mtime_ns = attr.st_ctime_ns = ns
@@ -700,6 +761,15 @@ class KafkaFs(pyfuse3.Operations):
             fh = next(self._next_fh)
             self._handles[fh] = _RecordHandle(record.value if record.value is not None else b"")
             return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+        if node.kind in inodes.STREAM_KINDS:
+            if accmode != os.O_RDONLY:
+                raise _fail(errno.EROFS if self._read_only else errno.EACCES)
+            stream, start = self._stream_of(node)
+            await self._streams.open(stream)
+            fh = next(self._next_fh)
+            self._handles[fh] = StreamHandle(stream, start)
+            # direct_io: no page cache, so nothing stale after retention moves the log start
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
         if node.kind in inodes.APPEND_KINDS:
             if accmode != os.O_WRONLY:
                 raise _fail(errno.EACCES)
@@ -719,6 +789,8 @@ class KafkaFs(pyfuse3.Operations):
     @_fuse_errors
     async def read(self, fh: int, off: int, size: int) -> memoryview:
         handle = self._handles.get(fh)
+        if isinstance(handle, StreamHandle):
+            return await self._streams.read(handle, off, size)
         if not isinstance(handle, _RecordHandle):
             raise _fail(errno.EBADF)
         return handle.value[off:off + size]

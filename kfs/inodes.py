@@ -10,11 +10,16 @@ record files a partition can hold::
     (pid << 44) | 3                    /<topic>-<N>/by-time/
     (pid << 44) | 4                    /<topic>-<N>/append
     (pid << 44) | 5                    /<topic>-<N>/append-keyed
-    (pid << 44) | (16 + 2*offset)      /<topic>-<N>/by-offset/<offset>      (a record file)
-    (pid << 44) | (17 + 2*offset)      a /<topic>-<N>/by-time/<ts> symlink resolving to <offset>
+    (pid << 44) | 6                    /<topic>-<N>/append-batches
+    (pid << 44) | 7, 8                 /<topic>-<N>/values, records.jsonl   (streams)
+    (pid << 44) | 9                    /<topic>-<N>/from/
+    (pid << 44) | (16 + 8*offset)      /<topic>-<N>/by-offset/<offset>      (a record file)
+    (pid << 44) | (17 + 8*offset)      a /<topic>-<N>/by-time/<ts> symlink resolving to <offset>
+    (pid << 44) | (18 + 8*offset)      a /<topic>-<N>/from/<start>/ window starting at <offset>
+    (pid << 44) | (19, 20 + 8*offset)  its values, records.jsonl
 
 Partition ids start at 1 and use the top 20 bits of the 64-bit inode, so a mount serves up to
-2**20 - 1 partitions and offsets below ``MAX_OFFSET`` (2**43 - 8, about 8.8e12).  Kafka offsets
+2**20 - 1 partitions and offsets below ``MAX_OFFSET`` (about 2.2e12).  Kafka offsets
 beyond that cannot be given an inode here: ``record_ino``/``time_link_ino`` raise
 ``OverflowError`` (the mount answers EOVERFLOW).
 
@@ -24,6 +29,7 @@ to one symlink: its target (``../by-offset/<offset>``) follows from the inode al
 
 from __future__ import annotations
 
+import datetime
 import enum
 from typing import NamedTuple
 
@@ -33,7 +39,8 @@ PID_SHIFT = 44
 LOW_MASK = (1 << PID_SHIFT) - 1
 MAX_PID = (1 << (64 - PID_SHIFT)) - 1
 FIRST_RECORD_SLOT = 16
-MAX_OFFSET = (LOW_MASK - FIRST_RECORD_SLOT) // 2  # exclusive bound: the last slot pair must fit
+SLOTS_PER_OFFSET = 8
+MAX_OFFSET = (LOW_MASK - FIRST_RECORD_SLOT) // SLOTS_PER_OFFSET  # exclusive: all 8 slots fit
 
 
 class Kind(enum.Enum):
@@ -46,8 +53,14 @@ class Kind(enum.Enum):
     APPEND = "append"
     APPEND_KEYED = "append-keyed"
     APPEND_BATCHES = "append-batches"
+    VALUES = "values"
+    RECORDS_JSONL = "records.jsonl"
+    FROM = "from"
     RECORD = "record"
     TIME_LINK = "time-link"
+    WINDOW = "window"
+    WINDOW_VALUES = "window-values"
+    WINDOW_RECORDS_JSONL = "window-records.jsonl"
 
 
 # Fixed per-partition nodes: kind -> low bits.
@@ -58,8 +71,15 @@ _FIXED_SLOTS = {
     Kind.APPEND: 4,
     Kind.APPEND_KEYED: 5,
     Kind.APPEND_BATCHES: 6,
+    Kind.VALUES: 7,
+    Kind.RECORDS_JSONL: 8,
+    Kind.FROM: 9,
 }
 _SLOT_KINDS = {slot: kind for kind, slot in _FIXED_SLOTS.items()}
+# per-offset slots: kind -> slot within the offset's 8
+_OFFSET_SLOTS = {Kind.RECORD: 0, Kind.TIME_LINK: 1, Kind.WINDOW: 2, Kind.WINDOW_VALUES: 3,
+                 Kind.WINDOW_RECORDS_JSONL: 4}
+_OFFSET_SLOT_KINDS = {slot: kind for kind, slot in _OFFSET_SLOTS.items()}
 
 # Names inside a partition directory, in listing order.
 PARTITION_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
@@ -68,15 +88,28 @@ PARTITION_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
     (b"append", Kind.APPEND),
     (b"append-keyed", Kind.APPEND_KEYED),
     (b"append-batches", Kind.APPEND_BATCHES),
+    (b"values", Kind.VALUES),
+    (b"records.jsonl", Kind.RECORDS_JSONL),
+    (b"from", Kind.FROM),
 )
 PARTITION_ENTRY_KINDS = dict(PARTITION_ENTRIES)
+# Names inside a from/<start>/ window.
+WINDOW_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
+    (b"values", Kind.WINDOW_VALUES),
+    (b"records.jsonl", Kind.WINDOW_RECORDS_JSONL),
+)
+WINDOW_ENTRY_KINDS = dict(WINDOW_ENTRIES)
 
-DIR_KINDS = frozenset({Kind.ROOT, Kind.PARTITION, Kind.BY_OFFSET, Kind.BY_TIME})
+DIR_KINDS = frozenset({Kind.ROOT, Kind.PARTITION, Kind.BY_OFFSET, Kind.BY_TIME, Kind.FROM,
+                       Kind.WINDOW})
+STREAM_KINDS = frozenset({Kind.VALUES, Kind.RECORDS_JSONL, Kind.WINDOW_VALUES,
+                          Kind.WINDOW_RECORDS_JSONL})
 APPEND_KINDS = frozenset({Kind.APPEND, Kind.APPEND_KEYED, Kind.APPEND_BATCHES})
 
 
 class Node(NamedTuple):
-    """A decoded inode: ``pid`` is 0 for the root, ``offset`` is set for RECORD and TIME_LINK."""
+    """A decoded inode: ``pid`` is 0 for the root, ``offset`` is set for the per-offset kinds
+    (RECORD, TIME_LINK and a window's nodes: its start)."""
 
     kind: Kind
     pid: int = 0
@@ -107,14 +140,21 @@ def fixed_ino(pid: int, kind: Kind) -> int:
 
 def record_ino(pid: int, offset: int) -> int:
     """Inode of ``by-offset/<offset>``. OverflowError past MAX_OFFSET, ValueError if negative."""
-    _check_pid(pid)
-    _check_offset(offset)
-    return (pid << PID_SHIFT) | (FIRST_RECORD_SLOT + 2 * offset)
+    return offset_ino(pid, Kind.RECORD, offset)
 
 
 def time_link_ino(pid: int, offset: int) -> int:
     """Inode of a ``by-time/<ts>`` symlink that resolves to ``offset``."""
-    return record_ino(pid, offset) + 1
+    return offset_ino(pid, Kind.TIME_LINK, offset)
+
+
+def offset_ino(pid: int, kind: Kind, offset: int) -> int:
+    """Inode of a per-offset node: a record, a by-time link to it, or the window starting at
+    it (``from/<start>/`` and its files). Errors as :func:`record_ino`."""
+    _check_pid(pid)
+    _check_offset(offset)
+    return (pid << PID_SHIFT) | (FIRST_RECORD_SLOT + SLOTS_PER_OFFSET * offset
+                                 + _OFFSET_SLOTS[kind])
 
 
 def decode(ino: int) -> Node:
@@ -126,9 +166,10 @@ def decode(ino: int) -> Node:
     if pid < 1 or pid > MAX_PID:
         raise ValueError(f"inode {ino} names no node")
     if low >= FIRST_RECORD_SLOT:
-        rel = low - FIRST_RECORD_SLOT
-        kind = Kind.TIME_LINK if rel & 1 else Kind.RECORD
-        return Node(kind, pid, rel >> 1)
+        offset, slot = divmod(low - FIRST_RECORD_SLOT, SLOTS_PER_OFFSET)
+        if slot not in _OFFSET_SLOT_KINDS:
+            raise ValueError(f"inode {ino} names no node")
+        return Node(_OFFSET_SLOT_KINDS[slot], pid, offset)
     try:
         return Node(_SLOT_KINDS[low], pid)
     except KeyError:
@@ -145,9 +186,48 @@ def parse_offset_name(name: bytes) -> int | None:
 
 
 def parse_timestamp_name(name: bytes) -> int | None:
-    """The epoch-ms timestamp a ``by-time/`` entry name denotes, or None (same rules as
-    ``parse_offset_name``: canonical, non-negative decimal)."""
-    return _parse_canonical_decimal(name)
+    """The epoch-ms timestamp a ``by-time/`` entry name denotes, or None: a canonical,
+    non-negative decimal (as ``parse_offset_name``) or an ISO-8601 date-time such as
+    ``2026-11-22T10:00:00Z`` or ``2026-11-22T11:00:00.250+01:00`` (UTC when it names no
+    zone), to the millisecond."""
+    ms = _parse_canonical_decimal(name)
+    if ms is not None or not name[:1].isdigit() or len(name) > 40:
+        return ms
+    try:
+        when = datetime.datetime.fromisoformat(name.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    ms = (when - _EPOCH) // datetime.timedelta(milliseconds=1)
+    return ms if ms >= 0 else None
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class Start(NamedTuple):
+    """A ``from/<start>`` name: ``kind`` is ``"offset"``, ``"last"`` (the last N offsets, as
+    kcat's ``-o -N``) or ``"time"`` (epoch ms, as kcat's ``-o s@ts``)."""
+
+    kind: str
+    value: int
+
+
+def parse_start_name(name: bytes) -> Start | None:
+    """What a ``from/`` entry name asks for, or None: ``<offset>``, ``-<N>``, or ``@`` and a
+    time (epoch ms or ISO-8601), or an ISO-8601 time alone."""
+    if name[:1] == b"-":
+        count = _parse_canonical_decimal(name[1:])
+        return None if count is None else Start("last", count)
+    if name[:1] == b"@":
+        ms = parse_timestamp_name(name[1:])
+        return None if ms is None else Start("time", ms)
+    offset = _parse_canonical_decimal(name)
+    if offset is not None:
+        return Start("offset", offset)
+    ms = parse_timestamp_name(name)
+    return None if ms is None else Start("time", ms)
 
 
 def _parse_canonical_decimal(name: bytes) -> int | None:

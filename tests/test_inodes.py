@@ -34,10 +34,12 @@ def test_record_and_time_link_round_trip(pid, offset):
 
 
 def test_example_numbering_from_the_design():
-    # ino = (pid << 44) | (16 + 2*offset) for the record file, +1 for the by-time symlink.
+    # ino = (pid << 44) | (16 + 8*offset) for the record file, +1 for the by-time symlink,
+    # +2..4 for the window starting at the offset and its two stream files.
     assert inodes.record_ino(1, 0) == (1 << 44) | 16
-    assert inodes.record_ino(2, 5) == (2 << 44) | 26
-    assert inodes.time_link_ino(2, 5) == (2 << 44) | 27
+    assert inodes.record_ino(2, 5) == (2 << 44) | (16 + 8 * 5)
+    assert inodes.time_link_ino(2, 5) == (2 << 44) | (17 + 8 * 5)
+    assert inodes.offset_ino(2, Kind.WINDOW_VALUES, 5) == (2 << 44) | (19 + 8 * 5)
 
 
 def test_all_numbers_distinct_across_partitions_and_kinds():
@@ -80,7 +82,8 @@ def test_fixed_ino_refuses_non_fixed_kinds():
         inodes.fixed_ino(1, Kind.ROOT)
 
 
-@pytest.mark.parametrize("ino", [0, 2, 15, (1 << 44) - 1, (1 << 44) | 0, (1 << 44) | 7, (1 << 44) | 15])
+@pytest.mark.parametrize("ino", [0, 2, 15, (1 << 44) - 1, (1 << 44) | 0, (1 << 44) | 10,
+                                 (1 << 44) | 15, (1 << 44) | (16 + 5), (1 << 44) | (16 + 8 + 7)])
 def test_decode_rejects_numbers_no_encoder_produces(ino):
     with pytest.raises(ValueError):
         inodes.decode(ino)
@@ -108,7 +111,8 @@ def test_parse_offset_name_rejects_everything_else(name):
 
 
 def test_partition_entries_have_fixed_slots():
-    assert [name for name, _ in inodes.PARTITION_ENTRIES] == [b"by-offset", b"by-time", b"append", b"append-keyed", b"append-batches"]
+    assert [name for name, _ in inodes.PARTITION_ENTRIES] == [b"by-offset", b"by-time", b"append", b"append-keyed", b"append-batches", b"values",
+        b"records.jsonl", b"from"]
     for name, kind in inodes.PARTITION_ENTRIES:
         assert inodes.PARTITION_ENTRY_KINDS[name] is kind
         assert inodes.decode(inodes.fixed_ino(5, kind)).kind is kind

@@ -1,0 +1,135 @@
+"""The mount's stream files: ``/<topic>-<N>/values`` and ``records.jsonl`` (the whole partition,
+from its log start offset) and the same two under ``/<topic>-<N>/from/<start>/`` (a window
+from a start offset), served from ``storage.stream.LogStream``.
+
+Sizes. ``tail -n``/``tail -f`` need a true, growing ``st_size``; ``ls -l`` must stay instant
+however large the partition. A size is exact once the stream's position index covers the
+log; the index follows a growing log by its new batches only. So a ``stat`` answers exactly
+when at most ``STAT_INDEX_BYTES`` of log are still unindexed (always, after the first time),
+and otherwise answers at once with the size indexed so far while the rest is indexed in the
+background (about a second per GB of log) — the size ``ls -l`` shows of a large partition
+right after mounting. ``open`` waits for the whole index, so every reader (``cat``, ``tail``,
+``less``, ``wc -c``) sees the exact size from its open on.
+
+Caching. The files are ``direct_io``: reads reach the mount at the application's own sizes
+and the kernel keeps no pages of them, so no reader gets stale bytes after retention moves
+the log start (the whole-partition stream then starts at the new log start, and shrinks from
+the front). Attributes have timeout 0, so every ``stat`` (``tail -f`` polls ``fstat``) sees
+the log as it is.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from typing import Any
+
+import pyfuse3
+import trio
+
+from storage.stream import LogStream, StreamFormat
+
+from . import inodes
+from .inodes import Kind
+
+log = logging.getLogger(__name__)
+
+STAT_INDEX_BYTES = 16 << 20  # .log bytes a stat indexes before answering; more: background
+
+FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.RECORDS_JSONL: StreamFormat.JSONL,
+           Kind.WINDOW_VALUES: StreamFormat.VALUES,
+           Kind.WINDOW_RECORDS_JSONL: StreamFormat.JSONL}
+
+
+class StreamHandle:
+    """An open stream file: the stream and the offset it starts at."""
+
+    __slots__ = ("stream", "start")
+
+    def __init__(self, stream: LogStream, start: int) -> None:
+        self.stream, self.start = stream, start
+
+
+class Streams:
+    """The mount's ``LogStream``s, one per partition and format (windows share them)."""
+
+    def __init__(self, read_committed: bool) -> None:
+        self._read_committed = read_committed
+        self._streams: dict[tuple[int, StreamFormat], LogStream] = {}
+        self._indexing: set[LogStream] = set()
+
+    def get(self, plog: Any, pid: int, kind: Kind) -> LogStream:
+        """The stream of partition ``pid`` for a stream file of ``kind``."""
+        key = (pid, FORMATS[kind])
+        stream = self._streams.get(key)
+        if stream is None or stream.log is not plog:
+            stream = self._streams[key] = LogStream(plog, key[1], self._read_committed)
+        return stream
+
+    @staticmethod
+    def resolve_start(plog: Any, name: bytes) -> int:
+        """The offset a ``from/<name>`` window starts at. EINVAL for a name that is not an
+        offset, ``-N`` or a time; ENOENT for an offset outside [log start, log end] or a time
+        after the last record (each logged)."""
+        start = inodes.parse_start_name(name)
+        if start is None:
+            log.info("%s: from/%r is not an offset, -N or a time", plog.name, name)
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        low, high = plog.log_start_offset, plog.log_end_offset
+        if start.kind == "last":
+            return max(low, high - start.value)
+        if start.kind == "offset":
+            if not low <= start.value <= high:
+                log.info("%s: from/%d is outside the log [%d, %d]", plog.name, start.value,
+                         low, high)
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            return start.value
+        record = plog.find_offset_by_timestamp(start.value)  # Kafka's ListOffsets
+        if record is None:
+            log.info("%s: no record at or after time %d", plog.name, start.value)
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return record.offset
+
+    async def size(self, stream: LogStream, start: int) -> int:
+        """``st_size`` of the stream from ``start`` (see the module's note on sizes)."""
+        if not stream.is_current():
+            if stream.unindexed_bytes() <= STAT_INDEX_BYTES:
+                await trio.to_thread.run_sync(stream.refresh)
+            else:
+                self._index_in_background(stream)
+        return await trio.to_thread.run_sync(stream.size, start)
+
+    def _index_in_background(self, stream: LogStream) -> None:
+        if stream in self._indexing:
+            return
+        self._indexing.add(stream)
+
+        async def index() -> None:
+            try:
+                await trio.to_thread.run_sync(stream.refresh)
+            except Exception:  # noqa: BLE001 - reads report it; the mount goes on
+                log.exception("indexing %s of %s failed", stream.format.value, stream.log.name)
+            finally:
+                self._indexing.discard(stream)
+
+        trio.lowlevel.spawn_system_task(index)
+
+    @staticmethod
+    async def open(stream: LogStream) -> None:
+        """Index the whole log before a reader starts (its fstat sees the exact size)."""
+        await trio.to_thread.run_sync(stream.refresh)
+
+    @staticmethod
+    async def read(handle: StreamHandle, offset: int, size: int) -> bytes:
+        """``size`` bytes at ``offset`` of an open stream file (fewer at its end)."""
+        def run() -> bytes:
+            if not handle.stream.is_current():
+                handle.stream.refresh()
+            return handle.stream.read(handle.start, offset, size)
+
+        return await trio.to_thread.run_sync(run)
+
+    def close(self) -> None:
+        """Stop background indexing (at unmount, before the logs close)."""
+        for stream in self._streams.values():
+            stream.close()

@@ -1,0 +1,125 @@
+"""A partition as one stream through a real mount, driven by the real unix tools: ``cat``,
+``wc``, ``grep``, ``jq``, ``head``, ``tail -n``, ``tail -f`` on ``values`` and
+``records.jsonl``, windows under ``from/<start>/``, ISO-8601 names, and the errnos of bad
+starts."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import subprocess
+from datetime import datetime, timezone
+
+import pytest
+
+from storage import LogConfig
+from storage.log import Log
+from storage.records import build_batch
+
+pytestmark = pytest.mark.fuse
+
+T0 = 1763805600000  # 2025-11-22T10:00:00Z
+
+
+def sh(command: str, cwd) -> str:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, check=True,
+                          timeout=120).stdout.decode()
+
+
+@pytest.fixture
+def orders(tmp_path, mount):
+    """A mounted partition ``orders-0`` of 3,000 records over many segments: value ``v<i>``
+    (null every 500th), key ``k<i % 7>``, one header, timestamps T0 + i seconds."""
+    backing = tmp_path / "data"
+    (backing / "orders-0").mkdir(parents=True)
+    log = Log(backing / "orders-0", "orders", 0, LogConfig(segment_bytes=16384))
+    for lo in range(0, 3000, 100):
+        values = [None if i % 500 == 499 else b"v%d" % i for i in range(lo, lo + 100)]
+        log.append_as_leader(build_batch(0, values, [b"k%d" % (i % 7) for i in range(lo, lo + 100)],
+                                         [T0 + 1000 * i for i in range(lo, lo + 100)],
+                                         [[("h", b"x")]] * 100))
+    assert log.segment_count > 3
+    log.close()
+    m = mount(backing)
+    return m.path / "orders-0"
+
+
+def expected_values(lo: int = 0, hi: int = 3000) -> str:
+    return "".join("null\n" if i % 500 == 499 else f"v{i}\n" for i in range(lo, hi))
+
+
+def test_values_and_records_read_by_unix_tools(orders):
+    assert sh("cat values", orders) == expected_values()
+    assert sh("wc -l < values", orders).strip() == "3000"
+    assert sh("grep -c '^v1' values", orders).strip() == str(
+        sum(1 for i in range(3000) if str(i).startswith("1") and i % 500 != 499))
+    assert sh("head -n 2 values", orders) == "v0\nv1\n"
+    assert sh("tail -n 3 values", orders) == "v2997\nv2998\nnull\n"
+    assert os.stat(orders / "values").st_size == len(expected_values().encode())
+    lines = sh("jq -c . records.jsonl", orders).splitlines()
+    assert len(lines) == 3000
+    first = json.loads(lines[0])
+    assert first == {"topic": "orders", "partition": 0, "offset": 0, "tstype": "create",
+                     "ts": T0, "headers": ["h", "x"], "key": "k0", "payload": "v0"}
+    assert json.loads(lines[499])["payload"] is None
+    assert sh("jq -r 'select(.key == \"k3\") | .offset' records.jsonl | wc -l", orders).strip() \
+        == str(sum(1 for i in range(3000) if i % 7 == 3))
+    listing = sh("ls -l", orders)
+    for name in ("values", "records.jsonl", "from"):
+        assert name in listing
+
+
+def test_windows_start_at_an_offset_the_last_n_or_a_time(orders):
+    assert sh("cat from/2990/values", orders) == expected_values(2990)
+    assert sh("cat from/-4/values", orders) == expected_values(2996)
+    iso = datetime.fromtimestamp((T0 + 2995_000) / 1000, timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    assert sh(f"cat from/{iso}/values", orders) == expected_values(2995)
+    assert sh(f"cat from/@{T0 + 2997_500}/values", orders) == expected_values(2998)
+    assert json.loads(sh("head -n 1 from/1234/records.jsonl", orders))["offset"] == 1234
+    assert sh("ls from/7", orders).split() == ["records.jsonl", "values"]
+    assert sh(f"cat by-time/{iso}", orders) == "v2995"
+
+
+@pytest.mark.parametrize("name, code", [("abc", errno.EINVAL), ("--1", errno.EINVAL),
+                                        ("3001", errno.ENOENT), ("@99999999999999", errno.ENOENT),
+                                        ("2099-01-01T00:00:00Z", errno.ENOENT)])
+def test_bad_starts_give_clear_errnos(orders, name, code):
+    with pytest.raises(OSError) as info:
+        os.stat(orders / "from" / name / "values")
+    assert info.value.errno == code
+
+
+def test_streams_are_read_only(orders):
+    for path in (orders / "values", orders / "from" / "5" / "records.jsonl"):
+        with pytest.raises(OSError) as info:
+            open(path, "ab")
+        assert info.value.errno in (errno.EACCES, errno.EPERM)
+
+
+def readline(proc: subprocess.Popen, timeout: float = 60.0) -> bytes:
+    """The next line ``proc`` prints (waiting on its pipe, not on a clock; the timeout only
+    ends a test that would otherwise hang)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        assert ready, f"no output within {timeout} s"
+        chunk = os.read(proc.stdout.fileno(), 1)
+        assert chunk, "tail ended"
+        line += chunk
+    return line
+
+
+def test_tail_f_follows_appends(orders):
+    tail = subprocess.Popen(["tail", "-f", "-n", "1", str(orders / "values")],
+                            stdout=subprocess.PIPE)
+    try:
+        assert readline(tail) == b"null\n"
+        for text in ("first new", "second new"):
+            sh(f"echo '{text}' >> append", orders)
+            assert readline(tail) == text.encode() + b"\n"
+    finally:
+        tail.kill()
+        tail.wait()
