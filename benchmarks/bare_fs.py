@@ -9,7 +9,10 @@ Layout::
                  attribute timeouts and keep_cache as kfs gives its record files.
     /links/<i>   a symlink to ``../files/<i>`` with kfs's by-time choices (entry timeout 0,
                  attribute timeout as a record's): the ceiling of ``cat by-time/<t>``.
-    /sink        write-only, opened with direct_io like kfs's ``append``; it only counts the
+    /stream      read-only, ``--stream-bytes`` of lines of ``--size`` bytes held in memory, opened
+             with direct_io and attribute timeout 0 as kfs's ``values``: the ceiling of
+             ``cat values`` (the same request sizes reach both).
+/sink        write-only, opened with direct_io like kfs's ``append``; it only counts the
                  newlines it receives (the bare write path of ``cat file >> sink``).  Its
                  extended attribute ``user.lines`` gives the count so far (``user.reset``
                  as a name to ``getfattr`` resets it).
@@ -41,14 +44,17 @@ ROOT = pyfuse3.ROOT_INODE  # 1
 FILES_DIR = 2
 LINKS_DIR = 3
 SINK = 4
+STREAM = 5
 FIRST_FILE = 16
 
 ENOATTR = pyfuse3.ENOATTR
 
 
 class BareFs(pyfuse3.Operations):
-    def __init__(self, n_files: int, size: int, dir_timeout: float) -> None:
+    def __init__(self, n_files: int, size: int, dir_timeout: float, stream_bytes: int = 0) -> None:
         super().__init__()
+        line = b"x" * max(size - 1, 0) + b"\n"
+        self.stream = memoryview((line * (stream_bytes // len(line) + 1))[:stream_bytes])
         self.n = n_files
         self.size = size
         self.dir_timeout = dir_timeout
@@ -98,6 +104,8 @@ class BareFs(pyfuse3.Operations):
             return self._attr(ino, stat.S_IFDIR | 0o755, 0, t, t)
         if ino == SINK:
             return self._attr(ino, stat.S_IFREG | 0o220, 0, 0, 0)  # as kfs's append
+        if ino == STREAM:
+            return self._attr(ino, stat.S_IFREG | 0o444, len(self.stream), t, 0)  # as values
         i = self._index(ino)
         if i >= 0:
             return self._attr(ino, stat.S_IFREG | 0o444, self.size, RECORD_TIMEOUT, RECORD_TIMEOUT)
@@ -112,7 +120,8 @@ class BareFs(pyfuse3.Operations):
 
     async def lookup(self, parent_inode, name, ctx=None):
         if parent_inode == ROOT:
-            ino = {b"files": FILES_DIR, b"links": LINKS_DIR, b"sink": SINK}.get(name)
+            ino = {b"files": FILES_DIR, b"links": LINKS_DIR, b"sink": SINK,
+                   b"stream": STREAM}.get(name)
             if ino is None:
                 raise pyfuse3.FUSEError(errno.ENOENT)
             return self._attr_of(ino)
@@ -168,6 +177,11 @@ class BareFs(pyfuse3.Operations):
             if flags & os.O_ACCMODE != os.O_WRONLY:
                 raise pyfuse3.FUSEError(errno.EACCES)
             return pyfuse3.FileInfo(fh=0, keep_cache=False, direct_io=True)  # as kfs's append
+        if inode == STREAM:
+            fh = self.next_fh
+            self.next_fh += 1
+            self.handles[fh] = self.stream
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)  # as kfs's values
         i = self._index(inode)
         if i < 0:
             raise pyfuse3.FUSEError(errno.EINVAL)
@@ -243,11 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("mountpoint")
     p.add_argument("--files", type=int, default=10_000, help="number of files in files/ and links/")
     p.add_argument("--size", type=int, default=99, help="bytes per file")
+    p.add_argument("--stream-bytes", type=int, default=0, help="bytes of /stream")
     p.add_argument("--dir-timeout", type=float, default=RECORD_TIMEOUT,
                    help="entry/attr timeout of the directories (default: as kfs's DIR_TIMEOUT)")
     args = p.parse_args(argv)
 
-    fs = BareFs(args.files, args.size, args.dir_timeout)
+    fs = BareFs(args.files, args.size, args.dir_timeout, args.stream_bytes)
     options = set(pyfuse3.default_options) | {"fsname=barefs", "subtype=barefs", "noatime"}  # as kfs
     pyfuse3.init(fs, args.mountpoint, options)
     try:

@@ -28,7 +28,7 @@ import time
 from typing import Callable, TextIO
 
 from .append import parse_separator
-from .mounts import fsname_for
+from .mounts import alive, fsname_for, mounted_at, serving_processes
 
 log = logging.getLogger("kfs")
 
@@ -80,6 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "offset (default: read_uncommitted, every record but markers)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=cmd_mount)
+
+    umount = sub.add_parser(
+        "umount",
+        help="unmount a kfs mount and wait until its logs are closed",
+        description=("Unmount MOUNTPOINT (fusermount3 -u) and return once the kfs process "
+                     "serving it has closed every log and exited, so the backing directory "
+                     "can be mounted again at once."),
+    )
+    umount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    umount.add_argument("--timeout", type=float, default=CLOSE_WAIT_S, metavar="SECONDS",
+                        help=f"how long to wait for the close (default {CLOSE_WAIT_S:g})")
+    umount.set_defaults(func=cmd_umount)
 
     retention = sub.add_parser(
         "retention",
@@ -323,9 +335,52 @@ def cmd_mount(args: argparse.Namespace) -> int:
     backing = os.path.abspath(args.backing_dir)
     mountpoint = os.path.abspath(args.mountpoint)
     check_paths(backing, mountpoint, args.read_only)
+    if not args.read_only:
+        _wait_for_closing(backing)
     if args.foreground:
         return serve(backing, mountpoint, args, separator)
     return launch_background(backing, mountpoint, args)
+
+
+CLOSE_WAIT_S = 60.0  # how long mount and umount wait for a kfs process to finish closing
+_POLL_S = 0.05
+
+
+def _wait_for(pids: list[int], timeout_s: float) -> list[int]:
+    """Wait until every process of ``pids`` has exited (at most ``timeout_s``); the ones still
+    running."""
+    deadline = time.monotonic() + timeout_s
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    return left
+
+
+def _wait_for_closing(backing: str) -> None:
+    """A kfs process that was unmounted from ``backing`` but still closes its logs holds the
+    directory's lock for a moment: wait for it, saying so."""
+    closing = [pid for pid, b, m in serving_processes()
+               if os.path.realpath(b) == os.path.realpath(backing) and not mounted_at(m)]
+    if closing:
+        print(f"kfs: waiting for the kfs process {', '.join(map(str, closing))} that is closing "
+              f"{backing}", file=sys.stderr)
+        _wait_for(closing, CLOSE_WAIT_S)
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    """``fusermount3 -u MOUNTPOINT``, then wait until the kfs process serving it has closed
+    its logs and exited (so the backing directory can be mounted again at once)."""
+    mountpoint = os.path.abspath(args.mountpoint)
+    if not mounted_at(mountpoint):
+        raise CliError(f"{mountpoint} is not a kfs mount")
+    pids = [pid for pid, _, m in serving_processes() if os.path.realpath(m) ==
+            os.path.realpath(mountpoint)]
+    done = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CliError(done.stderr.strip() or f"fusermount3 -u {mountpoint} failed")
+    if _wait_for(pids, args.timeout):
+        raise CliError(f"unmounted {mountpoint}, but its kfs process is still closing after "
+                       f"{args.timeout:g} s")
+    return 0
 
 
 def check_paths(backing: str, mountpoint: str, read_only: bool) -> None:

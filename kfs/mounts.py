@@ -38,3 +38,40 @@ def find_mount(backing_dir: str, mountinfo: str = "/proc/self/mountinfo") -> Pat
         if len(fields) >= 2 and fields[0] == FSTYPE and _unescape(fields[1]) == real:
             return Path(_unescape(before.split()[4]))
     return None
+
+
+def serving_processes() -> list[tuple[int, str, str]]:
+    """``(pid, backing dir, mountpoint)`` of each running ``kfs mount`` server process (the
+    ``--foreground`` process that serves, whether it was started in the foreground or not)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if len(argv) >= 4 and b"kfs" in argv and b"mount" in argv and b"--foreground" in argv:
+            found.append((int(entry), os.fsdecode(argv[-2]), os.fsdecode(argv[-1])))
+    return found
+
+
+def mounted_at(mountpoint: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether a kfs mount is at ``mountpoint``."""
+    real = os.path.realpath(mountpoint)
+    try:
+        with open(mountinfo) as f:
+            lines = f.readlines()
+    except OSError:
+        return False
+    return any(after.split()[:1] == [FSTYPE] and _unescape(before.split()[4]) == real
+               for before, _, after in (line.partition(" - ") for line in lines))
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

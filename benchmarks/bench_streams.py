@@ -1,0 +1,162 @@
+"""Stream-file figures: a partition read as one stream by unix tools, each beside its ceiling
+measured in the same run.
+
+* ``cat values > /dev/null`` and ``grep -c`` over N x 100-B records: records/s and MB/s,
+  beside bare pyfuse3 serving one file of the same size with the same request sizes
+  (``bare_fs.py`` ``/stream``: direct_io, as kfs's streams); target >= 0.5x.
+* ``jq -c . records.jsonl | wc -l``: records/s (reported).
+* ``tail -n 10 values`` on a BIG-record partition: wall time of a first and a second call and
+  the bytes the kfs process read for each (``rchar`` of /proc/PID/io); the second must read
+  O(one segment).
+* ``ls -l`` of that partition's directory right after mounting (target <= 0.1 s).
+* ``tail -f`` latency: from ``echo >> append`` returning to the line on tail's output,
+  median and worst of ``--follows``.
+
+    python benchmarks/bench_streams.py [--records N] [--big-records M] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import BARE_FS, Mounts, Table, med, ratio, spread  # noqa: E402
+
+from storage import LogConfig  # noqa: E402
+from storage.log import Log  # noqa: E402
+
+VALUE = 99  # bytes of each value: 100 with its newline
+
+
+def write_partition(path: Path, n: int) -> int:
+    """``n`` records of 99-byte values; returns the size of ``values`` (n x 100 bytes)."""
+    path.mkdir(parents=True)
+    log = Log(path, "s", 0, LogConfig())
+    for lo in range(0, n, 100_000):
+        log.append([b"%099d" % i for i in range(lo, min(n, lo + 100_000))])
+    log.close()
+    return n * (VALUE + 1)
+
+
+def sh_time(cmd: str, cwd: Path) -> tuple[float, str]:
+    t = time.perf_counter()
+    out = subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, check=True,
+                         text=True).stdout
+    return time.perf_counter() - t, out
+
+
+def rchar(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    return 0
+
+
+def follow_latencies(part: Path, count: int) -> list[float]:
+    tail = subprocess.Popen(["tail", "-f", "-n", "0", str(part / "values")],
+                            stdout=subprocess.PIPE)
+    out = []
+    try:
+        time.sleep(1.5)  # let tail take its first fstat (its -n 0 start)
+        for i in range(count):
+            line = b"follow-%d\n" % i
+            with open(part / "append", "ab", buffering=0) as f:
+                f.write(line)
+            t = time.perf_counter()
+            got = b""
+            while not got.endswith(b"\n"):
+                ready, _, _ = select.select([tail.stdout], [], [], 30)
+                if not ready:
+                    raise RuntimeError("tail -f showed nothing within 30 s")
+                got += os.read(tail.stdout.fileno(), 4096)
+            out.append(time.perf_counter() - t)
+            if got != line:
+                raise RuntimeError(f"tail -f printed {got!r}, expected {line!r}")
+    finally:
+        tail.kill()
+        tail.wait()
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--big-records", type=int, default=10_000_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--follows", type=int, default=100)
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="kfs-bench-streams-"))
+    mounts = Mounts(tmp)
+    try:
+        size = write_partition(tmp / "data" / "s-0", args.records)
+        write_partition(tmp / "big" / "s-0", args.big_records)
+        kfs = mounts.start_kfs(tmp / "data", tmp / "mnt")
+        mounts.start([sys.executable, str(BARE_FS), str(tmp / "bare"),
+                      "--files", "1", "--size", str(VALUE + 1), "--stream-bytes", str(size)],
+                     tmp / "bare", "bare")
+        part, bare = tmp / "mnt" / "s-0", tmp / "bare"
+        n = args.records
+        sh_time("cat values > /dev/null", part)  # index once, as any first reader does
+        rows = {"cat kfs": [], "cat bare": [], "grep kfs": [], "grep bare": [], "jq": []}
+        for _ in range(args.rounds):
+            rows["cat kfs"].append(sh_time("cat values > /dev/null", part)[0])
+            rows["cat bare"].append(sh_time("cat stream > /dev/null", bare)[0])
+            t, out = sh_time("grep -c 9 values", part)
+            rows["grep kfs"].append(t)
+            rows["grep bare"].append(sh_time("grep -c x stream", bare)[0])
+            t, out = sh_time("jq -c . records.jsonl | wc -l", part)
+            assert int(out) == n, out
+            rows["jq"].append(t)
+        t = Table(f"stream reads: {n:,} records of {VALUE + 1} B (medians of {args.rounds})",
+                  ("what", "records/s", "MB/s", "kfs / bare"))
+        for what, kfs_key, bare_key in (("cat > /dev/null", "cat kfs", "cat bare"),
+                                        ("grep -c", "grep kfs", "grep bare")):
+            k = [n / s for s in rows[kfs_key]]
+            b = [n / s for s in rows[bare_key]]
+            t.add(f"kfs  {what} values", spread(k), f"{med(k) * 100 / 1e6:.0f}",
+                  ratio(med(k), med(b)))
+            t.add(f"bare {what} (one {size / 1e6:.0f} MB file)", spread(b),
+                  f"{med(b) * 100 / 1e6:.0f}", "")
+        j = [n / s for s in rows["jq"]]
+        t.add("kfs  jq -c . records.jsonl | wc -l", spread(j), "", "")
+        t.print()
+        latencies = sorted(follow_latencies(part, args.follows))
+        mounts.stop(kfs)
+
+        big = mounts.start_kfs(tmp / "big", tmp / "mnt-big", "kfs-big")
+        bpart = tmp / "mnt-big" / "s-0"
+        ls_s, _ = sh_time("ls -l > /dev/null", bpart)
+        calls = []
+        for _ in range(2):
+            before = rchar(big.pid)
+            seconds, out = sh_time("tail -n 10 values", bpart)
+            assert out.splitlines()[-1] == "%099d" % (args.big_records - 1), out[-200:]
+            calls.append((seconds, rchar(big.pid) - before))
+        t = Table(f"a {args.big_records:,}-record partition", ("what", "figure", ""))
+        t.add("ls -l of the partition directory, just mounted", f"{ls_s:.3f} s",
+              "target <= 0.1 s: " + ("met" if ls_s <= 0.1 else "NOT met"))
+        for k, (seconds, read) in enumerate(calls):
+            t.add(f"tail -n 10 values, call {k + 1}", f"{seconds:.3f} s",
+                  f"{read / 1e6:.1f} MB read by kfs")
+        t.add("tail -f latency, echo >> append to tail's line (median)",
+              f"{med(latencies) * 1000:.0f} ms", f"worst {latencies[-1] * 1000:.0f} ms "
+              f"of {len(latencies)}")
+        t.print()
+    finally:
+        mounts.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
