@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from kfs.mounts import alive as _alive
+from kfs.mounts import serving_processes
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -80,27 +83,9 @@ class Mount:
 
 
 def daemon_pids(mountpoint: Path) -> list[int]:
-    """Pids of kfs serve processes whose last argument is ``mountpoint`` (the ones the
-    fixture started: each test has its own temporary mountpoint)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[:-1]
-        except OSError:
-            continue
-        if b"kfs" in argv and b"--foreground" in argv and argv and argv[-1] == os.fsencode(mountpoint):
-            found.append(int(entry))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    """Pids of kfs serve processes whose mountpoint is ``mountpoint`` (the ones the fixture
+    started: each test has its own temporary mountpoint)."""
+    return [pid for pid, _, mnt in serving_processes() if mnt == os.fspath(mountpoint)]
 
 
 def wait_for_exit(pid: int, timeout: float) -> bool:
