@@ -24,20 +24,26 @@ def _unescape(field: str) -> str:
     return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), field)
 
 
-def find_mount(backing_dir: str, mountinfo: str = "/proc/self/mountinfo") -> Path | None:
-    """The mount point of a kfs mount serving ``backing_dir``, or None."""
-    real = os.path.realpath(backing_dir)
+def kfs_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
+    """``(mountpoint, backing dir)`` of every kfs mount (none when mountinfo is unreadable)."""
     try:
         with open(mountinfo) as f:
             lines = f.readlines()
     except OSError:
-        return None
+        return []
+    out = []
     for line in lines:
         before, _, after = line.partition(" - ")
         fields = after.split()
-        if len(fields) >= 2 and fields[0] == FSTYPE and _unescape(fields[1]) == real:
-            return Path(_unescape(before.split()[4]))
-    return None
+        if len(fields) >= 2 and fields[0] == FSTYPE:
+            out.append((_unescape(before.split()[4]), _unescape(fields[1])))
+    return out
+
+
+def find_mount(backing_dir: str, mountinfo: str = "/proc/self/mountinfo") -> Path | None:
+    """The mount point of a kfs mount serving ``backing_dir``, or None."""
+    real = os.path.realpath(backing_dir)
+    return next((Path(m) for m, backing in kfs_mounts(mountinfo) if backing == real), None)
 
 
 def serving_processes() -> list[tuple[int, str, str]]:
@@ -59,13 +65,7 @@ def serving_processes() -> list[tuple[int, str, str]]:
 def mounted_at(mountpoint: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
     """Whether a kfs mount is at ``mountpoint``."""
     real = os.path.realpath(mountpoint)
-    try:
-        with open(mountinfo) as f:
-            lines = f.readlines()
-    except OSError:
-        return False
-    return any(after.split()[:1] == [FSTYPE] and _unescape(before.split()[4]) == real
-               for before, _, after in (line.partition(" - ") for line in lines))
+    return any(m == real for m, _ in kfs_mounts(mountinfo))
 
 
 def alive(pid: int) -> bool:
