@@ -15,7 +15,6 @@ stays null; headers are kcat's flat ``[key, value, key, value, ...]`` list.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import json
@@ -33,8 +32,10 @@ from storage.errors import (
     KafkaStorageError,
 )
 from storage.offset_index import OffsetIndex
+from storage.stream import jsonl_prefix
 from storage.producer_state import ProducerStateEntry, decode_snapshot
-from storage.records import Record, RecordBatch, TimestampType, iter_batches
+from storage.records import Record, RecordBatch, iter_batches
+from storage.records._codec import ColumnBuilder
 from storage.records.control import (
     ControlRecordType,
     decode_control_record_key,
@@ -49,7 +50,6 @@ __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_l
 MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes default
 RECORD_INDENT = "|"
 SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")
-_KCAT_TSTYPE = {TimestampType.CREATE_TIME: "create", TimestampType.LOG_APPEND_TIME: "logappend"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,16 +175,6 @@ def record_line(batch: RecordBatch, record: Record, print_data: bool = False,
 # -- JSON objects -------------------------------------------------------------------------
 
 
-def json_bytes(data: bytes | None) -> str | dict | None:
-    """A string when ``data`` is UTF-8, ``{"base64": ...}`` otherwise, None for None."""
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
-
-
 def _batch_object(batch: RecordBatch, position: int) -> dict[str, Any]:
     return {
         "baseOffset": batch.base_offset, "lastOffset": batch.last_offset,
@@ -199,18 +189,26 @@ def _batch_object(batch: RecordBatch, position: int) -> dict[str, Any]:
     }
 
 
-def _record_object(batch: RecordBatch, record: Record) -> dict[str, Any]:
-    obj: dict[str, Any] = {"offset": record.offset}
-    tstype = _KCAT_TSTYPE.get(TimestampType(record.timestamp_type))
-    if tstype is not None:  # kcat leaves both out when there is no timestamp
-        obj["tstype"] = tstype
-        obj["ts"] = record.timestamp
-    obj["headers"] = [item for k, v in record.headers for item in (k, json_bytes(v))]
-    obj["key"] = json_bytes(record.key)
-    obj["payload"] = json_bytes(record.value)
-    obj.update(sequence=record.sequence, batchBaseOffset=batch.base_offset,
-               producerId=batch.producer_id, isTransactional=batch.is_transactional,
-               isControl=batch.is_control_batch)
+def _record_lines(batch: RecordBatch, records: list[Record], prefix: bytes) -> list[str]:
+    """Each record as one JSON object: kcat's fields rendered by the stream encoder (what
+    ``records.jsonl`` holds, :meth:`ColumnBuilder.render`), then the batch context."""
+    builder = ColumnBuilder(True)
+    if isinstance(batch, RecordBatch):
+        batch.add_to(builder)
+    else:  # legacy v0/v1
+        for r in records:
+            builder.add_record(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
+    text = bytes(builder.render(True, prefix)[0]).decode("utf-8")
+    return [kcat[:-1] + "," + json.dumps(_record_context(batch, record), ensure_ascii=False,
+                                         separators=(",", ":"))[1:]
+            for kcat, record in zip(text.split("\n"), records)]
+
+
+def _record_context(batch: RecordBatch, record: Record) -> dict[str, Any]:
+    obj: dict[str, Any] = dict(
+        sequence=record.sequence, batchBaseOffset=batch.base_offset,
+        producerId=batch.producer_id, isTransactional=batch.is_transactional,
+        isControl=batch.is_control_batch)
     if batch.is_control_batch:
         control_type, type_id, epoch = _control_fields(record)
         obj["controlType"] = control_type.name if control_type != ControlRecordType.UNKNOWN else type_id
@@ -392,26 +390,22 @@ class _Dumper:
         if not options.json:
             self.line(batch_line(batch, position))
         try:
-            records = batch.records()
-            lines = []
-            for record in records:
-                if last_offset[0] != -1 and record.offset != last_offset[0] + 1:
-                    self.reports.add(self.reports.non_consecutive, path, (last_offset[0], record.offset))
-                last_offset[0] = record.offset
-                if options.json:
-                    lines.append(_record_object(batch, record))
-                else:
-                    lines.append(record_line(batch, record, options.print_data_log,
-                                             options.skip_record_metadata))
+            records = list(batch.records())
+            if options.json:
+                lines = _record_lines(batch, records, jsonl_prefix(**self._partition))
+            else:
+                lines = [record_line(batch, record, options.print_data_log,
+                                     options.skip_record_metadata) for record in records]
         except (CorruptRecordError, InvalidRecordError) as e:
             # Kafka's tool stops with a stack trace; the batch is skipped and the walk goes on.
             self.error(path, f"batch at position {position} (offset {batch.base_offset}): {e}")
             return
-        for item in lines:
-            if options.json:
-                self.emit(item)
-            else:
-                self.line(item)
+        for record in records:
+            if last_offset[0] != -1 and record.offset != last_offset[0] + 1:
+                self.reports.add(self.reports.non_consecutive, path, (last_offset[0], record.offset))
+            last_offset[0] = record.offset
+        for line in lines:
+            self.line(line)
 
     # -- .index ---------------------------------------------------------------------------
 

@@ -47,8 +47,10 @@ class StreamFormat(enum.Enum):
     JSONL = "records.jsonl"  # kcat -J fields, as `kfs dump --json` encodes them, and "\n"
 
 
-def jsonl_prefix(topic: str, partition: int) -> bytes:
-    """The text every JSON line of a partition starts with: ``{"topic":...,"partition":N,``."""
+def jsonl_prefix(topic: str | None, partition: int | None) -> bytes:
+    """The text every JSON line of a partition starts with: ``{"topic":...,"partition":N,``
+    (``null`` for an unknown topic or partition, as ``kfs dump`` of a file outside a
+    partition directory)."""
     return json.dumps({"topic": topic, "partition": partition}, ensure_ascii=False,
                       separators=(",", ":"))[:-1].encode("utf-8") + b","
 

@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from kfs.dump import json_bytes
 from storage import LogConfig, LogManager
 from storage.log import Log
 from storage.records import build_batch
@@ -16,6 +15,7 @@ from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.record import TimestampType
 from storage.stream import LogStream, StreamFormat
 from test_fixtures import FIXTURES
+from test_stream_render import json_bytes
 
 
 def naive(log, fmt: StreamFormat, start: int, read_committed: bool) -> bytes:
