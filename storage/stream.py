@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import itertools
 import json
 import threading
 from array import array
@@ -78,6 +79,14 @@ class _SegmentIndex:
         """(.log position, text position) where chunk ``i`` starts."""
         return (self.file_ends[i - 1], self.stream_ends[i - 1]) if i else (0, 0)
 
+    def drop_short_last(self, log_bytes: int) -> None:
+        """Forget the last chunk when it covers fewer than ``log_bytes`` of .log (it is then
+        redone with the batches that follow it, so a followed log keeps few entries)."""
+        if self.file_ends and \
+                self.file_ends[-1] - self.chunk_start(len(self.file_ends) - 1)[0] < log_bytes:
+            for column in (self.file_ends, self.stream_ends, self.first_offsets):
+                column.pop()
+
 
 @dataclass
 class _Chunk:
@@ -101,6 +110,7 @@ class LogStream:
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
         self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
         self._starts: dict[tuple[LogSegment, int], int] = {}
+        self._layout_cache: tuple | None = None  # see _layout; None after the index changed
         self._indexed_end = -1  # the visible end offset the index reached
         self._lock = threading.Lock()  # the index and the rendered chunks
         self._build_lock = threading.Lock()  # one builder at a time
@@ -132,6 +142,7 @@ class LogStream:
                 self._indexes = {s: i if (i := self._indexes.get(s)) is not None and
                                  i.file_position <= s.size else _SegmentIndex() for s in segments}
                 self._starts = {k: v for k, v in self._starts.items() if k[0] in self._indexes}
+                self._layout_cache = None
             for i, segment in enumerate(segments):
                 index = self._indexes[segment]
                 if not index.complete and not self._extend(segment, index, end):
@@ -143,11 +154,10 @@ class LogStream:
     def _extend(self, segment: LogSegment, index: _SegmentIndex, end: int) -> bool:
         """Index ``segment`` from where its index stopped up to ``end``; a short last chunk is
         redone with what follows it, so chunks stay near CHUNK_LOG_BYTES. False if closed."""
-        if index.file_ends and index.file_ends[-1] - index.chunk_start(len(index.file_ends) - 1)[0] \
-                < CHUNK_LOG_BYTES and index.file_position < segment.size:
+        if index.file_position < segment.size:
             with self._lock:
-                for column in (index.file_ends, index.stream_ends, index.first_offsets):
-                    column.pop()
+                index.drop_short_last(CHUNK_LOG_BYTES)
+                self._layout_cache = None
         while index.file_position < segment.size:
             if self.closed:
                 return False
@@ -159,6 +169,7 @@ class LogStream:
                 index.file_ends.append(start + consumed)
                 index.stream_ends.append(text_start + len(chunk.text))
                 index.first_offsets.append(first)
+                self._layout_cache = None
                 self._keep(segment, start, start + consumed, chunk)
         return True
 
@@ -231,15 +242,23 @@ class LogStream:
 
     # -- positions --------------------------------------------------------------------------
 
-    def _segments_from(self, offset: int) -> list[tuple[LogSegment, _SegmentIndex, int]]:
-        """(segment, index, text position where the stream starts in it) of each indexed
-        segment from the one holding ``offset`` on: the first at the record at or after
-        ``offset``, the others at 0."""
+    def _layout(self) -> tuple[list[tuple[LogSegment, _SegmentIndex]], list[int], list[int]]:
+        """(the indexed segments and their indexes, their base offsets, where each one's text
+        ends in the text of them all): built once per change of the index, not per read."""
         with self._lock:
-            indexed = [(s, i) for s, i in self._indexes.items() if i.file_ends]
-        k = max(bisect.bisect_right([s.base_offset for s, _ in indexed], offset) - 1, 0)
-        return [(segment, index, self._position_in(segment, index, offset) if n == 0 else 0)
-                for n, (segment, index) in enumerate(indexed[k:])]
+            if self._layout_cache is None:
+                indexed = [(s, i) for s, i in self._indexes.items() if i.file_ends]
+                self._layout_cache = (indexed, [s.base_offset for s, _ in indexed],
+                                      list(itertools.accumulate(i.text_size for _, i in indexed)))
+            return self._layout_cache
+
+    def _start(self, offset: int, layout) -> int:
+        """Where the record at or after ``offset`` starts in the text of all segments."""
+        indexed, bases, ends = layout
+        if not indexed:
+            return 0
+        k = max(bisect.bisect_right(bases, offset) - 1, 0)
+        return (ends[k - 1] if k else 0) + self._position_in(*indexed[k], offset)
 
     def _position_in(self, segment: LogSegment, index: _SegmentIndex, offset: int) -> int:
         """Where the text of the first record at or after ``offset`` starts in the segment's
@@ -268,31 +287,26 @@ class LogStream:
     def size(self, offset: int) -> int:
         """Bytes of the stream from ``offset`` (see :meth:`start_offset`) over what is indexed
         (call :meth:`refresh` first for the whole log)."""
-        return sum(index.text_size - at for _, index, at in
-                   self._segments_from(self.start_offset(offset)))
+        layout = self._layout()
+        return layout[2][-1] - self._start(self.start_offset(offset), layout) if layout[0] else 0
 
-    def read(self, offset: int, position: int, size: int) -> bytes:
+    def read(self, offset: int, position: int, size: int) -> bytes | memoryview:
         """Up to ``size`` bytes of the stream from ``offset``, at byte ``position`` (short at
-        the indexed end; empty past it)."""
+        the indexed end; empty past it): a view of the rendered chunk when one holds them."""
+        layout = self._layout()
+        indexed, _, ends = layout
+        here = self._start(self.start_offset(offset), layout) + position
         out = []
-        for segment, index, at in self._segments_from(self.start_offset(offset)):
-            here = at + position
-            if here >= index.text_size:
-                position = here - index.text_size
-                continue
-            i = bisect.bisect_right(index.stream_ends, here)
-            while size > 0 and i < len(index.stream_ends):
-                chunk = self._chunk(segment, index, i)
-                inside = here - index.chunk_start(i)[1]
-                piece = chunk.text[inside:inside + size]
-                out.append(piece)
-                size -= len(piece)
-                here += len(piece)
-                i += 1
-            if size <= 0:
-                break
-            position = 0
-        return b"".join(out)
+        while size > 0 and (k := bisect.bisect_right(ends, here)) < len(indexed):
+            segment, index = indexed[k]
+            local = here - (ends[k - 1] if k else 0)
+            i = bisect.bisect_right(index.stream_ends, local)
+            inside = local - index.chunk_start(i)[1]
+            piece = self._chunk(segment, index, i).text[inside:inside + size]
+            out.append(piece)
+            size -= len(piece)
+            here += len(piece)
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def close(self) -> None:
         """Stop any :meth:`refresh` in progress (it returns at its next chunk)."""
