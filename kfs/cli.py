@@ -357,9 +357,10 @@ def _wait_for(pids: list[int], timeout_s: float) -> list[int]:
 
 def _wait_for_closing(backing: str) -> None:
     """A kfs process that was unmounted from ``backing`` but still closes its logs holds the
-    directory's lock for a moment: wait for it, saying so."""
-    closing = [pid for pid, b, m in serving_processes()
-               if os.path.realpath(b) == os.path.realpath(backing) and not mounted_at(m)]
+    directory's lock for a moment: wait for it, saying so (never for this very process, the
+    server of a mount not made yet)."""
+    closing = [pid for pid, b, m in serving_processes() if pid != os.getpid()
+               and os.path.realpath(b) == os.path.realpath(backing) and not mounted_at(m)]
     if closing:
         print(f"kfs: waiting for the kfs process {', '.join(map(str, closing))} that is closing "
               f"{backing}", file=sys.stderr)
