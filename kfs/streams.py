@@ -120,12 +120,21 @@ class Streams:
         await trio.to_thread.run_sync(stream.refresh)
 
     @staticmethod
-    async def read(handle: StreamHandle, offset: int, size: int) -> bytes:
-        """``size`` bytes at ``offset`` of an open stream file (fewer at its end)."""
-        def run() -> bytes:
-            if not handle.stream.is_current():
-                handle.stream.refresh()
-            return handle.stream.read(handle.start, offset, size)
+    async def read(handle: StreamHandle, offset: int, size: int) -> bytes | memoryview:
+        """``size`` bytes at ``offset`` of an open stream file (fewer at its end): on the trio
+        thread when a rendered chunk holds them (a sequential reader's usual case; a
+        worker-thread hop costs more), else in a worker thread."""
+        stream = handle.stream
+        if stream.is_current():
+            try:
+                return stream.read(handle.start, offset, size, nowait=True)
+            except BlockingIOError:
+                pass
+
+        def run() -> bytes | memoryview:
+            if not stream.is_current():
+                stream.refresh()
+            return stream.read(handle.start, offset, size)
 
         return await trio.to_thread.run_sync(run)
 

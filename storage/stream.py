@@ -228,13 +228,16 @@ class LogStream:
         while len(self._rendered) > RENDERED_CHUNKS_KEPT:
             self._rendered.popitem(last=False)
 
-    def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int) -> _Chunk:
+    def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int,
+               nowait: bool = False) -> _Chunk:
         start, stop = index.chunk_start(i)[0], index.file_ends[i]
         with self._lock:
             chunk = self._rendered.get((segment, start, stop))
             if chunk is not None:
                 self._rendered.move_to_end((segment, start, stop))
                 return chunk
+        if nowait:
+            raise BlockingIOError(f"chunk {i} of segment {segment.base_offset} is not rendered")
         chunk = self._decode(segment, start, stop - start, self._indexed_end)[0]
         with self._lock:
             self._keep(segment, start, stop, chunk)
@@ -252,15 +255,16 @@ class LogStream:
                                       list(itertools.accumulate(i.text_size for _, i in indexed)))
             return self._layout_cache
 
-    def _start(self, offset: int, layout) -> int:
+    def _start(self, offset: int, layout, nowait: bool = False) -> int:
         """Where the record at or after ``offset`` starts in the text of all segments."""
         indexed, bases, ends = layout
         if not indexed:
             return 0
         k = max(bisect.bisect_right(bases, offset) - 1, 0)
-        return (ends[k - 1] if k else 0) + self._position_in(*indexed[k], offset)
+        return (ends[k - 1] if k else 0) + self._position_in(*indexed[k], offset, nowait)
 
-    def _position_in(self, segment: LogSegment, index: _SegmentIndex, offset: int) -> int:
+    def _position_in(self, segment: LogSegment, index: _SegmentIndex, offset: int,
+                     nowait: bool = False) -> int:
         """Where the text of the first record at or after ``offset`` starts in the segment's
         text (its size when there is none): remembered, as windows are read many times."""
         key = (segment, offset)
@@ -270,7 +274,7 @@ class LogStream:
             if i < 0 or offset <= index.first_offsets[i]:
                 at = index.chunk_start(max(i, 0))[1]  # at a chunk's start: nothing to render
             else:
-                chunk = self._chunk(segment, index, i)
+                chunk = self._chunk(segment, index, i, nowait)
                 row = bisect.bisect_left(chunk.offsets, offset)
                 at = index.chunk_start(i)[1] + (chunk.row_ends[row - 1] if row else 0)
             with self._lock:
@@ -290,19 +294,22 @@ class LogStream:
         layout = self._layout()
         return layout[2][-1] - self._start(self.start_offset(offset), layout) if layout[0] else 0
 
-    def read(self, offset: int, position: int, size: int) -> bytes | memoryview:
+    def read(self, offset: int, position: int, size: int, nowait: bool = False
+             ) -> bytes | memoryview:
         """Up to ``size`` bytes of the stream from ``offset``, at byte ``position`` (short at
-        the indexed end; empty past it): a view of the rendered chunk when one holds them."""
+        the indexed end; empty past it): a view of the rendered chunk when one holds them.
+        ``nowait=True`` (for event loops) raises BlockingIOError instead of rendering a chunk
+        (reading the disk)."""
         layout = self._layout()
         indexed, _, ends = layout
-        here = self._start(self.start_offset(offset), layout) + position
+        here = self._start(self.start_offset(offset), layout, nowait) + position
         out = []
         while size > 0 and (k := bisect.bisect_right(ends, here)) < len(indexed):
             segment, index = indexed[k]
             local = here - (ends[k - 1] if k else 0)
             i = bisect.bisect_right(index.stream_ends, local)
             inside = local - index.chunk_start(i)[1]
-            piece = self._chunk(segment, index, i).text[inside:inside + size]
+            piece = self._chunk(segment, index, i, nowait).text[inside:inside + size]
             out.append(piece)
             size -= len(piece)
             here += len(piece)

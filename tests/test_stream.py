@@ -97,3 +97,17 @@ def test_stream_of_kafka_written_logs(name, fmt):
             check(log, stream, [0, log.log_end_offset // 3], random.Random(name))
     finally:
         manager.close()
+
+
+def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
+    monkeypatch.setattr("storage.stream.CHUNK_LOG_BYTES", 700)
+    monkeypatch.setattr("storage.stream.RENDERED_CHUNKS_KEPT", 1)
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
+    stream = LogStream(log, StreamFormat.VALUES)
+    stream.refresh()
+    want = naive(log, StreamFormat.VALUES, 0, False)
+    with pytest.raises(BlockingIOError):
+        stream.read(0, 0, 10, nowait=True)  # the first chunk was rendered, then evicted
+    assert stream.read(0, 0, 10) == want[:10]
+    assert stream.read(0, 3, 10, nowait=True) == want[3:13]  # now it is kept
+    log.close()
