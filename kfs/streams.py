@@ -69,8 +69,11 @@ class Streams:
     @staticmethod
     def resolve_start(plog: Any, name: bytes) -> int:
         """The offset a ``from/<name>`` window starts at. EINVAL for a name that is not an
-        offset, ``-N`` or a time; ENOENT for an offset outside [log start, log end] or a time
-        after the last record (each logged)."""
+        offset, ``-N`` or a time; ENOENT for an offset outside [log start, log end], a time
+        after the last record, or one before the first record of a log whose start moved up
+        (retention or DeleteRecords removed what came before; each logged). A time before the
+        first record of a log that never lost its head starts at that record, as ListOffsets
+        answers."""
         start = inodes.parse_start_name(name)
         if start is None:
             log.info("%s: from/%r is not an offset, -N or a time", plog.name, name)
@@ -87,6 +90,11 @@ class Streams:
         record = plog.find_offset_by_timestamp(start.value)  # Kafka's ListOffsets
         if record is None:
             log.info("%s: no record at or after time %d", plog.name, start.value)
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if low > 0 and record.timestamp > start.value and _is_first(plog, record.offset):
+            # Records of that time may have been deleted: the window would silently start later.
+            log.info("%s: time %d is before the log start (offset %d, time %d)", plog.name,
+                     start.value, low, record.timestamp)
             raise pyfuse3.FUSEError(errno.ENOENT)
         return record.offset
 
@@ -142,3 +150,9 @@ class Streams:
         """Stop background indexing (at unmount, before the logs close)."""
         for stream in self._streams.values():
             stream.close()
+
+
+def _is_first(plog: Any, offset: int) -> bool:
+    """Whether ``offset`` holds the first record left in ``plog``."""
+    first = plog.records_from(plog.log_start_offset, 1)
+    return bool(first) and first[0].offset == offset

@@ -6,10 +6,14 @@ starts."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import pty
 import select
+import struct
 import subprocess
+import termios
 from datetime import datetime, timezone
 
 import pytest
@@ -81,9 +85,32 @@ def test_windows_start_at_an_offset_the_last_n_or_a_time(orders):
     assert json.loads(sh("head -n 1 from/1234/records.jsonl", orders))["offset"] == 1234
     assert sh("ls from/7", orders).split() == ["records.jsonl", "values"]
     assert sh(f"cat by-time/{iso}", orders) == "v2995"
+    assert sh(f"wc -l < from/@{T0 - 5000}/values", orders).strip() == "3000"  # head never lost
+
+
+def test_a_time_before_a_moved_log_start_is_enoent(tmp_path, mount):
+    """Once retention moved the log start, a time before the first record left names records
+    that may be gone: ENOENT, not a window that silently starts later."""
+    backing = tmp_path / "data"
+    (backing / "old-0").mkdir(parents=True)
+    log = Log(backing / "old-0", "old", 0, LogConfig(segment_bytes=4096, retention_ms=1000_000))
+    for lo in range(0, 1000, 50):
+        log.append_as_leader(build_batch(0, [b"v%d" % i for i in range(lo, lo + 50)], None,
+                                         [T0 + 1000 * i for i in range(lo, lo + 50)]))
+    assert log.delete_old_segments(now=T0 + 1500_000) > 0
+    first = log.log_start_offset
+    assert 0 < first < 1000
+    log.close()
+    old = mount(backing).path / "old-0"
+    for name in (f"@{T0}", f"@{T0 + 1000 * first - 1}"):
+        with pytest.raises(OSError) as info:
+            os.stat(old / "from" / name / "values")
+        assert info.value.errno == errno.ENOENT
+    assert sh(f"head -n 1 from/@{T0 + 1000 * first}/values", old) == f"v{first}\n"
 
 
 @pytest.mark.parametrize("name, code", [("abc", errno.EINVAL), ("--1", errno.EINVAL),
+                                        ("-0x3", errno.EINVAL), ("@-5", errno.EINVAL),
                                         ("3001", errno.ENOENT), ("@99999999999999", errno.ENOENT),
                                         ("2099-01-01T00:00:00Z", errno.ENOENT)])
 def test_bad_starts_give_clear_errnos(orders, name, code):
@@ -123,3 +150,38 @@ def test_tail_f_follows_appends(orders):
     finally:
         tail.kill()
         tail.wait()
+
+
+def test_less_follows_appends(orders):
+    """``less +F`` on a terminal: it shows the end of ``values`` and each appended record."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    less = subprocess.Popen(["less", "+F", "values"], cwd=orders, stdin=follower,
+                            stdout=follower, stderr=follower, start_new_session=True,
+                            env={**os.environ, "TERM": "xterm", "LESS": "", "LESSOPEN": ""})
+    os.close(follower)
+    try:
+        screen = ScreenReader(leader)
+        screen.until(b"v2998")
+        for text in (b"first-followed", b"second-followed"):
+            sh(f"echo {text.decode()} >> append", orders)
+            screen.until(text)
+    finally:
+        less.kill()
+        less.wait()
+        os.close(leader)
+
+
+class ScreenReader:
+    """What a program writes to its terminal, read until a text appears (waiting on the pty,
+    not on a clock; the timeout only ends a test that would otherwise hang)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.seen = fd, b""
+
+    def until(self, text: bytes, timeout: float = 60.0) -> None:
+        while text not in self.seen:
+            ready, _, _ = select.select([self.fd], [], [], timeout)
+            assert ready, f"{text!r} not shown within {timeout} s; last: {self.seen[-300:]!r}"
+            self.seen += os.read(self.fd, 4096)
+        self.seen = self.seen[self.seen.index(text) + len(text):]

@@ -138,6 +138,43 @@ def test_bad_columns_raise_and_write_nothing(spark, tmp_path, ddl, message):
     assert batches(backing, "t-0") == []
 
 
+def test_tail_f_follows_a_spark_write_through_the_mount(spark, mount, tmp_path):
+    """``tail -f values`` shows what a Spark write hands to ``append-batches`` (read_committed:
+    once the driver commits), then goes on following shell appends."""
+    import os
+    import select
+    import subprocess
+
+    backing = tmp_path / "backing"
+    new_topic(backing, "events", 1)
+    m = mount(backing, "--isolation-level", "read_committed")
+    tail = subprocess.Popen(["tail", "-f", "-n", "+1", str(m.path / "events-0" / "values")],
+                            stdout=subprocess.PIPE)
+
+    def lines(n):
+        out = b""
+        while out.count(b"\n") < n:
+            ready, _, _ = select.select([tail.stdout], [], [], 120)
+            assert ready, f"tail printed {out!r} only"
+            chunk = os.read(tail.stdout.fileno(), 65536)
+            assert chunk, "tail ended"
+            out += chunk
+        return out.decode().splitlines()
+
+    try:
+        df = spark.createDataFrame([(f"k{i}", f"spark-{i}") for i in range(100)],
+                                   "key string, value string")
+        df.repartition(2).write.format("kfs").option("path", str(backing)).option(
+            "topic", "events").mode("append").save()
+        assert sorted(lines(100)) == sorted(f"spark-{i}" for i in range(100))
+        subprocess.run(["bash", "-c", "echo shell-after >> events-0/append"], cwd=m.path,
+                       check=True)
+        assert lines(1) == ["shell-after"]
+    finally:
+        tail.kill()
+        tail.wait()
+
+
 def test_write_beside_a_running_mount_goes_through_it(spark, mount, tmp_path):
     """The mount holds the .lock (one writer): tasks hand their batches to its append-batches
     files, so mount appends and Spark writes interleave without torn or duplicated offsets."""
