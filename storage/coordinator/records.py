@@ -1,0 +1,184 @@
+"""Records of Kafka's coordinator topics, ``__consumer_offsets`` and ``__transaction_state``,
+decoded through the message schemas in ``messages/``.
+
+A key starts with an int16, the record type; the rest of the key is the key message of that
+type. A value starts with an int16, its version; the rest is the value message at that version;
+a null value is a tombstone (Kafka's ``CoordinatorRecordSerde``, ``TransactionLog``). Which
+schema a type uses is data: every ``<Name>Key.json`` of the topic's directory reads the record
+types listed in its ``validVersions`` (as Kafka's generated keys did), and its values are
+``<Name>Value.json``. A new record type or value version is a new or edited schema file.
+
+Decoding never raises: a record whose type, version or bytes the schemas do not cover comes
+back with its undecodable part raw and a warning saying why.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import struct
+from pathlib import Path
+from typing import Any
+
+from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
+
+__all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "CoordinatorRecord", "CoordinatorTopic",
+           "consumer_protocol", "for_topic"]
+
+MESSAGES = Path(__file__).resolve().parent / "messages"
+CONSUMER_OFFSETS = "__consumer_offsets"
+TRANSACTION_STATE = "__transaction_state"
+# the schema directory of each topic, named after the Kafka module that defines its records
+_TOPIC_DIRECTORIES = {CONSUMER_OFFSETS: "group-coordinator",
+                      TRANSACTION_STATE: "transaction-coordinator"}
+_INT16 = struct.Struct(">h")
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordinatorRecord:
+    """One decoded record of a coordinator topic.
+
+    ``record_type`` is the key's int16 prefix (None when the key is null or shorter than 2
+    bytes), ``key_name`` the key schema's name (None for an unknown type), ``key`` the key's
+    fields in ``<Message>JsonConverter`` shape (None when not decoded). ``tombstone`` is True
+    for a null value; otherwise ``value_version`` is the value's int16 prefix (None when
+    shorter than 2 bytes) and ``value`` its fields (None when not decoded). ``raw_key`` /
+    ``raw_value`` hold the bytes of a part that was not decoded; ``warnings`` say why."""
+
+    record_type: int | None
+    key_name: str | None
+    key: dict[str, Any] | None
+    tombstone: bool
+    value_version: int | None = None
+    value: dict[str, Any] | None = None
+    raw_key: bytes | None = None
+    raw_value: bytes | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def value_name(self) -> str | None:
+        """The value schema's name: the key's with ``Value`` for ``Key``."""
+        return None if self.key_name is None else self.key_name[:-3] + "Value"
+
+    @property
+    def decoded(self) -> bool:
+        """True when key and value (unless a tombstone) were both decoded."""
+        return self.key is not None and (self.tombstone or self.value is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"key": {"type", "name", "data"}, "value": {"version", "data"} | null}``, the
+        shape of Kafka's decoded records; a part left raw has ``"raw"`` (standard base64)
+        instead of ``"data"``."""
+        if self.key is not None:
+            key = {"type": self.record_type, "name": self.key_name, "data": self.key}
+        else:
+            key = {"type": self.record_type, "name": self.key_name, "raw": _b64(self.raw_key)}
+        if self.tombstone:
+            value = None
+        elif self.value is not None:
+            value = {"version": self.value_version, "data": self.value}
+        else:
+            value = {"version": self.value_version, "raw": _b64(self.raw_value)}
+        return {"key": key, "value": value}
+
+
+def _prefix(data: bytes) -> int | None:
+    return _INT16.unpack_from(data)[0] if len(data) >= 2 else None
+
+
+class CoordinatorTopic:
+    """The record schemas of one coordinator topic (``directory`` holds its ``*Key.json`` and
+    ``*Value.json`` files). Raises SchemaError for a malformed schema file, or two key schemas
+    claiming one record type."""
+
+    def __init__(self, topic: str, directory: Path) -> None:
+        self.topic = topic
+        self._types: dict[int, tuple[Message, Message | None]] = {}
+        for path in sorted(directory.glob("*Key.json")):
+            key = load_message(path)
+            value_path = path.with_name(path.name[:-len("Key.json")] + "Value.json")
+            value = load_message(value_path) if value_path.exists() else None
+            for record_type in self._record_types(key):
+                if record_type in self._types:
+                    raise SchemaError(f"record type {record_type} of {topic} is claimed by "
+                                      f"{self._types[record_type][0].name} and {key.name}")
+                self._types[record_type] = (key, value)
+
+    @staticmethod
+    def _record_types(key: Message) -> range:
+        versions = key.valid_versions
+        if versions.high is None:
+            raise SchemaError(f"{key.name}: a key's validVersions (its record types) must be bounded")
+        return range(versions.low, versions.high + 1)
+
+    @property
+    def record_types(self) -> dict[int, str]:
+        """Every known record type and its key schema's name."""
+        return {t: key.name for t, (key, _) in sorted(self._types.items())}
+
+    def decode(self, key: bytes | None, value: bytes | None) -> CoordinatorRecord:
+        """Decode one record's key and value bytes (never raises)."""
+        if key is None:
+            return CoordinatorRecord(None, None, None, value is None, _prefix(value or b""),
+                                     raw_value=value,
+                                     warnings=(f"a record of {self.topic} without a key",))
+        record_type = _prefix(key)
+        if record_type is None:
+            return self._raw(None, None, key, value, f"a key of {len(key)} bytes has no record type")
+        schemas = self._types.get(record_type)
+        if schemas is None:
+            return self._raw(record_type, None, key, value,
+                             f"unknown record type {record_type} in {self.topic}")
+        key_schema, value_schema = schemas
+        try:
+            key_data = key_schema.read(key, record_type, 2)
+        except MessageFormatError as e:
+            return self._raw(record_type, key_schema.name, key, value,
+                             f"key of type {record_type} ({key_schema.name}): {e}")
+        if value is None:
+            return CoordinatorRecord(record_type, key_schema.name, key_data, True)
+        return self._with_value(record_type, key_schema.name, key_data, value_schema, value)
+
+    def _with_value(self, record_type: int, key_name: str, key_data: dict, schema: Message | None,
+                    value: bytes) -> CoordinatorRecord:
+        version = _prefix(value)
+        if version is None:
+            problem = f"a value of {len(value)} bytes has no version"
+        elif schema is None:
+            problem = f"no value schema for record type {record_type} ({key_name})"
+        else:
+            try:
+                return CoordinatorRecord(record_type, key_name, key_data, False, version,
+                                         schema.read(value, version, 2))
+            except MessageFormatError as e:
+                problem = f"value version {version} ({schema.name}): {e}"
+        return CoordinatorRecord(record_type, key_name, key_data, False, version,
+                                 raw_value=value, warnings=(problem,))
+
+    @staticmethod
+    def _raw(record_type: int | None, name: str | None, key: bytes, value: bytes | None,
+             problem: str) -> CoordinatorRecord:
+        version = None if value is None else _prefix(value)
+        return CoordinatorRecord(record_type, name, None, value is None, version,
+                                 raw_key=key, raw_value=value, warnings=(problem,))
+
+
+@functools.cache
+def for_topic(topic: str) -> CoordinatorTopic | None:
+    """The decoder of ``__consumer_offsets`` or ``__transaction_state``; None for any other
+    topic. Loaded once per process."""
+    directory = _TOPIC_DIRECTORIES.get(topic)
+    return None if directory is None else CoordinatorTopic(topic, MESSAGES / directory)
+
+
+@functools.cache
+def consumer_protocol(name: str) -> Message:
+    """``ConsumerProtocolSubscription`` or ``ConsumerProtocolAssignment``: what classic
+    consumers put in a group member's subscription and assignment bytes (a version-prefixed
+    message). Raises FileNotFoundError for another name."""
+    return load_message(MESSAGES / "clients" / f"{name}.json")
