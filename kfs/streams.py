@@ -57,6 +57,7 @@ class Streams:
         self._read_committed = read_committed
         self._streams: dict[tuple[int, StreamFormat], LogStream] = {}
         self._indexing: set[LogStream] = set()
+        self._reading_ahead: set[LogStream] = set()  # one chunk rendered ahead per stream
 
     def get(self, plog: Any, pid: int, kind: Kind) -> LogStream:
         """The stream of partition ``pid`` for a stream file of ``kind``."""
@@ -127,24 +128,41 @@ class Streams:
         """Index the whole log before a reader starts (its fstat sees the exact size)."""
         await trio.to_thread.run_sync(stream.refresh)
 
-    @staticmethod
-    async def read(handle: StreamHandle, offset: int, size: int) -> bytes | memoryview:
+    async def read(self, handle: StreamHandle, offset: int, size: int) -> bytes | memoryview:
         """``size`` bytes at ``offset`` of an open stream file (fewer at its end): on the trio
         thread when a rendered chunk holds them (a sequential reader's usual case; a
-        worker-thread hop costs more), else in a worker thread."""
+        worker-thread hop costs more), else in a worker thread. Then the next chunk is
+        rendered in the background, so that a sequential reader finds it ready."""
         stream = handle.stream
+        data = None
         if stream.is_current():
             try:
-                return stream.read(handle.start, offset, size, nowait=True)
+                data = stream.read(handle.start, offset, size, nowait=True)
             except BlockingIOError:
                 pass
+        if data is None:
+            def run() -> bytes | memoryview:
+                if not stream.is_current():
+                    stream.refresh()
+                return stream.read(handle.start, offset, size)
 
-        def run() -> bytes | memoryview:
-            if not stream.is_current():
-                stream.refresh()
-            return stream.read(handle.start, offset, size)
+            data = await trio.to_thread.run_sync(run)
+        if stream not in self._reading_ahead and stream.wants_read_ahead(handle.start, offset):
+            self._read_ahead(stream, handle.start, offset)
+        return data
 
-        return await trio.to_thread.run_sync(run)
+    def _read_ahead(self, stream: LogStream, start: int, offset: int) -> None:
+        self._reading_ahead.add(stream)
+
+        async def render() -> None:
+            try:
+                await trio.to_thread.run_sync(stream.read_ahead, start, offset)
+            except Exception:  # noqa: BLE001 - the read of that chunk reports it
+                log.debug("read-ahead of %s failed", stream.log.name, exc_info=True)
+            finally:
+                self._reading_ahead.discard(stream)
+
+        trio.lowlevel.spawn_system_task(render)
 
     def close(self) -> None:
         """Stop background indexing (at unmount, before the logs close)."""

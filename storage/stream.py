@@ -11,7 +11,8 @@ per chunk: about 24 KiB per GiB of log). The index is built lazily, a segment th
 a read or a size needs it; a rolled segment's text never changes, so its entries are built
 once; the active segment's are extended from where they stopped, so following a growing log
 costs the new batches only. A read renders the one chunk it falls in (a few recent chunks are
-kept rendered).
+kept rendered); :meth:`LogStream.read_ahead` renders the next one while a sequential reader
+is still on this one.
 
 Control records are never in the stream; with ``read_committed`` neither are aborted
 transactions' records nor anything at or past the last stable offset. When retention removes
@@ -109,6 +110,7 @@ class LogStream:
         self._prefix = jsonl_prefix(log.topic, log.partition)
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
         self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
+        self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
         self._starts: dict[tuple[LogSegment, int], int] = {}
         self._layout_cache: tuple | None = None  # see _layout; None after the index changed
         self._indexed_end = -1  # the visible end offset the index reached
@@ -179,7 +181,8 @@ class LogStream:
         batch, and none at or past offset ``end``): (chunk, bytes consumed, base offset of the
         first batch, or -1 when none)."""
         block = segment.read_at(position, min(size, segment.size - position))
-        builder = _codec.ColumnBuilder(self.format is StreamFormat.JSONL)
+        jsonl = self.format is StreamFormat.JSONL
+        builder = _codec.ColumnBuilder(jsonl, values_text=not jsonl)
         skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
                 if self.read_committed and len(block) >= 8 else None)
         pos, done = 0, False
@@ -191,7 +194,7 @@ class LogStream:
                 if not consumed:
                     break
             pos += consumed
-        text, row_ends, offsets = builder.render(self.format is StreamFormat.JSONL,
+        text, row_ends, offsets = builder.render(jsonl,
                                                  self._prefix)
         first = _base_offset(block) if pos else -1
         return _Chunk(memoryview(text), array("q", bytes(row_ends)),
@@ -230,18 +233,67 @@ class LogStream:
 
     def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int,
                nowait: bool = False) -> _Chunk:
-        start, stop = index.chunk_start(i)[0], index.file_ends[i]
+        key = (segment, index.chunk_start(i)[0], index.file_ends[i])
+        while True:
+            with self._lock:
+                chunk = self._rendered.get(key)
+                if chunk is not None:
+                    self._rendered.move_to_end(key)
+                    return chunk
+                if nowait:
+                    raise BlockingIOError(f"chunk {i} of segment {segment.base_offset} "
+                                          "is not rendered")
+                rendering = self._rendering.get(key)
+                if rendering is None:
+                    rendering = self._rendering[key] = threading.Event()
+                    break
+            rendering.wait()  # a read-ahead renders it: one rendering per chunk
+        try:
+            chunk = self._decode(segment, key[1], key[2] - key[1], self._indexed_end)[0]
+            with self._lock:
+                self._keep(*key, chunk)
+            return chunk
+        finally:
+            with self._lock:
+                del self._rendering[key]
+            rendering.set()
+
+    def wants_read_ahead(self, offset: int, position: int) -> bool:
+        """Whether the chunk after the one holding byte ``position`` of the stream from
+        ``offset`` is indexed but neither rendered nor being rendered (no I/O: for event
+        loops, before handing :meth:`read_ahead` to a thread)."""
+        after = self._after(offset, position)
+        if after is None:
+            return False
+        segment, index, i = after
+        key = (segment, index.chunk_start(i)[0], index.file_ends[i])
         with self._lock:
-            chunk = self._rendered.get((segment, start, stop))
-            if chunk is not None:
-                self._rendered.move_to_end((segment, start, stop))
-                return chunk
-        if nowait:
-            raise BlockingIOError(f"chunk {i} of segment {segment.base_offset} is not rendered")
-        chunk = self._decode(segment, start, stop - start, self._indexed_end)[0]
-        with self._lock:
-            self._keep(segment, start, stop, chunk)
-        return chunk
+            return key not in self._rendered and key not in self._rendering
+
+    def read_ahead(self, offset: int, position: int) -> None:
+        """Render the chunk after the one holding byte ``position`` of the stream from
+        ``offset``, so that a sequential reader finds it ready (the page cache's read-ahead,
+        for a stream the page cache does not hold)."""
+        after = self._after(offset, position)
+        if after is not None:
+            self._chunk(*after)
+
+    def _after(self, offset: int, position: int) -> tuple[LogSegment, _SegmentIndex, int] | None:
+        """The chunk after the one holding ``position`` (None at the indexed end, or when the
+        start's position needs rendering)."""
+        layout = self._layout()
+        try:
+            here = self._start(self.start_offset(offset), layout, nowait=True) + position
+        except BlockingIOError:
+            return None
+        segment, index, i, _ = self._locate(layout, here) or (None, None, -1, 0)
+        if segment is None:
+            return None
+        if i + 1 < len(index.file_ends):
+            return segment, index, i + 1
+        indexed = layout[0]
+        k = next(k for k, (s, _) in enumerate(indexed) if s is segment)
+        return (*indexed[k + 1], 0) if k + 1 < len(indexed) else None
 
     # -- positions --------------------------------------------------------------------------
 
@@ -301,19 +353,28 @@ class LogStream:
         ``nowait=True`` (for event loops) raises BlockingIOError instead of rendering a chunk
         (reading the disk)."""
         layout = self._layout()
-        indexed, _, ends = layout
         here = self._start(self.start_offset(offset), layout, nowait) + position
         out = []
-        while size > 0 and (k := bisect.bisect_right(ends, here)) < len(indexed):
-            segment, index = indexed[k]
-            local = here - (ends[k - 1] if k else 0)
-            i = bisect.bisect_right(index.stream_ends, local)
-            inside = local - index.chunk_start(i)[1]
+        while size > 0 and (at := self._locate(layout, here)) is not None:
+            segment, index, i, inside = at
             piece = self._chunk(segment, index, i, nowait).text[inside:inside + size]
             out.append(piece)
             size -= len(piece)
             here += len(piece)
         return out[0] if len(out) == 1 else b"".join(out)
+
+    @staticmethod
+    def _locate(layout, here: int) -> tuple[LogSegment, _SegmentIndex, int, int] | None:
+        """(segment, its index, chunk, byte within the chunk's text) of text position
+        ``here`` of all segments; None at or past the indexed end."""
+        indexed, _, ends = layout
+        k = bisect.bisect_right(ends, here)
+        if k >= len(indexed):
+            return None
+        segment, index = indexed[k]
+        local = here - (ends[k - 1] if k else 0)
+        i = bisect.bisect_right(index.stream_ends, local)
+        return segment, index, i, local - index.chunk_start(i)[1]
 
     def close(self) -> None:
         """Stop any :meth:`refresh` in progress (it returns at its next chunk)."""

@@ -44,10 +44,11 @@ def expected_line(prefix: dict, record) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def rendered(data: bytes, jsonl: bool, prefix: bytes = b""):
-    builder = ColumnBuilder(True)
+def rendered(data: bytes, jsonl: bool, prefix: bytes = b"", values_text: bool = False,
+             start: int = 0, end: int = 1 << 62):
+    builder = ColumnBuilder(not values_text, values_text=values_text)
     for batch in iter_batches(data):
-        batch.add_to(builder, 0, 1 << 62)
+        batch.add_to(builder, start, end)
     text, ends, offsets = builder.render(jsonl, prefix)
     return bytes(text), array("q", bytes(ends)), array("q", bytes(offsets))
 
@@ -73,9 +74,26 @@ def test_jsonl_is_json_dumps_of_the_kcat_fields(rows, log_append):
 
 
 @PROPERTY
-@given(values=st.lists(TEXTS, min_size=1, max_size=30))
-def test_values_are_each_value_and_a_newline_null_printing_null(values):
-    data = build_batch(0, values, None, 1763811234567)
-    text, ends, _ = rendered(data, False)
-    assert text == b"".join((b"null" if v is None else v) + b"\n" for v in values)
-    assert ends[-1] == len(text)
+@given(values=st.lists(TEXTS, min_size=1, max_size=30), values_text=st.booleans(),
+       window=st.tuples(st.integers(0, 35), st.integers(0, 35)))
+def test_values_are_each_value_and_a_newline_null_printing_null(values, values_text, window):
+    """Both ways of rendering values (from the columns, or as the records are decoded) give
+    the lines of the records in [start, end) and where each ends."""
+    start, end = 100 + min(window), 100 + max(window)
+    data = build_batch(100, values, None, 1763811234567)
+    text, ends, offsets = rendered(data, False, values_text=values_text, start=start, end=end)
+    kept = [(100 + i, v) for i, v in enumerate(values) if start <= 100 + i < end]
+    lines = [(b"null" if v is None else v) + b"\n" for _, v in kept]
+    assert text == b"".join(lines)
+    assert list(ends) == [sum(map(len, lines[:i + 1])) for i in range(len(lines))]
+    assert list(offsets) == [o for o, _ in kept]
+
+
+def test_values_text_builders_take_legacy_records_and_start_afresh():
+    builder = ColumnBuilder(values_text=True)
+    builder.add_record(5, 0, 0, b"k", b"old")
+    builder.add_record(6, 0, 0, None, None)
+    text, ends, offsets = builder.render(False)
+    assert (bytes(text), list(array("q", bytes(ends))), list(array("q", bytes(offsets)))) \
+        == (b"old\nnull\n", [4, 9], [5, 6])
+    assert bytes(builder.render(False)[0]) == b""

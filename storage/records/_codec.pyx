@@ -518,8 +518,14 @@ cdef class ColumnBuilder:
     Columns: ``offset`` int64, ``timestamp`` int64 (epoch ms), ``timestamp_type`` int32
     (``TimestampType``), ``key`` and ``value`` binary (validity bitmap, int32 offsets, data),
     and with ``headers`` ``list<struct<key: string, value: binary>>`` (a record without headers
-    has a null list). :meth:`finish` hands the buffers over and starts afresh."""
+    has a null list). :meth:`finish` hands the buffers over and starts afresh.
+
+    With ``values_text`` the builder keeps no columns but the text :meth:`render` gives
+    without ``jsonl`` (each value and ``\\n``), written as the records are decoded: one copy
+    of each value instead of two, for streams of values."""
     cdef Growable offsets, timestamps, types
+    cdef bint values_text
+    cdef Growable text, row_ends  # values_text: the rendered rows and where each one ends
     cdef BinaryColumn keys, values
     cdef bint with_headers
     cdef Growable header_validity, header_offsets
@@ -530,8 +536,11 @@ cdef class ColumnBuilder:
     # of like batches costs one allocation per buffer, not a series of doublings
     cdef Py_ssize_t last_rows, last_key_bytes, last_value_bytes
 
-    def __cinit__(self, bint headers=False):
+    def __cinit__(self, bint headers=False, bint values_text=False):
+        if headers and values_text:
+            raise ValueError("a values_text builder keeps no headers")
         self.with_headers = headers
+        self.values_text = values_text
         self.reset()
 
     def __dealloc__(self):
@@ -543,6 +552,8 @@ cdef class ColumnBuilder:
         release(&self.types)
         release(&self.header_validity)
         release(&self.header_offsets)
+        release(&self.text)
+        release(&self.row_ends)
         release_binary(&self.keys)
         release_binary(&self.values)
         release_binary(&self.header_keys)
@@ -566,6 +577,10 @@ cdef class ColumnBuilder:
     cdef int reserve_like_last(self) except -1:
         cdef Py_ssize_t rows = self.last_rows + self.last_rows // 8 + 1
         reserve(&self.offsets, 8 * rows)
+        if self.values_text:
+            reserve(&self.row_ends, 8 * rows)
+            reserve(&self.text, self.last_value_bytes + self.last_value_bytes // 8)
+            return 0
         reserve(&self.timestamps, 8 * rows)
         reserve(&self.types, 4 * rows)
         binary_reserve(&self.keys, rows, self.last_key_bytes + self.last_key_bytes // 8)
@@ -592,6 +607,8 @@ cdef class ColumnBuilder:
         cdef int32_t tstype = 1 if append_time >= 0 else 0
         if count < 0:
             raise CorruptRecordError(f"Found invalid record count {count} in magic v2 batch")
+        if self.values_text:
+            return self.add_section_text(p, n, count, base_offset, start, end)
         for i in range(count):
             s = parse_record(p, n, pos, &r)
             if s != OK:
@@ -616,6 +633,50 @@ cdef class ColumnBuilder:
                 "last record")
         self.data_bytes = self.keys.data.length + self.values.data.length
         return added
+
+    cdef Py_ssize_t add_section_text(self, const uint8_t* p, Py_ssize_t n, int32_t count,
+                                     int64_t base_offset, int64_t start, int64_t end) except -1:
+        """add_section for a values_text builder: room for the section's text is made first
+        (a value is at most the section's bytes; each row adds at most "null\\n"), so the
+        records are decoded with the GIL released (a read-ahead thread then leaves the event
+        loop free)."""
+        cdef Py_ssize_t i, pos = 0, added = 0
+        cdef RecordView r
+        cdef Status s = OK
+        reserve(&self.text, self.text.length + n + 5 * <Py_ssize_t>count)
+        reserve(&self.row_ends, self.row_ends.length + 8 * <Py_ssize_t>count)
+        reserve(&self.offsets, self.offsets.length + 8 * <Py_ssize_t>count)
+        with nogil:
+            for i in range(count):
+                s = parse_record(p, n, pos, &r)
+                if s != OK:
+                    break
+                pos = r.end
+                if start <= base_offset + r.offset_delta < end:
+                    self.put_text(p, &r, base_offset + r.offset_delta)
+                    added += 1
+        if s != OK:
+            raise record_error(s, &r, i)
+        if pos != n:
+            raise CorruptRecordError(
+                f"Incorrect declared batch size, {n - pos} bytes still remaining after the "
+                "last record")
+        return added
+
+    cdef inline void put_text(self, const uint8_t* p, RecordView* r, int64_t offset) noexcept nogil:
+        """One row of values text, into room already made."""
+        if r.value_len < 0:
+            memcpy(self.text.data + self.text.length, b"null\n", 5)
+            self.text.length += 5
+        else:
+            memcpy(self.text.data + self.text.length, p + r.value_pos, r.value_len)
+            self.text.length += r.value_len + 1
+            self.text.data[self.text.length - 1] = 0x0A
+        (<int64_t*>(self.row_ends.data + self.row_ends.length))[0] = self.text.length
+        (<int64_t*>(self.offsets.data + self.offsets.length))[0] = offset
+        self.row_ends.length += 8
+        self.offsets.length += 8
+        self.rows += 1
 
     cdef int add_headers(self, const uint8_t* p, RecordView* r) except -1:
         cdef Py_ssize_t pos = r.headers_pos, at = 0
@@ -711,6 +772,12 @@ cdef class ColumnBuilder:
         encoded = encode_records([value], [key], 0, [headers] if headers else None)
         cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(encoded)
         parse_record(p, PyBytes_GET_SIZE(encoded), 0, &r)
+        if self.values_text:
+            reserve(&self.text, self.text.length + max(r.value_len, 0) + 5)
+            reserve(&self.row_ends, self.row_ends.length + 8)
+            reserve(&self.offsets, self.offsets.length + 8)
+            self.put_text(p, &r, offset)
+            return None
         put_int64(&self.offsets, offset)
         put_int64(&self.timestamps, timestamp)
         put_int32(&self.types, timestamp_type)
@@ -728,6 +795,8 @@ cdef class ColumnBuilder:
         (list validity, list offsets, null count, header rows, key (validity, offsets, data,
         nulls), value (validity, offsets, data, nulls)). Header keys are raw bytes, which
         Arrow reads as UTF-8 strings (Kafka's writers only write UTF-8 keys)."""
+        if self.values_text:
+            raise ValueError("a values_text builder only renders")
         self.last_rows = self.rows
         self.last_key_bytes, self.last_value_bytes = self.keys.data.length, self.values.data.length
         out = {
@@ -775,6 +844,12 @@ cdef class ColumnBuilder:
         cdef const int32_t* hvo
         if jsonl and not self.with_headers:
             raise ValueError("JSON lines need a builder made with headers")
+        if self.values_text:
+            self.last_rows, self.last_value_bytes = self.rows, self.text.length
+            out_text, out_ends = take(&self.text), take(&self.row_ends)
+            offsets_buffer = take(&self.offsets)
+            self.reset()
+            return out_text, out_ends, offsets_buffer
         out.data = ends.data = NULL
         out.length = out.capacity = ends.length = ends.capacity = 0
         try:
