@@ -147,8 +147,10 @@ class Streams:
                 return stream.read(handle.start, offset, size)
 
             data = await trio.to_thread.run_sync(run)
-        if stream not in self._reading_ahead and stream.wants_read_ahead(handle.start, offset):
-            self._read_ahead(stream, handle.start, offset)
+        last = offset + len(data) - 1  # the next read starts in its chunk or the one after
+        if data and stream not in self._reading_ahead and \
+                stream.wants_read_ahead(handle.start, last):
+            self._read_ahead(stream, handle.start, last)
         return data
 
     def _read_ahead(self, stream: LogStream, start: int, offset: int) -> None:

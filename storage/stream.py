@@ -279,21 +279,19 @@ class LogStream:
             self._chunk(*after)
 
     def _after(self, offset: int, position: int) -> tuple[LogSegment, _SegmentIndex, int] | None:
-        """The chunk after the one holding ``position`` (None at the indexed end, or when the
-        start's position needs rendering)."""
+        """The first chunk with text after the one holding ``position`` (None at the indexed
+        end, or when the start's position needs rendering)."""
         layout = self._layout()
         try:
             here = self._start(self.start_offset(offset), layout, nowait=True) + position
         except BlockingIOError:
             return None
-        segment, index, i, _ = self._locate(layout, here) or (None, None, -1, 0)
-        if segment is None:
+        at = self._locate(layout, here)
+        if at is None:
             return None
-        if i + 1 < len(index.file_ends):
-            return segment, index, i + 1
-        indexed = layout[0]
-        k = next(k for k, (s, _) in enumerate(indexed) if s is segment)
-        return (*indexed[k + 1], 0) if k + 1 < len(indexed) else None
+        _, index, i, inside = at
+        after = self._locate(layout, here - inside + index.stream_ends[i] - index.chunk_start(i)[1])
+        return after[:3] if after is not None else None
 
     # -- positions --------------------------------------------------------------------------
 

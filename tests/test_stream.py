@@ -86,6 +86,7 @@ def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, r
     log.close()
 
 
+@pytest.mark.needs_fixture("kafka-written")
 @pytest.mark.parametrize("name", ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"])
 @pytest.mark.parametrize("fmt", list(StreamFormat))
 def test_stream_of_kafka_written_logs(name, fmt):
@@ -110,4 +111,23 @@ def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
         stream.read(0, 0, 10, nowait=True)  # the first chunk was rendered, then evicted
     assert stream.read(0, 0, 10) == want[:10]
     assert stream.read(0, 3, 10, nowait=True) == want[3:13]  # now it is kept
+    log.close()
+
+
+def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch):
+    monkeypatch.setattr("storage.stream.CHUNK_LOG_BYTES", 700)
+    monkeypatch.setattr("storage.stream.RENDERED_CHUNKS_KEPT", 2)
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
+    stream = LogStream(log, StreamFormat.VALUES)
+    stream.refresh()
+    want = naive(log, StreamFormat.VALUES, 0, False)
+    position = 0
+    while position < len(want):  # a sequential reader that reads ahead never waits
+        piece = bytes(stream.read(0, position, 8, nowait=position > 0))  # < any chunk's text
+        assert piece == want[position:position + 8]
+        position += len(piece)
+        if stream.wants_read_ahead(0, position - 1):  # after the chunk of the last byte read
+            stream.read_ahead(0, position - 1)
+            assert not stream.wants_read_ahead(0, position - 1)
+    assert not stream.wants_read_ahead(0, len(want) - 1)  # nothing after the last chunk
     log.close()
