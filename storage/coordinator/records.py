@@ -24,7 +24,7 @@ from typing import Any
 from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
 
 __all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "CoordinatorRecord", "CoordinatorTopic",
-           "consumer_protocol", "for_topic"]
+           "consumer_protocol", "for_topic", "read_consumer_protocol"]
 
 MESSAGES = Path(__file__).resolve().parent / "messages"
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -182,3 +182,20 @@ def consumer_protocol(name: str) -> Message:
     consumers put in a group member's subscription and assignment bytes (a version-prefixed
     message). Raises FileNotFoundError for another name."""
     return load_message(MESSAGES / "clients" / f"{name}.json")
+
+
+def read_consumer_protocol(name: str, data: bytes) -> dict[str, Any] | None:
+    """Decode a classic consumer's subscription or assignment bytes (an int16 version, then
+    ``name``, i.e. ``ConsumerProtocolSubscription`` or ``ConsumerProtocolAssignment``); None
+    when they do not decode. A version newer than the schema's is read as the newest one, as
+    ``ConsumerProtocol`` does."""
+    message = consumer_protocol(name)
+    version = _prefix(data)
+    if version is None:
+        return None
+    if message.valid_versions.high is not None:
+        version = min(version, message.valid_versions.high)
+    try:
+        return message.read(data, version, 2)
+    except MessageFormatError:
+        return None
