@@ -3,8 +3,8 @@
 #   scripts/asan.sh [pytest args]
 #
 # Copies the checkout's sources and tests (what git tracks or would track; not .venv or build/)
-# into the scratch directory $KFS_ASAN_DIR (default /tmp/kfs-asan, emptied first), beside a
-# link to ../shared (the fixtures), so the in-place build stays as it is; builds
+# into the scratch directory $KFS_ASAN_DIR (default /tmp/kfs-asan, emptied first), fixtures
+# included (tests/fixtures), so the in-place build stays as it is; builds
 # storage/records/_codec.pyx there with gcc and KFS_SANITIZE=address; runs pytest there.
 #
 # Python is not built with ASan, so gcc's libasan is preloaded, into Python processes only: a
@@ -19,7 +19,6 @@ dir="$base/$(basename "$root")"
 py="$root/.venv/bin/python"
 
 rm -rf "$base" && mkdir -p "$dir"
-[ -d "$root/../shared" ] && ln -s "$(cd "$root/../shared" && pwd)" "$base/shared"
 cd "$root"
 git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && echo "$f"; done \
   | tar -cf - -T - | tar -C "$dir" -xf -

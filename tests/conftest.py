@@ -3,8 +3,19 @@
 ``mount``: a factory that mounts a backing directory through the real CLI in background mode
 (``python -m kfs mount ...``, so every use also proves the command returns only once the mount
 serves) and ALWAYS unmounts in teardown: ``fusermount3 -u``, then ``-uz``, then the daemon is
-ended by its pid.  Tests that need it are marked ``fuse`` and skip with the reason when
-``/dev/fuse`` or ``fusermount3`` is missing.
+ended by its pid.
+
+What a test needs beyond the checkout is declared per test, so a missing piece skips only the
+tests that need it, never a whole module:
+
+* ``@pytest.mark.fuse``: a real FUSE mount (``/dev/fuse`` and ``fusermount3``); every test
+  using the ``mount`` fixture gets this mark by itself;
+* ``@pytest.mark.needs_fixture("kafka-written/txn-0", ...)``: directories or files under
+  ``tests/fixtures`` (``FIXTURES_ROOT``), the data Kafka's own code wrote;
+* ``@pytest.mark.root``: root (the ``small_disk`` fixture asks for it itself).
+
+Under CI (environment variable ``CI=true``) a missing requirement fails the test instead: a CI
+run never passes by skipping.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -24,6 +36,28 @@ from kfs.mounts import alive as _alive
 from kfs.mounts import serving_processes
 
 REPO = Path(__file__).resolve().parent.parent
+# Partition directories written by Kafka's own code (each set with a README.txt saying how).
+FIXTURES_ROOT = REPO / "tests" / "fixtures"
+KAFKA_WRITTEN = FIXTURES_ROOT / "kafka-written"
+INTERNAL_TOPICS = FIXTURES_ROOT / "internal-topics"
+KAFKA_CLEANED = FIXTURES_ROOT / "kafka-cleaned"
+# CI=true (as GitHub Actions and GitLab CI set it): what a test needs must be there.
+CI = os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """End the running test for want of ``reason``: a skip, or under CI a failure."""
+    if CI:
+        pytest.fail(f"{reason} (CI=true: every test must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def fixture_path(*parts: str) -> Path:
+    """``FIXTURES_ROOT/<parts>``; the calling test is unavailable() when it does not exist."""
+    path = FIXTURES_ROOT.joinpath(*parts)
+    if not path.exists():
+        unavailable(f"fixture {path} is missing")
+    return path
 
 
 def _fuse_missing() -> str | None:
@@ -39,17 +73,34 @@ def _fuse_missing() -> str | None:
 FUSE_MISSING = _fuse_missing()
 
 
+def require_fuse() -> None:
+    """For code that mounts without the ``mount`` fixture: unavailable() without FUSE."""
+    if FUSE_MISSING is not None:
+        unavailable(f"FUSE unavailable: {FUSE_MISSING}")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "fuse: drives a real FUSE mount (needs /dev/fuse and fusermount3)")
+    config.addinivalue_line("markers", "needs_fixture(*paths): reads these paths under tests/fixtures")
+    config.addinivalue_line("markers", "root: needs to run as root")
 
 
 def pytest_collection_modifyitems(config, items):
-    if FUSE_MISSING is None:
-        return
-    skip = pytest.mark.skip(reason=f"FUSE unavailable: {FUSE_MISSING}")
     for item in items:
-        if "fuse" in item.keywords:
-            item.add_marker(skip)
+        if "mount" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.fuse)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before any fixture is set up: the test's declared needs (skip, or fail under CI)."""
+    for mark in item.iter_markers("needs_fixture"):
+        for part in mark.args:
+            fixture_path(part)
+    if item.get_closest_marker("fuse") is not None:
+        require_fuse()
+    if item.get_closest_marker("root") is not None and os.geteuid() != 0:
+        unavailable("needs root")
 
 
 def kfs_env() -> dict[str, str]:
@@ -174,8 +225,7 @@ class Mounter:
 @pytest.fixture
 def mount(tmp_path):
     """Factory: ``mount(backing=None, *cli_options)`` -> Mount (see Mounter)."""
-    if FUSE_MISSING is not None:
-        pytest.skip(f"FUSE unavailable: {FUSE_MISSING}")
+    require_fuse()
     mounter = Mounter(tmp_path)
     try:
         yield mounter
@@ -185,12 +235,14 @@ def mount(tmp_path):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 1 MiB tmpfs: a real disk that fills up (skips where mounting one is not allowed)."""
+    """A 1 MiB tmpfs: a real disk that fills up (unavailable() where mounting one is not
+    allowed: it needs root)."""
     path = tmp_path / "disk"
     path.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)],
+                         capture_output=True)
+    if res.returncode != 0:
+        unavailable(f"cannot mount a tmpfs here (needs root): {res.stderr.decode(errors='replace').strip()}")
     try:
         yield path
     finally:

@@ -15,6 +15,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from conftest import KAFKA_WRITTEN
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (
     LOG_OVERHEAD,
@@ -29,7 +30,8 @@ from storage.records import (
     iter_batches,
 )
 
-FIXTURES = Path("/work/shared/fixtures/kafka-written")
+FIXTURES = KAFKA_WRITTEN
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 TS = 1700000000000  # 2023-11-14T22:13:20Z, the reference's example timestamp
 
 # §2.7: one record, key "k", value "v", ts 1700000000000, leader epoch 0.
@@ -452,6 +454,7 @@ def fixture_batches(partition: str):
         assert pos == len(buf)
 
 
+@needs_fixtures
 @pytest.mark.parametrize("partition", ["codecs-0", "plain-0", "txn-0", "compacted-0", "legacy-0"])
 def test_kafka_written_batches_decode_as_kafka_reads_them(partition):
     expected = [json.loads(line) for line in open(FIXTURES / f"{partition}.expected.jsonl")]
@@ -478,6 +481,7 @@ def test_kafka_written_batches_decode_as_kafka_reads_them(partition):
         assert codecs == set(CompressionType)
 
 
+@needs_fixtures
 @pytest.mark.parametrize("partition", ["plain-0", "txn-0", "compacted-0", "codecs-0"])
 def test_uncompressed_kafka_batches_rebuild_byte_for_byte(partition):
     """MemoryRecordsBuilder's own bytes: rebuilding each uncompressed CreateTime batch from
@@ -503,6 +507,7 @@ def test_uncompressed_kafka_batches_rebuild_byte_for_byte(partition):
     assert rebuilt > 0
 
 
+@needs_fixtures
 def test_iter_batches_stops_at_a_partial_trailing_batch():
     buf = Path(sorted(glob.glob(str(FIXTURES / "plain-0" / "*.log")))[0]).read_bytes()
     whole = [(b.base_offset, b.size_in_bytes) for b in iter_batches(buf)]

@@ -1,10 +1,9 @@
 """Checkpoint files (§1.4): the text format, the log-dir offset checkpoints, the leader-epoch
 cache, and how the recovery point bounds recovery after an unclean shutdown (§8.4)."""
 
-from pathlib import Path
-
 import pytest
 
+from conftest import KAFKA_WRITTEN
 from storage import LogManager
 from storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
@@ -18,7 +17,7 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.records import build_batch
 from storage.segment import LogSegment
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
+FIXTURES = KAFKA_WRITTEN
 
 
 def test_offset_checkpoint_text_is_kafkas(tmp_path):
@@ -29,7 +28,7 @@ def test_offset_checkpoint_text_is_kafkas(tmp_path):
     assert not (tmp_path / (RECOVERY_POINT_CHECKPOINT + ".tmp")).exists()
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="no fixtures")
+@pytest.mark.needs_fixture("kafka-written/plain-0")
 def test_leader_epoch_checkpoint_round_trips_kafkas_file(tmp_path):
     source = FIXTURES / "plain-0" / "leader-epoch-checkpoint"
     entries = read_epochs(source)

@@ -172,6 +172,7 @@ def rows_of(log, start, end, read_committed, headers):
     return got, want
 
 
+@pytest.mark.needs_fixture("kafka-written")
 @pytest.mark.parametrize("name", ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"])
 @pytest.mark.parametrize("read_committed", [False, True])
 def test_read_columns_is_record_lists_on_kafka_written_logs(name, read_committed):

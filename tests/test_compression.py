@@ -22,6 +22,7 @@ import zstandard
 from kafka.codec import lz4_decode, snappy_decode
 from hypothesis import given, settings, strategies as st
 
+from conftest import KAFKA_WRITTEN
 from storage.errors import CorruptRecordError, InvalidConfigError, InvalidRecordError
 from storage.records.compression import (
     DECOMPRESSED_FLOOR,
@@ -32,7 +33,8 @@ from storage.records.compression import (
     decompressed_limit,
 )
 
-FIXTURES = Path("/work/shared/fixtures/kafka-written")
+FIXTURES = KAFKA_WRITTEN
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 CODECS = [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
 # > 64 KiB: a compressible 64 KiB block, an incompressible one, then compressible text
 BIG = bytes(range(256)) * 256 + os.urandom(65_536) + b"kafka " * 20_000
@@ -130,6 +132,7 @@ def test_none_is_identity():
 # -- byte-identical with Kafka's writers ----------------------------------------------
 
 
+@needs_fixtures
 @pytest.mark.parametrize("partition", ["codecs-0", "txn-0", "compacted-0"])
 def test_gzip_snappy_zstd_output_equals_kafkas(partition):
     """Kafka's gzip (JDK zlib), snappy (snappy-java) and zstd (zstd-jni) bytes come out the
@@ -291,6 +294,7 @@ def legacy_lz4_wrapper_values(magic: int):
             pos += 12 + size
 
 
+@needs_fixtures
 def test_lz4_kafka_written_legacy_frames():
     v0 = list(legacy_lz4_wrapper_values(0))
     v1 = list(legacy_lz4_wrapper_values(1))

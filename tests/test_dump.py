@@ -12,18 +12,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, kfs_command, kfs_env
+from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
 from kafka.record.memory_records import MemoryRecords
 
 from storage import LogConfig
 from storage.log import Log
 from storage.records import CompressionType, build_batch
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
+FIXTURES = KAFKA_WRITTEN
 V2_FIXTURES = ["plain-0", "codecs-0", "compacted-0", "txn-0"]
 TS = 1700000000000
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
 # §2.7: one record, key "k", value "v", leader epoch 0; §2.8: COMMIT marker at offset 5.
 EXAMPLE_2_7 = bytes.fromhex(
@@ -134,12 +134,14 @@ def test_control_record_line(tmp_path):
         "endTxnMarker: COMMIT coordinatorEpoch: 0"]
 
 
+@needs_fixtures
 def test_abort_marker_of_the_txn_fixture():
     res = kfs_dump("--deep-iteration", FIXTURES / "txn-0" / "00000000000000000184.log")
     assert ("| offset: 262 CreateTime: 1700000003873 keySize: 4 valueSize: 6 sequence: -1 "
             "headerKeys: [] endTxnMarker: ABORT coordinatorEpoch: 7") in res.stdout.splitlines()
 
 
+@needs_fixtures
 @pytest.mark.parametrize("name", V2_FIXTURES)
 def test_every_line_matches_kafka_python(name):
     files = segment_files(name, ".log")
@@ -164,6 +166,7 @@ def test_delete_horizon_and_log_append_time(tmp_path):
     assert lines[4].startswith("| offset: 1 LogAppendTime: 1700000000005 keySize: 2 valueSize: -1 ")
 
 
+@needs_fixtures
 def test_non_consecutive_offsets_are_reported_per_file(tmp_path):
     rows = [json.loads(line) for line in open(FIXTURES / "compacted-0.expected.jsonl")]
     files = segment_files("compacted-0", ".log")
@@ -195,6 +198,7 @@ def test_torn_tail_and_max_bytes(tmp_path):
 # -- indexes -------------------------------------------------------------------------------
 
 
+@needs_fixtures
 def test_index_entries_and_kafkas_mismatches():
     # plain-0 has 21 follower-style entries naming the last offset of a later batch than the one
     # at their position: kafka-dump-log reports those as mismatches
@@ -216,6 +220,7 @@ def test_index_entries_and_kafkas_mismatches():
     assert verify_only.stderr == res.stderr
 
 
+@needs_fixtures
 def test_time_index_entries_and_mismatch_report(tmp_path):
     src = FIXTURES / "codecs-0"
     res = kfs_dump(*segment_files("codecs-0", ".timeindex"))
@@ -237,6 +242,7 @@ def test_time_index_entries_and_mismatch_report(tmp_path):
         f"Found timestamp mismatch in :{bad}", f"  Index timestamp: {ts + 1}, log timestamp: {ts}"]
 
 
+@needs_fixtures
 def test_index_sanity_check(tmp_path):
     good = FIXTURES / "plain-0" / "00000000000000000000.index"
     res = kfs_dump("--index-sanity-check", good, good.with_suffix(".timeindex"))
@@ -262,6 +268,7 @@ def from_json_bytes(value):
     return base64.b64decode(value["base64"])
 
 
+@needs_fixtures
 @pytest.mark.parametrize("name", V2_FIXTURES)
 def test_json_records_equal_the_expected_jsonl(name):
     res = kfs_dump("--json", "--deep-iteration", *segment_files(name, ".log"))
@@ -283,6 +290,7 @@ def test_json_records_equal_the_expected_jsonl(name):
             e["batchBaseOffset"], e["isControl"], e["isTransactional"], e["producerId"])
 
 
+@needs_fixtures
 def test_json_piped_to_jq():
     if shutil.which("jq") is None:
         pytest.skip("jq is not installed")
@@ -296,6 +304,7 @@ def test_json_piped_to_jq():
         '[153,"COMMIT",7]', '[262,"ABORT",7]', '[267,"COMMIT",7]', '[368,"COMMIT",7]']
 
 
+@needs_fixtures
 def test_json_batches_match_the_text_lines():
     path = segment_files("codecs-0", ".log")[3]
     batches = [json.loads(line) for line in kfs_dump("--json", path).stdout.splitlines()]
@@ -340,6 +349,7 @@ def test_json_of_an_engine_written_log(tmp_path):
 # -- errors --------------------------------------------------------------------------------
 
 
+@needs_fixtures
 def test_missing_and_unknown_files_are_errors_and_the_rest_is_dumped(tmp_path):
     good = FIXTURES / "plain-0" / "00000000000000000000.timeindex"
     odd = tmp_path / "notes.txt"
@@ -354,6 +364,7 @@ def test_missing_and_unknown_files_are_errors_and_the_rest_is_dumped(tmp_path):
     assert kfs_dump().returncode == 2
 
 
+@needs_fixtures
 def test_index_without_its_log(tmp_path):
     part = tmp_path / "p-0"
     part.mkdir()
@@ -377,6 +388,7 @@ def test_a_corrupt_batch_is_reported_and_the_walk_goes_on(tmp_path):
     assert f"kfs dump: {path}: batch at position 0 (offset 0): " in res.stderr
 
 
+@needs_fixtures
 def test_files_option_as_kafka_takes_it():
     a, b = segment_files("txn-0", ".index")[:2]
     res = kfs_dump("--files", f"{a},{b}")
@@ -407,6 +419,7 @@ def snapshot_oracle(path):
     return lines
 
 
+@needs_fixtures
 @pytest.mark.parametrize("name", ["txn-0", "plain-0", "compacted-0"])
 def test_snapshot_lines(name):
     files = segment_files(name, ".snapshot")
@@ -420,6 +433,7 @@ def test_snapshot_lines(name):
         assert any("producerId: 3000 " in line for line in expected)
 
 
+@needs_fixtures
 def test_corrupt_snapshot_is_an_error(tmp_path):
     src = FIXTURES / "txn-0" / "00000000000000000278.snapshot"
     bad = tmp_path / src.name
@@ -432,6 +446,7 @@ def test_corrupt_snapshot_is_an_error(tmp_path):
     assert res.stdout.splitlines()[-1] == snapshot_oracle(src)[-1]
 
 
+@needs_fixtures
 def test_txnindex_lines():
     path = FIXTURES / "txn-0" / "00000000000000000184.txnindex"
     res = kfs_dump(path)

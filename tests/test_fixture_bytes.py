@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from conftest import KAFKA_WRITTEN
 from storage import LogConfig
 from storage.log import Log
 from storage.records import iter_batches
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
+FIXTURES = KAFKA_WRITTEN
 # from the fixtures' README
 SEGMENT_BYTES = {"plain-0": 64 * 1024, "codecs-0": 16 * 1024, "txn-0": 8 * 1024}
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
 
 def index_entries(path: Path, base_offset: int) -> dict[int, int]:
@@ -49,6 +50,7 @@ def kafka_appends(directory: Path) -> list[bytes]:
     return appends
 
 
+@needs_fixtures
 @pytest.mark.parametrize("name", sorted(SEGMENT_BYTES))
 def test_follower_appends_reproduce_kafkas_files(tmp_path, name):
     source = FIXTURES / name

@@ -1,20 +1,20 @@
-"""Directories written by Kafka's own code (../shared/fixtures/kafka-written), read through the
+"""Directories written by Kafka's own code (tests/fixtures/kafka-written), read through the
 engine: every record by offset and the ListOffsets answer for every timestamp, compared with the
 ``.expected.jsonl`` Kafka's verifier wrote beside each directory."""
 
 import base64
 import bisect
 import json
-from pathlib import Path
 
 import pytest
 
+from conftest import KAFKA_WRITTEN
 from storage import LogManager, TimestampType
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
+FIXTURES = KAFKA_WRITTEN
 FIXTURE_NAMES = ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"]
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
 
 def b64(text):
@@ -56,6 +56,7 @@ def manager():
     mgr.close()
 
 
+@needs_fixtures
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_every_record_by_offset(manager, name):
     log = manager.get(name)
@@ -71,6 +72,7 @@ def test_every_record_by_offset(manager, name):
             assert record is None, offset  # gaps left by compaction are not the neighbour
 
 
+@needs_fixtures
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_records_from_lists_every_record_in_order(manager, name):
     log = manager.get(name)
@@ -82,6 +84,7 @@ def test_records_from_lists_every_record_in_order(manager, name):
     assert [as_expected(r) for r in got] == [from_expected(row) for row in expected_records(name)]
 
 
+@needs_fixtures
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_list_offsets_by_time(manager, name):
     log = manager.get(name)
@@ -104,6 +107,7 @@ def test_list_offsets_by_time(manager, name):
         assert (record.offset if record else None) == expected, target
 
 
+@needs_fixtures
 def test_txn_fixture_read_committed_hides_aborted_records_and_stops_at_the_lso(manager):
     """txn-0: one aborted transaction (producer 2000, offsets 189..262); every transaction is
     decided by the end, so the last stable offset is the log end offset."""

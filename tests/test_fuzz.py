@@ -28,6 +28,7 @@ def seeds(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.needs_fixture("kafka-written")
 @pytest.mark.parametrize("target, flags", [("batch", []), ("segment", ["-max_len=16384"])])
 def test_fuzz_target(target, flags, seeds, tmp_path):
     corpus = tmp_path / "corpus"

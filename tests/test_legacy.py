@@ -9,12 +9,12 @@ import os
 import shutil
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatch as KafkaPythonLegacyBatch
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
+from conftest import KAFKA_WRITTEN
 from storage import LogManager
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (
@@ -28,13 +28,13 @@ from storage.records import (
 )
 from storage.segment import filename_prefix
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
+FIXTURES = KAFKA_WRITTEN
 LEGACY = FIXTURES / "legacy-0"
 TS = 1700000000000
 LEGACY_CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY,
                  CompressionType.LZ4]
 
-needs_fixtures = pytest.mark.skipif(not LEGACY.is_dir(), reason=f"no fixture at {LEGACY}")
+needs_fixtures = pytest.mark.needs_fixture("kafka-written/legacy-0", "kafka-written/legacy-0.expected.jsonl")
 
 KEYS = [b"key-0", None, b"", b"k" * 300, None, b"key-5", b"\x00\xff"]
 VALUES = [b"value zero", b"v1" * 40, None, b"", b"x" * 2000, b"five", None]

@@ -20,13 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
+from conftest import KAFKA_WRITTEN, REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
 
-pytestmark = pytest.mark.fuse
-
-FIXTURES = Path("/work/shared/fixtures/kafka-written")
-if not FIXTURES.is_dir():
-    FIXTURES = REPO.parent / "shared" / "fixtures" / "kafka-written"
+# Tests using the ``mount`` fixture are marked ``fuse`` by conftest; the CLI's own checks are not.
+FIXTURES = KAFKA_WRITTEN
 
 
 # --------------------------------------------------------------------------- helpers
@@ -270,7 +267,7 @@ def test_xattrs_cannot_be_set(mount):
     assert xattr_names("orders-0/by-offset/0", m.path) >= {"user.kafka.key.null"}
 
 
-@pytest.mark.skipif(not (FIXTURES / "plain-0").is_dir(), reason="Kafka-written fixtures not found")
+@pytest.mark.needs_fixture("kafka-written/plain-0", "kafka-written/plain-0.expected.jsonl")
 def test_headers_and_null_values_from_kafka_written_data(mount):
     m = mount(FIXTURES, "--read-only")
     expected = [json.loads(line) for line in (FIXTURES / "plain-0.expected.jsonl").read_text().splitlines()]
@@ -656,6 +653,7 @@ def test_cli_reports_a_failure_of_the_serving_process(tmp_path):
     assert not is_mounted(tmp_path / "mnt")
 
 
+@pytest.mark.fuse
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_foreground_mount_ends_cleanly_on_signal(tmp_path, signum):
     mnt = tmp_path / "mnt"

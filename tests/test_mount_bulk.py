@@ -4,11 +4,7 @@ lost or split, whatever the write sizes the kernel chooses."""
 import json
 import subprocess
 
-import pytest
-
 from storage import LogManager
-
-pytestmark = pytest.mark.fuse
 
 LINES = 1_000_000
 

@@ -18,14 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from conftest import REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
 
 from storage import LogManager
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from storage.records import iter_batches
-
-pytestmark = pytest.mark.fuse
 
 TESTS = Path(__file__).resolve().parent
 

@@ -12,7 +12,7 @@ import pytest
 
 from test_fixtures import FIXTURE_NAMES, FIXTURES, expected_records
 
-pytestmark = [pytest.mark.fuse, pytest.mark.skipif(not FIXTURES.is_dir(), reason="no fixtures")]
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
 
 def b64(text):
@@ -36,10 +36,9 @@ def headers_json(headers):
 
 @pytest.fixture(scope="module")
 def fixtures_mount(tmp_path_factory):
-    from conftest import FUSE_MISSING, Mounter
+    from conftest import Mounter, require_fuse
 
-    if FUSE_MISSING:
-        pytest.skip(FUSE_MISSING)
+    require_fuse()
     mounter = Mounter(tmp_path_factory.mktemp("fixtures"))
     try:
         yield mounter(FIXTURES, "--read-only").path
@@ -47,11 +46,15 @@ def fixtures_mount(tmp_path_factory):
         mounter.close_all()
 
 
+@needs_fixtures
+@pytest.mark.fuse
 def test_root_lists_the_fixture_partitions(fixtures_mount):
     listing = subprocess.run(["ls", fixtures_mount], capture_output=True, check=True).stdout.split()
     assert {name.encode() for name in FIXTURE_NAMES} <= set(listing)
 
 
+@needs_fixtures
+@pytest.mark.fuse
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_every_record_through_the_mount(fixtures_mount, name):
     rows = expected_records(name)
@@ -83,6 +86,8 @@ def test_every_record_through_the_mount(fixtures_mount, name):
         assert json.loads(attrs["user.kafka.headers"]) == headers_json(row["headers"])
 
 
+@needs_fixtures
+@pytest.mark.fuse
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_by_time_through_the_mount(fixtures_mount, name):
     rows = expected_records(name)
@@ -104,11 +109,12 @@ def test_by_time_through_the_mount(fixtures_mount, name):
     assert not (fixtures_mount / name / "by-time" / str(times[-1] + 1)).exists()
 
 
+@needs_fixtures
+@pytest.mark.fuse
 def test_read_committed_mount_hides_the_aborted_transaction(tmp_path):
-    from conftest import FUSE_MISSING, Mounter
+    from conftest import Mounter, require_fuse
 
-    if FUSE_MISSING:
-        pytest.skip(FUSE_MISSING)
+    require_fuse()
     rows = expected_records("txn-0")
     aborted = {r["offset"] for r in rows if r["producerId"] == 2000 and 189 <= r["offset"] <= 262}
     mounter = Mounter(tmp_path)

@@ -6,7 +6,6 @@ import bisect
 import datetime as dt
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -16,10 +15,11 @@ pytest.importorskip("pyarrow")
 import kfs.spark  # noqa: E402
 from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes  # noqa: E402
 from kfs.spark.reader import read_range, spark_schema  # noqa: E402
+from conftest import KAFKA_WRITTEN  # noqa: E402
 from storage import LogManager  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
+FIXTURES = KAFKA_WRITTEN
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 TYPES = {"CREATE_TIME": 0, "LOG_APPEND_TIME": 1, "NO_TIMESTAMP_TYPE": -1}
 
 
@@ -64,12 +64,14 @@ def first_offset_at(rows, timestamp):
     return min(hits) if hits else None
 
 
+@needs_fixtures
 @pytest.mark.parametrize("topic", FIXTURE_TOPICS)
 def test_fixture_reads_as_kafka_wrote_it(spark, topic):
     df = load(spark, subscribe=topic, includeHeaders="true")
     assert as_tuples(df.collect()) == expected(topic)
 
 
+@needs_fixtures
 def test_schema_is_spark_kafka_source_schema(spark):
     df = load(spark, subscribe="plain")
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
@@ -79,6 +81,7 @@ def test_schema_is_spark_kafka_source_schema(spark):
     assert with_headers["headers"].dataType.simpleString() == "array<struct<key:string,value:binary>>"
 
 
+@needs_fixtures
 def test_arrow_batches_have_sparks_exact_arrow_schema():
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -90,12 +93,14 @@ def test_arrow_batches_have_sparks_exact_arrow_schema():
             assert batch.schema == to_arrow_schema(spark_schema(headers), timezone="UTC")
 
 
+@needs_fixtures
 def test_offset_range_as_json(spark):
     df = load(spark, subscribe="plain", startingOffsets='{"plain":{"0":1000}}',
               endingOffsets='{"plain":{"0":1500}}', includeHeaders="true")
     assert as_tuples(df.collect()) == [r for r in expected("plain") if 1000 <= r[4] < 1500]
 
 
+@needs_fixtures
 def test_compacted_range_starting_in_a_gap(spark):
     rows = expected("compacted")
     df = load(spark, subscribe="compacted", startingOffsets='{"compacted":{"0":141}}',
@@ -103,6 +108,7 @@ def test_compacted_range_starting_in_a_gap(spark):
     assert as_tuples(df.collect()) == [r for r in rows if r[4] >= 141]
 
 
+@needs_fixtures
 @pytest.mark.parametrize("topic", ["plain", "codecs"])
 def test_timestamp_range_through_the_time_index(spark, topic):
     rows = expected(topic)
@@ -118,6 +124,7 @@ def test_timestamp_range_through_the_time_index(spark, topic):
     assert as_tuples(by_partition.collect()) == as_tuples(df.collect())
 
 
+@needs_fixtures
 def test_starting_timestamp_past_every_record(spark):
     late = str(max(r[5] for r in expected("plain")) + 1)
     with pytest.raises(Exception, match="No offset matched"):
@@ -127,6 +134,7 @@ def test_starting_timestamp_past_every_record(spark):
     assert df.count() == 0
 
 
+@needs_fixtures
 def test_split_reads_equal_whole_read(spark):
     whole = load(spark, subscribe="plain,codecs", includeHeaders="true")
     split = load(spark, subscribe="plain,codecs", includeHeaders="true",
@@ -141,6 +149,7 @@ def test_split_reads_equal_whole_read(spark):
     assert capped.rdd.getNumPartitions() == 5
 
 
+@needs_fixtures
 def test_split_by_bytes_cuts_at_index_entries_and_segment_bases():
     log = open_log(str(FIXTURES), "plain", 0)
     try:
@@ -175,6 +184,7 @@ def test_split_by_bytes_makes_equal_parts(tmp_path):
         manager.close()
 
 
+@needs_fixtures
 def test_multiple_topics_and_assign(spark):
     df = load(spark, assign='{"plain":[0],"txn":[0]}')
     assert {r.topic: r["count"] for r in df.groupBy("topic").count().collect()} == {
@@ -197,6 +207,7 @@ FILTERS = [
 ]
 
 
+@needs_fixtures
 @pytest.mark.parametrize("pushdown", [False, True])
 def test_filters_with_and_without_pushdown(spark, pushdown):
     rows = expected("plain")
@@ -211,6 +222,7 @@ def test_filters_with_and_without_pushdown(spark, pushdown):
         kfs.spark.register(spark)
 
 
+@needs_fixtures
 def test_pushdown_narrows_the_planned_ranges(spark):
     from kfs.spark.options import parse_options
     from kfs.spark.pushdown import push
@@ -227,6 +239,7 @@ def test_pushdown_narrows_the_planned_ranges(spark):
     assert [(r.start, r.end) for r in ranges] == [(first_offset_at(rows, 1700000400000), 4900)]
 
 
+@needs_fixtures
 @pytest.mark.parametrize("options, message", [
     ({}, "exactly one of"),
     ({"subscribe": "plain", "assign": '{"plain":[0]}'}, "exactly one of"),
@@ -266,6 +279,7 @@ def test_data_loss(spark, tmp_path):
     shutil.rmtree(backing)
 
 
+@needs_fixtures
 def test_read_committed_hides_the_aborted_transaction(spark):
     rows = [json.loads(line) for line in open(FIXTURES / "txn-0.expected.jsonl")]
     aborted = {r["offset"] for r in rows if r["producerId"] == 2000 and 189 <= r["offset"] <= 262}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-from pathlib import Path
 
 import pytest
 from kafka.consumer.fetcher import Fetcher
@@ -16,6 +15,7 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 from kafka.structs import TopicPartition
 
+from conftest import KAFKA_WRITTEN
 from storage.errors import (
     CorruptIndexError,
     CorruptSnapshotError,
@@ -53,9 +53,9 @@ from storage.records.control import (
 )
 from storage.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
+FIXTURES = KAFKA_WRITTEN
 TXN_FIXTURE = FIXTURES / "txn-0"
-needs_fixture = pytest.mark.skipif(not TXN_FIXTURE.is_dir(), reason=f"no fixture at {TXN_FIXTURE}")
+needs_fixture = pytest.mark.needs_fixture("kafka-written/txn-0", "kafka-written/txn-0.expected.jsonl")
 
 
 def fixture_batches():

@@ -3,13 +3,9 @@ right after a plain ``fusermount3 -u`` waits for the closing process instead of 
 
 import subprocess
 
-import pytest
-
 from conftest import REPO, daemon_pids, is_mounted, kfs_command, kfs_env
 from kfs.mounts import alive
 from storage import LogManager
-
-pytestmark = pytest.mark.fuse
 
 
 def many_partitions(path, n=40):

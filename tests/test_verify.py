@@ -11,19 +11,18 @@ import random
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
-from conftest import REPO, kfs_command, kfs_env
+from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
 
 from storage import LogConfig, LogManager
 from storage.log import Log
 from storage.records import CompressionType, build_batch, iter_batches
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-written"
+FIXTURES = KAFKA_WRITTEN
 TS = 1700000000000
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"no fixtures at {FIXTURES}")
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
 
 def kfs_verify(*args):
@@ -97,6 +96,7 @@ def records_by_offset(backing, name):
 # -- clean directories ---------------------------------------------------------------------
 
 
+@needs_fixtures
 def test_kafka_written_fixtures_are_clean():
     res = kfs_verify(FIXTURES, "plain-0", "codecs-0", "compacted-0", "txn-0", "legacy-0")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -123,6 +123,7 @@ def test_progress_bar_goes_to_stderr_only(tmp_path):
     assert problems(res) == problems(quiet) == []
 
 
+@needs_fixtures
 def test_usage_errors_exit_2(tmp_path):
     assert kfs_verify(tmp_path / "missing").returncode == 2
     res = kfs_verify(FIXTURES, "nope-0")
@@ -136,6 +137,7 @@ def test_usage_errors_exit_2(tmp_path):
 # -- damage --------------------------------------------------------------------------------
 
 
+@needs_fixtures
 def test_flipped_byte_in_a_batch(tmp_path):
     backing, part = copy_fixture(tmp_path)
     log = segment(part, 1032, ".log")
@@ -151,6 +153,7 @@ def test_flipped_byte_in_a_batch(tmp_path):
         + problems(res)[0].split("computed crc = ")[1]]
 
 
+@needs_fixtures
 def test_log_truncated_mid_batch(tmp_path):
     backing, part = copy_fixture(tmp_path)
     log = segment(part, 2950, ".log")
@@ -166,6 +169,7 @@ def test_log_truncated_mid_batch(tmp_path):
     assert any(line.startswith(f"plain-0/{log.stem}.timeindex") for line in lines[1:])
 
 
+@needs_fixtures
 def test_zeroed_index(tmp_path):
     backing, part = copy_fixture(tmp_path)
     index = segment(part, 0, ".index")
@@ -178,6 +182,7 @@ def test_zeroed_index(tmp_path):
         "was not trimmed (Kafka would read them as entries)"]
 
 
+@needs_fixtures
 def test_deleted_time_index(tmp_path):
     backing, part = copy_fixture(tmp_path)
     segment(part, 446, ".timeindex").unlink()
@@ -188,6 +193,7 @@ def test_deleted_time_index(tmp_path):
         "the segment's largest timestamp; recovery rebuilds it)"]
 
 
+@needs_fixtures
 def test_leftovers_and_orphans(tmp_path):
     backing, part = copy_fixture(tmp_path)
     for name in ("00000000000000000253.log.cleaned", "00000000000000000253.index.swap",
@@ -282,6 +288,7 @@ def expected_records(name):
     return {r["offset"]: (b64(r["key"]), b64(r["value"])) for r in rows if not r["isControl"]}
 
 
+@needs_fixtures
 @pytest.mark.parametrize("damage", ["flip", "truncate", "zero-index", "drop-timeindex"])
 def test_repair_then_verify_is_clean_and_batches_before_the_damage_read(tmp_path, damage):
     backing, part = copy_fixture(tmp_path)
@@ -327,6 +334,7 @@ def test_repair_of_a_clean_directory_changes_nothing(tmp_path):
     assert {p.name: p.read_bytes() for p in part.iterdir()} == before
 
 
+@needs_fixtures
 def test_corrupt_snapshot_and_transaction_index(tmp_path):
     backing, part = copy_fixture(tmp_path, "txn-0")
     snapshot = part / "00000000000000000278.snapshot"

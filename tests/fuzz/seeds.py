@@ -5,7 +5,7 @@ boundaries the 12-byte log overhead gives; ``segment/``: each non-empty ``.log``
 Files are named by a hash of their bytes, so equal batches are kept once.
 
 Usage: ``python tests/fuzz/seeds.py OUT_DIR`` (fixtures from $KFS_FIXTURES, by default
-/work/shared/fixtures).
+tests/fixtures).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-FIXTURES = Path(os.environ.get("KFS_FIXTURES", "/work/shared/fixtures"))
+FIXTURES = Path(os.environ.get("KFS_FIXTURES", Path(__file__).resolve().parents[1] / "fixtures"))
 _SIZE = struct.Struct(">i")
 
 
