@@ -6,7 +6,17 @@ from kfs import inodes
 from kfs.inodes import Kind, Node
 
 
-FIXED = [Kind.PARTITION, Kind.BY_OFFSET, Kind.BY_TIME, Kind.APPEND, Kind.APPEND_KEYED]
+# Every per-partition node with a fixed number, and its low bits (the design's table).
+FIXED_SLOTS = {Kind.PARTITION: 1, Kind.BY_OFFSET: 2, Kind.BY_TIME: 3, Kind.APPEND: 4,
+               Kind.APPEND_KEYED: 5, Kind.APPEND_BATCHES: 6, Kind.VALUES: 7,
+               Kind.RECORDS_JSONL: 8, Kind.FROM: 9}
+FIXED = list(FIXED_SLOTS)
+PER_OFFSET = [Kind.RECORD, Kind.TIME_LINK, Kind.WINDOW, Kind.WINDOW_VALUES,
+              Kind.WINDOW_RECORDS_JSONL]
+
+
+def test_every_kind_is_numbered_here():
+    assert set(Kind) == {Kind.ROOT, *FIXED, *PER_OFFSET}
 
 
 def test_root_is_fuse_root_inode():
@@ -40,19 +50,20 @@ def test_example_numbering_from_the_design():
     assert inodes.record_ino(2, 5) == (2 << 44) | (16 + 8 * 5)
     assert inodes.time_link_ino(2, 5) == (2 << 44) | (17 + 8 * 5)
     assert inodes.offset_ino(2, Kind.WINDOW_VALUES, 5) == (2 << 44) | (19 + 8 * 5)
+    for kind, slot in FIXED_SLOTS.items():
+        assert inodes.fixed_ino(3, kind) == (3 << 44) | slot, kind
 
 
 def test_all_numbers_distinct_across_partitions_and_kinds():
-    seen = {inodes.ROOT_INO}
+    seen = {inodes.ROOT_INO: Node(Kind.ROOT)}
     for pid in (1, 2, 3, inodes.MAX_PID):
         for kind in FIXED:
-            seen.add(inodes.fixed_ino(pid, kind))
-        for offset in range(0, 200):
-            seen.add(inodes.record_ino(pid, offset))
-            seen.add(inodes.time_link_ino(pid, offset))
-        seen.add(inodes.record_ino(pid, inodes.MAX_OFFSET - 1))
-        seen.add(inodes.time_link_ino(pid, inodes.MAX_OFFSET - 1))
-    assert len(seen) == 1 + 4 * (5 + 2 * 200 + 2)
+            seen[inodes.fixed_ino(pid, kind)] = Node(kind, pid)
+        for offset in [*range(0, 200), inodes.MAX_OFFSET - 1]:
+            for kind in PER_OFFSET:
+                seen[inodes.offset_ino(pid, kind, offset)] = Node(kind, pid, offset)
+    assert len(seen) == 1 + 4 * (len(FIXED) + len(PER_OFFSET) * 201)
+    assert all(inodes.decode(ino) == node for ino, node in seen.items())
 
 
 def test_offset_beyond_inode_space_overflows():

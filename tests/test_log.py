@@ -1,6 +1,8 @@
 """The partition log: appends, index and roll rules of Kafka's LogSegment/UnifiedLog (§5.3,
 §6.2, §8.2 of the reference), reads by offset and time, reopening and recovery."""
 
+import dataclasses
+import logging
 import os
 import threading
 import time
@@ -483,10 +485,19 @@ def test_kraft_metadata_log_is_not_a_data_partition(tmp_path):
     mgr.close()
 
 
-def test_kafka_topic_configs_not_applied_yet_are_accepted(tmp_path):
-    (tmp_path / "t.topic.properties").write_text("retention.ms=1000\ncleanup.policy=compact\n")
+def test_kafka_topic_configs_not_applied_yet_are_accepted(tmp_path, caplog):
+    # Kafka topic keys kfs reads without acting on them, beside one it applies
+    (tmp_path / "t.topic.properties").write_text(
+        "min.compaction.lag.ms=1000\npreallocate=true\nmin.insync.replicas=2\nsegment.bytes=4096\n")
     mgr = LogManager(tmp_path)
-    mgr.create("t-0").append([b"x"])
+    with caplog.at_level(logging.WARNING, logger="storage.config"):
+        log = mgr.create("t-0")
+    assert (tmp_path / "t-0").is_dir()
+    assert log.config == dataclasses.replace(LogConfig(), segment_bytes=4096)  # only the applied key
+    warned = [r.getMessage() for r in caplog.records if r.name == "storage.config"]
+    for key in ("min.compaction.lag.ms=1000", "preallocate=true", "min.insync.replicas=2"):
+        assert any(key in message and "does not apply" in message for message in warned), warned
+    assert log.append([b"x"]) == 0 and log.read(0).value == b"x"
     mgr.close()
 
 

@@ -64,12 +64,18 @@ def test_when_every_segment_expires_the_log_rolls_and_keeps_an_empty_active_segm
 
 
 def test_retention_bytes_keeps_the_log_at_or_above_the_limit(tmp_path):
-    log = follower_log(tmp_path / "t-0", [1_700_000_000_000] * 8, retention_bytes=4 * 1100,
+    limit = 4 * 1100
+    log = follower_log(tmp_path / "t-0", [1_700_000_000_000] * 8, retention_bytes=limit,
                        retention_ms=-1)
-    sizes = [s.size for s in log._segments]
-    assert log.delete_old_segments() == 1  # dropping a second would go under the limit
-    assert log.size_in_bytes == sum(sizes[1:]) >= 4 * 1100 - sizes[0]
+    sizes = [s.size for s in log.log_segments()]
+    assert len(sizes) == 3 and sum(sizes) - sizes[0] >= limit  # the first segment can go
+    assert log.delete_old_segments() == 1
+    assert log.size_in_bytes == sum(sizes[1:]) >= limit  # at or above the limit
+    assert log.size_in_bytes - sizes[1] < limit  # dropping the next would go under it
+    assert log.delete_old_segments() == 0
+    assert [s.size for s in log.log_segments()] == sizes[1:]
     assert log.log_start_offset == 3
+    assert log.read(2) is None and log.read(3).value.startswith(b"0003")
     log.close()
 
 
@@ -113,11 +119,18 @@ def expiring_backing(tmp_path, retention_key):
 
 def test_log_start_offset_is_checkpointed_and_survives_reopen(tmp_path):
     mgr = expiring_backing(tmp_path, "log.retention.ms")
+    checkpoint = tmp_path / LOG_START_OFFSET_CHECKPOINT
+    assert not checkpoint.exists()
     assert mgr.cleanup_logs() == {"t-0": 1}
-    assert read_offsets(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {}  # start == first base
+    # written by the retention run, in Kafka's form: no entry for a log whose start offset is
+    # its first segment's base offset (the segments themselves say it)
+    assert checkpoint.read_text() == "0\n0\n"
     mgr.close()
+    assert checkpoint.read_text() == "0\n0\n"
     mgr = LogManager(tmp_path)
-    assert mgr.get("t-0").log_start_offset == 3
+    log = mgr.get("t-0")
+    assert log.log_start_offset == 3 and log.first_segment_base_offset == 3
+    assert log.read(2) is None and [r.offset for r in log.records_from(0, 10)] == [3, 4, 5]
     mgr.close()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import subprocess
 
 import pytest
 from kafka.consumer.fetcher import Fetcher
@@ -15,7 +16,7 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 from kafka.structs import TopicPartition
 
-from conftest import KAFKA_WRITTEN
+from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
 from storage.errors import (
     CorruptIndexError,
     CorruptSnapshotError,
@@ -673,22 +674,15 @@ def test_fixture_read_committed_matches_kafka_python_consumer():
 
 
 @needs_fixture
-def test_fixture_snapshot_fields_give_kafka_dump_log_lines():
-    def dump_line(e):  # kafka-dump-log's .snapshot line, as ProducerStateEntry documents it
-        txn = ("OptionalLong.empty" if e.current_txn_first_offset is None
-               else f"OptionalLong[{e.current_txn_first_offset}]")
-        line = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
-                f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: {txn} "
-                f"lastTimestamp: {e.last_timestamp} ")
-        if e.batch_metadata:
-            b = e.batch_metadata[0]
-            line += (f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} "
-                     f"lastOffset: {b.last_offset} offsetDelta: {b.offset_delta} "
-                     f"timestamp: {b.timestamp}")
-        return line
-
-    lines = [dump_line(e) for e in read_snapshot(TXN_FIXTURE / "00000000000000000184.snapshot")]
-    assert lines == [
+def test_kfs_dump_of_a_kafka_snapshot_gives_kafka_dump_log_lines():
+    """``kfs dump`` run on the producer snapshot Kafka wrote prints kafka-dump-log's lines
+    (DumpLogSegments.dumpProducerIdSnapshot: one line per ProducerStateEntry, its last batch)."""
+    path = TXN_FIXTURE / "00000000000000000184.snapshot"
+    res = subprocess.run(kfs_command("dump", str(path)), cwd=REPO, env=kfs_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout.splitlines() == [
+        f"Dumping {path}",
         "producerId: 2000 producerEpoch: 0 coordinatorEpoch: 7 currentTxnFirstOffset: "
         "OptionalLong.empty lastTimestamp: 1700000002262 firstSequence: 34 lastSequence: 37 "
         "lastOffset: 152 offsetDelta: 3 timestamp: 1700000002262",

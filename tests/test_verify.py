@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
+from crc32c import crc32c
 
 from storage import LogConfig, LogManager
 from storage.log import Log
@@ -145,12 +146,15 @@ def test_flipped_byte_in_a_batch(tmp_path):
     data = bytearray(log.read_bytes())
     data[position + size // 2] ^= 0x01
     log.write_bytes(data)
+    # v2 layout: the CRC-32C at byte 17 covers everything from the attributes (byte 21) on
+    stored = struct.unpack_from(">I", data, position + 17)[0]
+    computed = crc32c(bytes(data[position + 21:position + size]))
+    assert computed != stored
     res = kfs_verify(backing)
     assert res.returncode == 1
     assert problems(res) == [
         f"plain-0/{log.name}:{position}: Record batch at offset {base} is corrupt "
-        f"(stored crc = {struct.unpack_from('>I', data, position + 17)[0]}, computed crc = "
-        + problems(res)[0].split("computed crc = ")[1]]
+        f"(stored crc = {stored}, computed crc = {computed})"]
 
 
 @needs_fixtures
