@@ -139,6 +139,12 @@ def _add_dump_parser(sub) -> None:
     dump.add_argument("--json", action="store_true",
                       help="one JSON object per line (kcat -J fields for records); "
                            "non-UTF-8 bytes as {\"base64\": ...}")
+    dump.add_argument("--offsets-decoder", action="store_true",
+                      help="decode the records as __consumer_offsets records (implies "
+                           "--print-data-log; with --json: decoded key and value objects)")
+    dump.add_argument("--transaction-log-decoder", action="store_true",
+                      help="decode the records as __transaction_state records (implies "
+                           "--print-data-log; with --json: decoded key and value objects)")
     dump.set_defaults(func=cmd_dump, more_positionals="files")
 
 
@@ -212,6 +218,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
         skip_record_metadata=args.skip_record_metadata,
         max_bytes=args.max_bytes or MAX_BYTES_DEFAULT, json=args.json,
+        offsets_decoder=args.offsets_decoder, transaction_log_decoder=args.transaction_log_decoder,
     )
     return _with_stdout(lambda out: dump_files(files, options, out, sys.stderr))
 

@@ -11,6 +11,18 @@ With ``json`` every line on stdout is one JSON object: a batch (Kafka's batch fi
 (kcat ``-J`` fields ``topic partition offset tstype ts headers key payload`` plus batch context),
 or an index entry. Bytes that are valid UTF-8 are strings, others ``{"base64": "..."}``, null
 stays null; headers are kcat's flat ``[key, value, key, value, ...]`` list.
+
+``offsets_decoder`` / ``transaction_log_decoder`` (kafka-dump-log's ``--offsets-decoder`` and
+``--transaction-log-decoder``; they imply ``print_data_log``, the first wins when both are
+given) decode the records of ``__consumer_offsets`` / ``__transaction_state``
+(:mod:`storage.coordinator`): the text lines then carry after ``key:`` and ``payload:`` what
+Kafka's tool prints, and in ``json`` a record's ``key`` is the decoded key
+``{"type", "name", "data"}`` and ``payload`` gives way to ``value``, the decoded value
+``{"version", "data"}`` or null for a tombstone (control records stay as they are). A record the
+schemas do not cover is printed as Kafka's tool prints it (``Unknown record type ...`` /
+``Error at offset ...`` as its key), in JSON with ``"raw"`` (base64) instead of ``"data"`` and a
+``warnings`` list; either way a ``kfs dump: <file>: offset N: warning: ...`` line goes to
+stderr (the exit status stays 0).
 """
 
 from __future__ import annotations
@@ -24,6 +36,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from storage.coordinator.dumplog import offsets_key_payload, transaction_key_payload
+from storage.coordinator.records import (
+    CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
+    CoordinatorRecord,
+    CoordinatorTopic,
+    for_topic,
+)
 from storage.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
@@ -54,7 +74,8 @@ SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")
 
 @dataclasses.dataclass(frozen=True)
 class DumpOptions:
-    """kafka-dump-log's options (``print_data_log`` implies ``deep_iteration``), plus ``json``.
+    """kafka-dump-log's options (``print_data_log`` implies ``deep_iteration``; the decoders
+    imply both), plus ``json``.
 
     ``max_bytes`` limits how much of each ``.log`` is read (from its start)."""
 
@@ -65,10 +86,23 @@ class DumpOptions:
     skip_record_metadata: bool = False
     max_bytes: int = MAX_BYTES_DEFAULT
     json: bool = False
+    offsets_decoder: bool = False
+    transaction_log_decoder: bool = False
+
+    @property
+    def print_data(self) -> bool:
+        return self.print_data_log or self.coordinator_topic is not None
 
     @property
     def deep(self) -> bool:
-        return self.deep_iteration or self.print_data_log
+        return self.deep_iteration or self.print_data
+
+    @property
+    def coordinator_topic(self) -> str | None:
+        """The topic whose records the chosen decoder reads (offsets first, as Kafka)."""
+        if self.offsets_decoder:
+            return CONSUMER_OFFSETS
+        return TRANSACTION_STATE if self.transaction_log_decoder else None
 
 
 def dump_files(paths: Sequence[str], options: DumpOptions, out: TextIO, err: TextIO) -> int:
@@ -148,11 +182,19 @@ def _control_text(record: Record) -> str:
     return f" controlType: {control_type.name}({type_id})"
 
 
+def _text_key_payload(record: Record) -> tuple[str | None, str | None]:
+    return (None if record.key is None else _decode_text(record.key),
+            None if record.value is None else _decode_text(record.value))
+
+
 def record_line(batch: RecordBatch, record: Record, print_data: bool = False,
-                skip_metadata: bool = False) -> str:
+                skip_metadata: bool = False,
+                parse: Callable[[Record], tuple[str | None, str | None]] = _text_key_payload) -> str:
     """kafka-dump-log's deep-iteration line for one record of a v2 ``batch``: ``| offset: ...``,
     with the control marker of a control record and, with ``print_data``, ``key:`` and
-    ``payload:`` as UTF-8 text. Raises InvalidRecordError for a malformed control record."""
+    ``payload:``: what ``parse`` makes of the record (kafka-dump-log's MessageParser; by
+    default UTF-8 text, None for null, which is left out). Raises InvalidRecordError for a
+    malformed control record."""
     parts = []
     prefix = f"{RECORD_INDENT} "
     if not skip_metadata:
@@ -165,10 +207,11 @@ def record_line(batch: RecordBatch, record: Record, print_data: bool = False,
         if batch.is_control_batch:
             parts.append(_control_text(record))
     if print_data and not batch.is_control_batch:
-        if record.key is not None:
-            parts.append(f"{prefix}key: {_decode_text(record.key)}")
-        if record.value is not None:
-            parts.append(f" payload: {_decode_text(record.value)}")
+        key, payload = parse(record)
+        if key is not None:
+            parts.append(f"{prefix}key: {key}")
+        if payload is not None:
+            parts.append(f" payload: {payload}")
     return "".join(parts)
 
 
@@ -202,6 +245,23 @@ def _record_lines(batch: RecordBatch, records: list[Record], prefix: bytes) -> l
     return [kcat[:-1] + "," + json.dumps(_record_context(batch, record), ensure_ascii=False,
                                          separators=(",", ":"))[1:]
             for kcat, record in zip(text.split("\n"), records)]
+
+
+def _decoded_line(line: str, decoded: CoordinatorRecord) -> str:
+    """A record's JSON line with the decoded key in place of ``key`` and the decoded value in
+    place of ``payload`` (as ``value``), plus the decoder's ``warnings`` if any."""
+    parts = decoded.to_json()
+    obj = {}
+    for name, value in json.loads(line).items():
+        if name == "key":
+            obj["key"] = parts["key"]
+        elif name == "payload":
+            obj["value"] = parts["value"]
+        else:
+            obj[name] = value
+    if decoded.warnings:
+        obj["warnings"] = list(decoded.warnings)
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def _record_context(batch: RecordBatch, record: Record) -> dict[str, Any]:
@@ -306,6 +366,9 @@ class _Dumper:
         self.reports = _Reports()
         self.status = 0
         self._partition: dict[str, Any] = {}
+        topic = options.coordinator_topic
+        self.coordinator: CoordinatorTopic | None = None if topic is None else for_topic(topic)
+        self._key_payload = offsets_key_payload if topic == CONSUMER_OFFSETS else transaction_key_payload
 
     # -- output ---------------------------------------------------------------------------
 
@@ -391,11 +454,15 @@ class _Dumper:
             self.line(batch_line(batch, position))
         try:
             records = list(batch.records())
+            decoded = self._decode(path, batch, records)
             if options.json:
                 lines = _record_lines(batch, records, jsonl_prefix(**self._partition))
+                if decoded is not None:
+                    lines = [_decoded_line(line, d) for line, d in zip(lines, decoded)]
             else:
-                lines = [record_line(batch, record, options.print_data_log,
-                                     options.skip_record_metadata) for record in records]
+                parsers = [self._parser(d) for d in decoded] if decoded else [_text_key_payload] * len(records)
+                lines = [record_line(batch, record, options.print_data, options.skip_record_metadata, parse)
+                         for record, parse in zip(records, parsers)]
         except (CorruptRecordError, InvalidRecordError) as e:
             # Kafka's tool stops with a stack trace; the batch is skipped and the walk goes on.
             self.error(path, f"batch at position {position} (offset {batch.base_offset}): {e}")
@@ -406,6 +473,20 @@ class _Dumper:
             last_offset[0] = record.offset
         for line in lines:
             self.line(line)
+
+    def _decode(self, path: str, batch: RecordBatch, records: list[Record]) -> list[CoordinatorRecord] | None:
+        """The records decoded by the chosen coordinator decoder (None without one, or for a
+        control batch); what did not decode is warned about on stderr."""
+        if self.coordinator is None or batch.is_control_batch:
+            return None
+        decoded = [self.coordinator.decode(r.key, r.value) for r in records]
+        for record, d in zip(records, decoded):
+            for warning in d.warnings:
+                self.err.write(f"kfs dump: {path}: offset {record.offset}: warning: {warning}\n")
+        return decoded
+
+    def _parser(self, decoded: CoordinatorRecord) -> Callable[[Record], tuple[str | None, str | None]]:
+        return lambda record: self._key_payload(decoded, record.offset)
 
     # -- .index ---------------------------------------------------------------------------
 
