@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA_FILE = "partition.metadata"
 # Directories LogManager does not load as data logs: KRaft's metadata log.
-_NOT_DATA_LOGS = frozenset({"__cluster_metadata-0"})
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+_NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})
 
 
 class LogManager:
@@ -128,11 +129,14 @@ class LogManager:
     def create(self, name: str) -> Log:
         """Create partition ``name`` (``<topic>-<N>``): its directory, ``partition.metadata``
         (the topic id shared by the topic's partitions) and an empty active segment at offset 0.
-        Raises ReadOnlyLogError, InvalidTopicError, PartitionExistsError, InvalidConfigError
-        (the topic's settings), OSError (nothing is left behind)."""
+        Raises ReadOnlyLogError, InvalidTopicError (also for KRaft's ``__cluster_metadata``,
+        whose creation Kafka refuses), PartitionExistsError, InvalidConfigError (the topic's
+        settings), OSError (nothing is left behind)."""
         if self.read_only:
             raise ReadOnlyLogError(f"{self.dir} is mounted read-only")
         topic, partition = parse_partition_dir_name(name)
+        if topic == CLUSTER_METADATA_TOPIC:
+            raise InvalidTopicError(f"Creation of internal topic {topic} is prohibited.")
         config = load_log_config(self.dir, topic, self._broker_config)
         with self._lock:
             path = self.dir / name

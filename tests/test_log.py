@@ -485,6 +485,16 @@ def test_kraft_metadata_log_is_not_a_data_partition(tmp_path):
     mgr.close()
 
 
+@pytest.mark.parametrize("name", ["__cluster_metadata-0", "__cluster_metadata-3"])
+def test_kraft_metadata_topic_cannot_be_created(tmp_path, name):
+    mgr = LogManager(tmp_path)
+    with pytest.raises(InvalidTopicError, match="Creation of internal topic __cluster_metadata"):
+        mgr.create(name)
+    assert not (tmp_path / name).exists() and mgr.partition_names() == []
+    mgr.create("__cluster_metadatax-0")  # only that exact name is Kafka's
+    mgr.close()
+
+
 def test_kafka_topic_configs_not_applied_yet_are_accepted(tmp_path, caplog):
     # Kafka topic keys kfs reads without acting on them, beside one it applies
     (tmp_path / "t.topic.properties").write_text(
