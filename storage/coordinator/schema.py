@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import struct
 from pathlib import Path
@@ -92,7 +93,7 @@ class Versions:
         return self.low <= version and (self.high is None or version <= self.high)
 
     def __str__(self) -> str:
-        if self is NONE or self == NONE:
+        if self == NONE:
             return "none"
         if self.high is None:
             return f"{self.low}+"
@@ -121,12 +122,10 @@ class Field:
     default_text: str
     struct: "Struct | None"
 
-    @property
+    @functools.cached_property
     def json_name(self) -> str:
+        # MessageGenerator's camelCaseName: the first letter lower-cased
         return self.name[:1].lower() + self.name[1:]
-
-    def base_type(self) -> str:
-        return self.element if self.element is not None else self.type
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -229,7 +228,11 @@ class _Reader:
         return bytes(self.buf[start:self.pos])
 
     def fixed(self, s: struct.Struct):
-        return s.unpack(self.take(s.size))[0]
+        pos = self.pos
+        if s.size > self.end - pos:
+            self.take(s.size)  # raises
+        self.pos = pos + s.size
+        return s.unpack_from(self.buf, pos)[0]
 
     def uvarint(self) -> int:
         """``ByteUtils.readUnsignedVarint``: at most 5 bytes, into a Java int (so values of
@@ -263,8 +266,8 @@ class _Plan:
     untagged ones; the tagged ones by tag; and each tagged field's default (JSON shape)."""
 
     present: tuple[Field, ...]
-    untagged: tuple[tuple[Field, Read], ...]
-    tagged: dict[int, tuple[Field, Read]]
+    untagged: tuple[tuple[str, Read], ...]
+    tagged: dict[int, tuple[str, Read]]
     defaults: dict[str, Any]
     flexible: bool
 
@@ -311,10 +314,10 @@ class Message:
             is_tagged = flexible and version in f.tagged
             reader = self._field_reader(f, version, flexible, is_tagged)
             if is_tagged:
-                tagged[f.tag] = (f, reader)
+                tagged[f.tag] = (f.json_name, reader)
                 defaults[f.json_name] = self._default(f, version)
             else:
-                untagged.append((f, reader))
+                untagged.append((f.json_name, reader))
         return _Plan(present, tuple(untagged), tagged, defaults, flexible)
 
     def _field_reader(self, f: Field, version: int, flexible: bool, tagged: bool) -> Read:
@@ -383,15 +386,18 @@ class Message:
 
     def _read_struct(self, body: Struct, version: int, r: _Reader) -> dict[str, Any]:
         plan = self._plan(body, version)
-        values = {f.json_name: read(r) for f, read in plan.untagged}
-        if plan.flexible:
-            values.update(self._read_tagged(plan, r))
+        values = {name: read(r) for name, read in plan.untagged}
+        if not plan.flexible:
+            return values  # every field present is untagged, in order
+        tagged = self._read_tagged(plan, r)
+        if not plan.defaults:
+            return values
         out = {}
         for f in plan.present:
             name = f.json_name
             if name in plan.defaults:
                 # the converter writes a tagged field only when it is not its default
-                value = values.get(name, plan.defaults[name])
+                value = tagged.get(name, plan.defaults[name])
                 if value != plan.defaults[name]:
                     out[name] = value
             else:
@@ -409,8 +415,8 @@ class Message:
             end = r.pos + size
             known = plan.tagged.get(tag)
             if known is not None:  # unknown tags are skipped, as Kafka keeps them opaque
-                field, read = known
-                values[field.json_name] = read(_Reader(r.buf, r.pos, end))
+                name, read = known
+                values[name] = read(_Reader(r.buf, r.pos, end))
             r.pos = end
         return values
 
