@@ -1,8 +1,10 @@
 """The mount's background jobs, as a broker's ``LogManager`` schedules them on its
 ``KafkaScheduler``: retention checks (``log.retention.check.interval.ms``), the ``flush.ms``
-flusher, delayed deletion of ``.deleted`` files (``file.delete.delay.ms``) and the log-dir
+flusher, delayed deletion of ``.deleted`` files (``file.delete.delay.ms``), the log-dir
 checkpoints (``log.flush.offset.checkpoint.interval.ms``,
-``log.flush.start.offset.checkpoint.interval.ms``).
+``log.flush.start.offset.checkpoint.interval.ms``), and, as a transaction coordinator does,
+the abort of transactions open longer than ``transaction.timeout.ms``
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``).
 
 Every job is a task of the serve loop's nursery, so unmounting cancels them all before the
 logs close; each run happens in a worker thread (it does disk I/O), and a failing run is
@@ -52,3 +54,6 @@ def start_jobs(nursery: trio.Nursery, fs, mgr) -> None:
                        _in_thread(mgr.checkpoint_recovery_points), "recovery-point checkpoint")
     nursery.start_soon(_every, cfg.flush_start_offset_checkpoint_interval_ms / 1000,
                        _in_thread(mgr.checkpoint_log_start_offsets), "log-start-offset checkpoint")
+    nursery.start_soon(_every,
+                       cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
+                       _in_thread(mgr.abort_timed_out_transactions), "transaction timeouts")

@@ -220,12 +220,20 @@ class LogManagerConfig:
     retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     flush_offset_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
     flush_start_offset_checkpoint_interval_ms: int = 60_000  # log.flush.start.offset.checkpoint.interval.ms
+    # A transaction open longer than this is aborted and its producer fenced. Kafka's producer
+    # setting (and default) transaction.timeout.ms, which its coordinator enforces; kfs has no
+    # InitProducerId to carry a producer's own, so one value holds for the backing directory.
+    transaction_timeout_ms: int = 60_000  # transaction.timeout.ms
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
 
 
 _MANAGER_KEYS = {
     "log.retention.check.interval.ms": "retention_check_interval_ms",
     "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
     "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
+    "transaction.timeout.ms": "transaction_timeout_ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
 }
 
 

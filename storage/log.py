@@ -29,7 +29,12 @@ from storage.errors import (
     RecordTooLargeError,
 )
 from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.producer_state import NO_PRODUCER_ID, AppendOrigin, ProducerStateManager
+from storage.producer_state import (
+    NO_PRODUCER_ID,
+    AppendOrigin,
+    OpenTransaction,
+    ProducerStateManager,
+)
 from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
@@ -47,6 +52,7 @@ from storage.records import (
     set_log_append_time,
 )
 from storage.records.batch import CURRENT_MAGIC
+from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.varint import size_of_varint
 from storage.segment import (
     INDEX_SUFFIX,
@@ -59,6 +65,8 @@ from storage.segment import (
 )
 
 log = logging.getLogger(__name__)
+
+MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE: an exhausted epoch is not bumped further
 _MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 _COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
 
@@ -373,7 +381,9 @@ class Log:
         Transactional and control batches (COMMIT/ABORT markers) are accepted as they are.
 
         A ``bytearray`` is stamped in place (offsets, epoch), anything else copied first.
-        All-or-nothing. Returns (first offset, last offset). Raises ReadOnlyLogError;
+        All-or-nothing. Returns (first offset, last offset): for a producer's retry of a batch
+        it still retains (same epoch and sequence range), the offsets it got then, and nothing
+        is stored. Raises ReadOnlyLogError;
         CorruptRecordError for bad bytes or a partial batch; InvalidRecordError for a batch
         that is not magic 2; RecordTooLargeError; the producer-state errors of
         ``storage.errors`` (OutOfOrderSequenceError, InvalidProducerEpochError,
@@ -403,6 +413,11 @@ class Log:
             if 0 < controls < len(headers):  # Kafka: markers come from the coordinator alone
                 raise InvalidRecordError("transaction markers and data batches in one append")
             origin = AppendOrigin.COORDINATOR if controls else AppendOrigin.CLIENT
+            duplicate = None if controls else self.producer_state.find_duplicate(headers)
+            if duplicate is not None:
+                log.info("%s: a producer retried the batch at offsets %d-%d; not stored twice",
+                         self.name, duplicate.first_offset, duplicate.last_offset)
+                return duplicate.first_offset, duplicate.last_offset
             producers = self.producer_state.analyze(headers, origin)
             self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers)
             return first, offset - 1
@@ -580,6 +595,41 @@ class Log:
         (the broker's ``producer.id.expiration.check.interval.ms`` job)."""
         with self._lock:
             self.producer_state.remove_expired_producers(now_ms() if now is None else now)
+
+    def open_transactions(self) -> list[OpenTransaction]:
+        """The transactions with data and no marker yet, by first offset."""
+        with self._lock:
+            return self.producer_state.open_transactions()
+
+    def abort_transaction(self, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int = 0) -> int:
+        """Append an ABORT marker for ``producer_id`` as a transaction coordinator writes it
+        (WriteTxnMarkers; ``kafka-transactions.sh abort``) with the given epochs; a higher
+        ``producer_epoch`` than the producer's fences it (its later batches raise
+        InvalidProducerEpochError). Returns the marker's offset. Raises as
+        :meth:`append_as_leader` (InvalidProducerEpochError for a lower epoch,
+        TransactionCoordinatorFencedError for a lower coordinator epoch)."""
+        marker = build_control_batch(0, producer_id, producer_epoch, ControlRecordType.ABORT,
+                                     coordinator_epoch)
+        return self.append_as_leader(marker)[0]
+
+    def abort_timed_out_transactions(self, timeout_ms: int, now: int | None = None
+                                     ) -> list[OpenTransaction]:
+        """Abort every transaction open for more than ``timeout_ms`` at ``now`` (epoch ms),
+        as Kafka's coordinator does every
+        ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: the producer's epoch
+        is bumped (``prepareFenceProducerEpoch``), so a zombie that goes on writing is
+        refused. Returns the transactions aborted (with their epochs from before)."""
+        now = now_ms() if now is None else now
+        aborted = []
+        with self._lock:
+            for txn in self.producer_state.open_transactions():
+                if now - txn.start_ms > timeout_ms:
+                    self.abort_transaction(txn.producer_id,
+                                           min(txn.producer_epoch + 1, MAX_PRODUCER_EPOCH),
+                                           max(txn.coordinator_epoch, 0))
+                    aborted.append(txn)
+        return aborted
 
     def _below_log_start_offset(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
         return next_segment is not None and next_segment.base_offset <= self._log_start_offset

@@ -24,6 +24,7 @@ from storage.config import load_broker_config, load_log_config, load_manager_con
 from storage.errors import (
     CorruptCheckpointError,
     InvalidTopicError,
+    KafkaStorageError,
     PartitionExistsError,
     ReadOnlyLogError,
     UnknownTopicOrPartitionError,
@@ -177,6 +178,29 @@ class LogManager:
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted
+
+    def abort_timed_out_transactions(self, now: int | None = None) -> dict[str, list]:
+        """Abort, fencing their producers, the transactions open longer than
+        ``transaction.timeout.ms`` (the coordinator's job each
+        ``transaction.abort.timed.out.transaction.cleanup.interval.ms``); returns
+        ``{partition: [OpenTransaction aborted]}`` for the partitions that had any (each
+        logged). A partition whose marker cannot be written is logged and skipped."""
+        out = {}
+        for log_ in self._writable_logs():
+            try:
+                aborted = log_.abort_timed_out_transactions(self.config.transaction_timeout_ms,
+                                                            now)
+            except (KafkaStorageError, OSError) as exc:
+                log.error("%s: cannot abort its timed-out transactions: %s", log_.name, exc)
+                continue
+            for txn in aborted:
+                log.warning("%s: aborted the transaction of producer %d (epoch %d) open since "
+                            "offset %d for more than transaction.timeout.ms=%d; the producer "
+                            "is fenced", log_.name, txn.producer_id, txn.producer_epoch,
+                            txn.first_offset, self.config.transaction_timeout_ms)
+            if aborted:
+                out[log_.name] = aborted
+        return out
 
     def delete_due_files(self, now: int | None = None) -> None:
         """Remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""

@@ -134,18 +134,35 @@ class CompletedTxn(NamedTuple):
 
 class TxnMetadata:
     """An ongoing or not yet replicated transaction (``TxnMetadata``); ``last_offset`` is the
-    marker's offset once completed, else None."""
+    marker's offset once completed, else None. ``start_ms`` (epoch ms) is when this process
+    saw it begin, or loaded it: what its timeout counts from (a coordinator's
+    txnStartTimestamp; kfs has no coordinator to persist one)."""
 
-    __slots__ = ("producer_id", "first_offset", "last_offset")
+    __slots__ = ("producer_id", "first_offset", "last_offset", "start_ms")
 
     def __init__(self, producer_id: int, first_offset: int, last_offset: int | None = None):
         self.producer_id = producer_id
         self.first_offset = first_offset
         self.last_offset = last_offset
+        self.start_ms = now_ms()
 
     def __repr__(self) -> str:
         return (f"TxnMetadata(producer_id={self.producer_id}, first_offset={self.first_offset}, "
                 f"last_offset={self.last_offset})")
+
+
+class OpenTransaction(NamedTuple):
+    """A transaction with data but no marker yet, as ``kafka-transactions.sh find-hanging``
+    lists one (from DescribeProducers): its producer's epoch and coordinator epoch, the
+    offset of its first batch, when it began (``start_ms``, see :class:`TxnMetadata`) and
+    the producer's last timestamp (epoch ms)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int
+    start_ms: int
+    last_timestamp: int
 
 
 class ProducerStateEntry:
@@ -669,6 +686,18 @@ class ProducerStateManager:
             self.update_map_end_offset(batches[-1].last_offset + 1)
         return analysis[1]
 
+    def find_duplicate(self, batches: Iterable[RecordBatch]) -> BatchMetadata | None:
+        """The retained batch a client append repeats, if any (the duplicate check of
+        ``UnifiedLog.analyzeAndValidateProducerState``): the first batch whose producer's
+        last five batches include its epoch and exact sequence range. A leader acknowledges
+        such a retry with the original offsets and stores nothing."""
+        for batch in batches:
+            entry = self._producers.get(batch.producer_id)
+            duplicate = entry.find_duplicate_batch(batch) if entry is not None else None
+            if duplicate is not None:
+                return duplicate
+        return None
+
     def analyze(self, batches: Iterable[RecordBatch], origin: AppendOrigin
                 ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn]]:
         """Check what the batches of one append would do to the producers, changing nothing
@@ -732,6 +761,16 @@ class ProducerStateManager:
                 f"Attempted to complete transaction {completed} which was not started")
         txn.last_offset = completed.last_offset
         self._unreplicated_txns[completed.first_offset] = txn
+
+    def open_transactions(self) -> list[OpenTransaction]:
+        """The ongoing transactions with their producers' state, by first offset."""
+        out = []
+        for txn in self.ongoing_txns:
+            entry = self._producers[txn.producer_id]
+            out.append(OpenTransaction(txn.producer_id, entry.producer_epoch,
+                                       entry.coordinator_epoch, txn.first_offset, txn.start_ms,
+                                       entry.last_timestamp))
+        return out
 
     @property
     def ongoing_txns(self) -> list[TxnMetadata]:

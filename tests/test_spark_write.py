@@ -96,19 +96,25 @@ def test_each_task_is_a_committed_transaction(spark, tmp_path):
 
 
 def test_failed_job_leaves_only_aborted_transactions(spark, tmp_path):
+    """One task writes its transaction to events-0, then the append to small-0 is refused
+    (max.message.bytes): the job fails and the driver aborts what was written. One task, so
+    the outcome does not depend on how tasks interleave with the driver's abort (a task
+    attempt still writing after it is the mount's transaction.timeout.ms to end)."""
     backing = tmp_path / "backing"
     new_topic(backing, "events", 1)
-    df = spark.range(0, 100, numPartitions=2).selectExpr(
-        "cast(id as string) as value",
-        "case when id = 99 then 5 else 0 end as partition")  # partition 5 does not exist
-    with pytest.raises(Exception, match="partition 5 of topic events does not exist"):
-        df.write.format("kfs").option("path", str(backing)).option("topic", "events").mode("append").save()
+    new_topic(backing, "small", 1)
+    (backing / "small.topic.properties").write_text("max.message.bytes=200\n")
+    rows = [("events", str(i)) for i in range(100)] + [("small", "x" * 500)]
+    df = spark.createDataFrame(rows, "topic string, value string").coalesce(1)
+    with pytest.raises(Exception, match="exceeds max.message.bytes=200"):
+        df.write.format("kfs").option("path", str(backing)).mode("append").save()
     all_batches = batches(backing, "events-0")
     data = [b for b, _ in all_batches if not b.is_control_batch]
     markers = [b for b, _ in all_batches if b.is_control_batch]
-    assert data, "the task without the bad row wrote its records"
+    assert sum(len(rs) for b, rs in all_batches if not b.is_control_batch) == 100
     assert {m.producer_id for m in markers} == {b.producer_id for b in data}
     assert all(end_transaction_marker(m).control_type == ControlRecordType.ABORT for m in markers)
+    assert batches(backing, "small-0") == []
 
 
 def test_topic_and_partition_columns_and_auto_create(spark, tmp_path):

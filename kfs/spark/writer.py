@@ -12,9 +12,11 @@ ABORT for every other open transaction of the job's producer ids (failed, retrie
 attempts), found by scanning the partitions from where they ended when the job started. A
 ``read_committed`` reader thus sees each row once; a ``read_uncommitted`` reader (the default,
 as in Kafka) also sees the batches of failed attempts, i.e. at-least-once, as Spark's Kafka sink.
-If the driver dies between tasks and markers, the job's transactions stay open (Kafka's
-``transaction.timeout.ms`` has no counterpart here); markers go partition by partition, so a
-commit failing half-way can leave some partitions committed.
+A transaction the driver cannot end (the driver died, or a task attempt still wrote after
+the driver aborted the job) is aborted by the mount once open longer than
+``transaction.timeout.ms``, its producer fenced, as Kafka's coordinator does; offline,
+``kfs transactions BACKING_DIR find-hanging`` finds it and ``abort`` ends it. Markers go
+partition by partition, so a commit failing half-way can leave some partitions committed.
 
 Appends go through ``Log.append_as_leader`` under the backing directory's ``.lock`` (the one
 writer at a time; tasks wait for each other). When a writable kfs mount serves the directory
