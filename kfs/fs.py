@@ -18,7 +18,8 @@ Layout (every path maps to one storage call)::
     /<topic>-<N>/from/<start>/          the same two files from <start>: an offset, -N (the last
                                         N offsets) or a time (@epoch-ms, ISO-8601)
 
-Writes ignore the file offset (``>>`` semantics).  All complete lines of one ``write()`` request
+The append files are not seekable, like a pipe (``lseek`` and ``pwrite`` give ESPIPE); writes
+go to the end (``>>`` semantics).  All complete lines of one ``write()`` request
 become one ``Log.append`` call (all or nothing); the trailing partial line is stored by ``flush``,
 which the kernel sends on *every* ``close()`` of a descriptor (so a dup'd or inherited descriptor
 closed mid-line ends that line early, as with any per-close flush).  A write that fails drops
@@ -84,6 +85,8 @@ LIST_CHUNK_MIN = 16
 LIST_CHUNK_BYTES = 8 << 20
 
 ENOATTR = pyfuse3.ENOATTR
+# Longest name (bytes), as statfs reports it; the kernel passes FUSE names up to 1024 bytes.
+NAME_MAX = 255
 XATTR_PREFIX = b"user.kafka."
 
 
@@ -503,7 +506,10 @@ class KafkaFs(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, ctx: Any = None
     ) -> pyfuse3.EntryAttributes:
         """Resolve ``name`` in a directory; ENOENT for anything that does not name a node
-        (non-numeric or absent offsets, timestamps past the last record, unknown partitions)."""
+        (non-numeric or absent offsets, timestamps past the last record, unknown partitions),
+        ENAMETOOLONG past NAME_MAX bytes (so also for mkdir of such a name)."""
+        if len(name) > NAME_MAX:
+            raise _fail(errno.ENAMETOOLONG)
         parent = self._node(parent_inode)
         kind = parent.kind
         if kind is Kind.ROOT:
@@ -783,7 +789,8 @@ class KafkaFs(pyfuse3.Operations):
             fh = next(self._next_fh)
             self._handles[fh] = _AppendHandle(plog, node.kind, max_line)
             # direct_io: writes reach us as the application wrote them, no page cache to go stale.
-            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
+            # nonseekable: a write at an offset cannot mean anything, the kernel refuses it (ESPIPE).
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True, nonseekable=True)
         raise _fail(errno.EISDIR if node.kind in inodes.DIR_KINDS else errno.EINVAL)
 
     @_fuse_errors
@@ -954,5 +961,5 @@ class KafkaFs(pyfuse3.Operations):
         out.f_files = st.f_files
         out.f_ffree = st.f_ffree
         out.f_favail = st.f_favail
-        out.f_namemax = 255
+        out.f_namemax = NAME_MAX
         return out
