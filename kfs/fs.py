@@ -58,6 +58,7 @@ import trio
 
 from storage import errors as serr
 from storage import TimestampType
+from storage.coordinator.records import decoded_line
 
 from . import inodes
 from .append import (
@@ -69,6 +70,7 @@ from .append import (
 )
 from .inodes import Kind
 from .streams import StreamHandle, Streams
+from .views import ROOT_NAMES, CoordinatorViews, Entry, is_coordinator_topic
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +326,17 @@ class _DirHandle:
         self.run_limit = LIST_CHUNK_MAX  # records per records_from() call, sized by value bytes
 
 
+class _ViewDirHandle:
+    """An open directory of the coordinator views: its listing, taken when reading starts
+    (cookies = index + 1)."""
+
+    __slots__ = ("path", "entries")
+
+    def __init__(self, path: tuple[str, ...]) -> None:
+        self.path = path
+        self.entries: list[tuple[bytes, Entry]] | None = None
+
+
 # --------------------------------------------------------------------------- the file system
 
 
@@ -367,6 +380,7 @@ class KafkaFs(pyfuse3.Operations):
         self._gid = os.getgid()
         self._mount_ns = time.time_ns()
         self._streams = Streams(self._read_committed)
+        self._views = CoordinatorViews(mgr)
 
     def close_streams(self) -> None:
         """Stop background indexing of the stream files (before the logs close)."""
@@ -472,8 +486,16 @@ class KafkaFs(pyfuse3.Operations):
                else inodes.offset_ino(node.pid, node.kind, node.offset))
         return self._stream_attr(ino, await self._streams.size(stream, start))
 
+    def _content(self, pid: int, record: Any) -> bytes:
+        """A record file's content: its value, or for a coordinator topic's record the
+        record decoded (one JSON line; the raw value stays in ``user.kafka.value``)."""
+        plog = self._log_by_pid(pid)
+        if is_coordinator_topic(plog.topic):
+            return decoded_line(plog.topic, record.key, record.value)
+        return record.value if record.value is not None else b""
+
     def _record_attr(self, pid: int, record: Any) -> pyfuse3.EntryAttributes:
-        size = len(record.value) if record.value is not None else 0
+        size = len(self._content(pid, record))
         mtime_ns = max(record.timestamp, 0) * 1_000_000
         ino = inodes.record_ino(pid, record.offset)
         return self._attr(ino, stat.S_IFREG | 0o444, RECORD_TIMEOUT, size, mtime_ns)
@@ -499,6 +521,28 @@ class KafkaFs(pyfuse3.Operations):
                 raise _fail(errno.ENOENT) from None
         return node
 
+    # ---- coordinator views (kfs.views: /consumer-groups, /transactions)
+
+    def _view_path(self, ino: int) -> tuple[str, ...] | None:
+        return None if ino == inodes.ROOT_INO else self._views.path(ino)
+
+    @staticmethod
+    async def _in_views(fn: Callable[..., Any], *args: Any) -> Any:
+        """A views call in a worker thread (it catches up with the logs)."""
+        try:
+            return await trio.to_thread.run_sync(fn, *args)
+        except FileNotFoundError:
+            raise _fail(errno.ENOENT) from None
+        except NotADirectoryError:
+            raise _fail(errno.ENOTDIR) from None
+
+    def _view_attr(self, entry: Entry) -> pyfuse3.EntryAttributes:
+        """Never cached by the kernel: views follow the logs."""
+        if entry.is_dir:
+            return self._attr(entry.ino, stat.S_IFDIR | 0o555, 0)
+        mtime_ns = None if entry.mtime_ms is None else max(entry.mtime_ms, 0) * 1_000_000
+        return self._attr(entry.ino, stat.S_IFREG | 0o444, 0, len(entry.content), mtime_ns)
+
     # ---- lookup / getattr / readlink
 
     @_fuse_errors
@@ -510,8 +554,13 @@ class KafkaFs(pyfuse3.Operations):
         ENAMETOOLONG past NAME_MAX bytes (so also for mkdir of such a name)."""
         if len(name) > NAME_MAX:
             raise _fail(errno.ENAMETOOLONG)
+        view = self._view_path(parent_inode)
+        if view is not None:
+            return self._view_attr(await self._in_views(self._views.lookup, view, name))
         parent = self._node(parent_inode)
         kind = parent.kind
+        if kind is Kind.ROOT and name.decode("utf-8", "replace") in ROOT_NAMES:
+            return self._view_attr(await self._in_views(self._views.lookup, (), name))
         if kind is Kind.ROOT:
             pid = self._lookup_partition(name)
             return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
@@ -553,6 +602,9 @@ class KafkaFs(pyfuse3.Operations):
 
     @_fuse_errors
     async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        view = self._view_path(inode)
+        if view is not None:
+            return self._view_attr(await self._in_views(self._views.entry, view))
         node = self._node(inode)
         if node.kind is Kind.RECORD:
             return self._record_attr(node.pid, await self._record(node.pid, node.offset))
@@ -570,9 +622,11 @@ class KafkaFs(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """Accepts, as no-ops, truncation of the append files to 0 (``: > append``) and time
         updates (``touch``); everything else is EPERM (EROFS on a read-only mount)."""
-        node = self._node(inode)
         if self._read_only:
             raise _fail(errno.EROFS)
+        if self._view_path(inode) is not None:
+            raise _fail(errno.EPERM)
+        node = self._node(inode)
         if fields.update_mode or fields.update_uid or fields.update_gid:
             raise _fail(errno.EPERM)
         if fields.update_size and not (node.kind in inodes.APPEND_KINDS and attr.st_size == 0):
@@ -634,6 +688,13 @@ class KafkaFs(pyfuse3.Operations):
 
     @_fuse_errors
     async def opendir(self, inode: int, ctx: Any = None) -> int:
+        view = self._view_path(inode)
+        if view is not None:
+            if not (await self._in_views(self._views.entry, view)).is_dir:
+                raise _fail(errno.ENOTDIR)
+            fh = next(self._next_fh)
+            self._handles[fh] = _ViewDirHandle(view)
+            return fh
         node = self._node(inode)
         if node.kind not in inodes.DIR_KINDS:
             raise _fail(errno.ENOTDIR)
@@ -645,6 +706,10 @@ class KafkaFs(pyfuse3.Operations):
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
         """List a directory.  Cookies (``next_id``) stay valid while the log grows: offset + 1
         in ``by-offset/``, index + 1 in the root's per-handle snapshot."""
+        handle = self._handles.get(fh)
+        if isinstance(handle, _ViewDirHandle):
+            await self._readdir_view(handle, start_id, token)
+            return
         handle = self._dir_handle(fh)
         kind = handle.node.kind
         if kind is Kind.ROOT:
@@ -669,11 +734,23 @@ class KafkaFs(pyfuse3.Operations):
 
     async def _readdir_root(self, handle: _DirHandle, start_id: int, token: Any) -> None:
         if start_id == 0 or handle.names is None:
-            handle.names = self._mgr.partition_names()
+            names = self._mgr.partition_names()
+            handle.names = names + self._views.root_names(names)
         for index in range(start_id, len(handle.names)):
             name = handle.names[index]
-            attr = self._fixed_attr(inodes.Node(Kind.PARTITION, self._ids.id_for(name)))
+            if name in ROOT_NAMES:
+                attr = self._attr(self._views.ino((name,)), stat.S_IFDIR | 0o555, 0)
+            else:
+                attr = self._fixed_attr(inodes.Node(Kind.PARTITION, self._ids.id_for(name)))
             if not pyfuse3.readdir_reply(token, name.encode("utf-8"), attr, index + 1):
+                return
+
+    async def _readdir_view(self, handle: _ViewDirHandle, start_id: int, token: Any) -> None:
+        if start_id == 0 or handle.entries is None:
+            handle.entries = await self._in_views(self._views.listing, handle.path)
+        for index in range(start_id, len(handle.entries)):
+            name, entry = handle.entries[index]
+            if not pyfuse3.readdir_reply(token, name, self._view_attr(entry), index + 1):
                 return
 
     async def _readdir_offsets(self, handle: _DirHandle, start_id: int, token: Any) -> None:
@@ -682,6 +759,7 @@ class KafkaFs(pyfuse3.Operations):
         # and a listing can hold millions of entries (this loop is the per-entry cost of ls).
         attr = self._attr(0, stat.S_IFREG | 0o444, RECORD_TIMEOUT)
         base = inodes.record_ino(pid, 0)
+        decoded = is_coordinator_topic(self._log_by_pid(pid).topic)
         reply = pyfuse3.readdir_reply
         want = start_id  # cookie = offset + 1, so the next entry has offset >= start_id
         while True:
@@ -693,7 +771,10 @@ class KafkaFs(pyfuse3.Operations):
             for i in range(pos, len(run)):
                 record = run[i]
                 offset = record.offset
-                size = len(record.value) if record.value is not None else 0
+                if decoded:
+                    size = len(self._content(pid, record))
+                else:
+                    size = len(record.value) if record.value is not None else 0
                 ns = record.timestamp * 1_000_000 if record.timestamp > 0 else 0
                 attr.st_ino = base + inodes.SLOTS_PER_OFFSET * offset
                 attr.st_size = size
@@ -739,10 +820,11 @@ class KafkaFs(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         """``mkdir /<topic>-<N>``: create a partition (Kafka's topic and partition name rules).
         EINVAL for an illegal name, EEXIST, EROFS on a read-only mount, EPERM below the root."""
-        parent = self._node(parent_inode)
         if self._read_only:
             raise _fail(errno.EROFS)
-        if parent.kind is not Kind.ROOT:
+        below_root = self._view_path(parent_inode) is not None or \
+            self._node(parent_inode).kind is not Kind.ROOT
+        if below_root:
             raise _fail(errno.EPERM)
         try:
             text = name.decode("utf-8")
@@ -758,14 +840,25 @@ class KafkaFs(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
         """Record files open read-only (EACCES otherwise); append files open write-only
         (EACCES for reading, EROFS on a read-only mount)."""
-        node = self._node(inode)
         accmode = flags & os.O_ACCMODE
+        view = self._view_path(inode)
+        if view is not None:
+            entry = await self._in_views(self._views.entry, view)
+            if entry.is_dir:
+                raise _fail(errno.EISDIR)
+            if accmode != os.O_RDONLY:
+                raise _fail(errno.EROFS if self._read_only else errno.EACCES)
+            fh = next(self._next_fh)
+            self._handles[fh] = _RecordHandle(entry.content)
+            # direct_io: the content follows the logs; no page cache to go stale
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
+        node = self._node(inode)
         if node.kind is Kind.RECORD:
             if accmode != os.O_RDONLY:
                 raise _fail(errno.EROFS if self._read_only else errno.EACCES)
             record = await self._record(node.pid, node.offset)
             fh = next(self._next_fh)
-            self._handles[fh] = _RecordHandle(record.value if record.value is not None else b"")
+            self._handles[fh] = _RecordHandle(self._content(node.pid, record))
             return pyfuse3.FileInfo(fh=fh, keep_cache=True)
         if node.kind in inodes.STREAM_KINDS:
             if accmode != os.O_RDONLY:
@@ -905,11 +998,17 @@ class KafkaFs(pyfuse3.Operations):
     # ---- extended attributes
 
     async def _xattrs(self, inode: int) -> dict[bytes, bytes]:
+        view = self._view_path(inode)
+        if view is not None:
+            return (await self._in_views(self._views.entry, view)).xattrs
         node = self._node(inode)
         if node.kind is Kind.RECORD:
             record = await self._record(node.pid, node.offset)
             plog = self._log_by_pid(node.pid)
-            return record_xattrs(plog.topic, plog.partition, record)
+            attrs = record_xattrs(plog.topic, plog.partition, record)
+            if is_coordinator_topic(plog.topic) and record.value is not None:
+                attrs[b"user.kafka.value"] = bytes(record.value)  # the content is decoded
+            return attrs
         if node.kind is Kind.PARTITION:
             plog = self._log_by_pid(node.pid)
             return partition_xattrs(plog)

@@ -14,6 +14,11 @@ costs the new batches only. A read renders the one chunk it falls in (a few rece
 kept rendered); :meth:`LogStream.read_ahead` renders the next one while a sequential reader
 is still on this one.
 
+Records of Kafka's coordinator topics (``__consumer_offsets``, ``__transaction_state``) are
+decoded through their message schemas (``storage.coordinator``): a ``values`` line is the
+record as Kafka's console-consumer formatters print it, ``{"key": {...}, "value": {...}}``,
+and in ``records.jsonl`` the ``key`` and ``payload`` fields are those decoded objects.
+
 Control records are never in the stream; with ``read_committed`` neither are aborted
 transactions' records nor anything at or past the last stable offset. When retention removes
 segments their entries go; a stream starting below the new log start offset starts at it.
@@ -32,7 +37,9 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from storage.coordinator.records import decoded_line, for_topic
 from storage.records import _codec
+from storage.records.record import TimestampType
 from storage.records.batch import RecordBatch, batch_at
 from storage.records.compression import decompress
 from storage.segment import LogSegment
@@ -108,6 +115,7 @@ class LogStream:
     def __init__(self, log, fmt: StreamFormat, read_committed: bool = False):
         self.log, self.format, self.read_committed = log, fmt, read_committed
         self._prefix = jsonl_prefix(log.topic, log.partition)
+        self._coordinator = for_topic(log.topic)  # None but for the coordinator topics
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
         self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
         self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
@@ -180,6 +188,8 @@ class LogStream:
         """Render the whole batches in ``size`` .log bytes from ``position`` (at least one
         batch, and none at or past offset ``end``): (chunk, bytes consumed, base offset of the
         first batch, or -1 when none)."""
+        if self._coordinator is not None:
+            return self._decode_coordinator(segment, position, size, end)
         block = segment.read_at(position, min(size, segment.size - position))
         jsonl = self.format is StreamFormat.JSONL
         builder = _codec.ColumnBuilder(jsonl, values_text=not jsonl)
@@ -199,6 +209,61 @@ class LogStream:
         first = _base_offset(block) if pos else -1
         return _Chunk(memoryview(text), array("q", bytes(row_ends)),
                       array("q", bytes(offsets))), pos, first
+
+    def _decode_coordinator(self, segment: LogSegment, position: int, size: int, end: int
+                            ) -> tuple[_Chunk, int, int]:
+        """:meth:`_decode` for a coordinator topic, record by record in Python (these topics
+        are small; their records need schema decoding)."""
+        text, row_ends, offsets = bytearray(), array("q"), array("q")
+        pos, first = 0, -1
+        aborted = None
+        for batch in self._whole_batches(segment, position, size):
+            if batch.base_offset >= end:
+                break
+            batch.ensure_valid()
+            pos += batch.size_in_bytes
+            first = batch.base_offset if first < 0 else first
+            if self.read_committed and aborted is None:
+                aborted = self.log.aborted_transactions(batch.base_offset, end)
+            if batch.is_control_batch or (aborted is not None and aborted.is_aborted(batch)):
+                continue
+            for record in batch.records():
+                if record.offset < end:
+                    text += self._coordinator_line(record)
+                    row_ends.append(len(text))
+                    offsets.append(record.offset)
+        return _Chunk(memoryview(bytes(text)), row_ends, offsets), pos, first
+
+    @staticmethod
+    def _whole_batches(segment: LogSegment, position: int, size: int):
+        """The whole batches in ``size`` .log bytes from ``position`` (at least the first,
+        read whole when it is larger), any magic."""
+        block = segment.read_at(position, min(size, segment.size - position))
+        pos = 0
+        while pos + 12 <= len(block):
+            length = 12 + int.from_bytes(block[pos + 8:pos + 12], "big", signed=True)
+            if length < 12:
+                batch_at(block[pos:])  # raises CorruptRecordError with Kafka's message
+            if pos + length > len(block):
+                if pos or position + length > segment.size:
+                    return
+                block, pos = segment.read_at(position, length), 0
+            yield batch_at(block[pos:pos + length])
+            pos += length
+
+    def _coordinator_line(self, record) -> bytes:
+        if self.format is StreamFormat.VALUES:
+            return decoded_line(self.log.topic, record.key, record.value)
+        decoded = self._coordinator.decode(record.key, record.value).to_json()
+        obj = {"topic": self.log.topic, "partition": self.log.partition, "offset": record.offset}
+        if record.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
+            obj["tstype"] = ("create" if record.timestamp_type == TimestampType.CREATE_TIME
+                             else "logappend")
+            obj["ts"] = record.timestamp
+        obj["headers"] = [x for k, v in record.headers
+                          for x in (k, None if v is None else v.decode("utf-8", "replace"))]
+        obj["key"], obj["payload"] = decoded["key"], decoded["value"]
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
     @staticmethod
     def _decode_other(segment: LogSegment, position: int, builder, end: int, skip

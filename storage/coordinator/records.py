@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import json
 import struct
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
 
 __all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "CoordinatorRecord", "CoordinatorTopic",
-           "consumer_protocol", "for_topic", "read_consumer_protocol"]
+           "consumer_protocol", "decoded_line", "for_topic", "read_consumer_protocol"]
 
 MESSAGES = Path(__file__).resolve().parent / "messages"
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -174,6 +175,18 @@ def for_topic(topic: str) -> CoordinatorTopic | None:
     topic. Loaded once per process."""
     directory = _TOPIC_DIRECTORIES.get(topic)
     return None if directory is None else CoordinatorTopic(topic, MESSAGES / directory)
+
+
+def decoded_line(topic: str, key: bytes | None, value: bytes | None) -> bytes:
+    """A record of ``topic`` (a coordinator topic) as one JSON line,
+    ``{"key": {...}, "value": {...} | null}`` (:meth:`CoordinatorRecord.to_json`) and
+    ``\n``, as Kafka's console-consumer formatters print such records. Raises ValueError
+    for another topic."""
+    decoder = for_topic(topic)
+    if decoder is None:
+        raise ValueError(f"{topic} is not a coordinator topic")
+    obj = decoder.decode(key, value).to_json()
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 @functools.cache
