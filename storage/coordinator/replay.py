@@ -5,12 +5,16 @@ partition and then follow what is appended to it.
 Only committed records count (a transactional offset commit applies once its transaction
 commits, as the group coordinator's replay waits for the marker): the replay reads as a
 ``read_committed`` consumer up to the last stable offset. Each :meth:`CoordinatorReplay.catch_up`
-reads the records appended since the last one only, so one more commit costs O(1) work.
+reads the records appended since the last one only, so one more commit costs O(1) work, and
+decodes only the newest record of each key it read.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
+
+import pyarrow as pa
 
 from storage.coordinator.groups import GroupStates
 from storage.coordinator.records import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -19,6 +23,7 @@ from storage.coordinator.transactions import TransactionStates
 __all__ = ["COORDINATOR_TOPICS", "CoordinatorReplay"]
 
 COORDINATOR_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE)
+WINDOW_ROWS = 1 << 20  # records deduplicated together: fewer survivors become Python objects
 
 
 class CoordinatorReplay:
@@ -44,17 +49,45 @@ class CoordinatorReplay:
     def catch_up(self) -> int:
         """Apply the records committed since the last call; returns how many were read. A log
         cut back below what was applied (recovery truncated it) is replayed from its start.
-        Raises what the log's reads raise (CorruptRecordError for a bad batch: the records
-        before it stay applied)."""
+        Raises what the log's reads raise (CorruptRecordError for a bad batch: nothing of this
+        call is applied then).
+
+        As the topics are compacted, only the newest record of each key read counts (a
+        compacted log keeps no more, and Kafka's coordinators rely on that): records are read
+        as columns, the newest per key kept, and only those decoded, in offset order."""
         with self._lock:
             end = self.log.last_stable_offset
             if end < self._end:
                 self.states, self._end = self._fresh(), 0
+            newest: dict[bytes | None, tuple] = {}
             read = 0
-            for records in self.log.record_lists(self._end, end, read_committed=True,
-                                                 cache=False):
-                for record in records:
-                    self.states.apply(record)
-                read += len(records)
+            for batch in self.log.read_columns(self._end, end, read_committed=True,
+                                               max_rows=WINDOW_ROWS):
+                read += batch.num_rows
+                _keep_newest(batch, newest)
+            for offset, timestamp, key, value in sorted(newest.values(), key=_first):
+                self.states.apply(_Record(offset, timestamp, key, value))
             self._end = end
             return read
+
+
+class _Record(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _first(row: tuple) -> int:
+    return row[0]
+
+
+def _keep_newest(batch: pa.RecordBatch, newest: dict) -> None:
+    """Put the newest (offset, timestamp, key, value) of each key of ``batch`` in ``newest``
+    (an Arrow hash aggregation finds them; only those become Python objects)."""
+    rows = pa.table({"key": batch.column("key"),
+                     "row": pa.array(range(batch.num_rows), pa.int64())})
+    last = rows.group_by("key", use_threads=False).aggregate([("row", "max")])["row_max"]
+    picked = batch.select(["offset", "timestamp", "key", "value"]).take(last.combine_chunks())
+    for offset, timestamp, key, value in zip(*(c.to_pylist() for c in picked.columns)):
+        newest[key] = (offset, timestamp, key, value)
