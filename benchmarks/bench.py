@@ -1,6 +1,7 @@
 """kfs benchmark: each kfs figure beside its ceiling, re-measured in the same run.
 
     .venv/bin/python benchmarks/bench.py [--records N] [--quick] [--rounds R] [--profile] [--keep]
+                                         [--no-streams]
 
 Ceilings (see ../shared/fuse-and-performance-notes.md): a bare pyfuse3 file system doing the same
 requests (``benchmarks/bare_fs.py``), kafka-python's record codec on the same records, and plain
@@ -1022,6 +1023,11 @@ class Bench:
             self.bench_verify()
         finally:
             self.mounts.close()
+        if self.a.streams:
+            import bench_streams  # its own mounts and partitions
+
+            big = 10 * self.n if not self.a.quick else 100_000
+            bench_streams.run(self.n, big, self.a.rounds, 100 if not self.a.quick else 10)
         self.prof.print()
         if self.failures:
             print(f"\n{len(self.failures)} check(s) FAILED:")
@@ -1043,6 +1049,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--profile", action="store_true", help="py-spy the kfs process during append and lookups")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (backing data, logs, profiles)")
+    p.add_argument("--streams", action=argparse.BooleanOptionalAction, default=True,
+                   help="also the stream-file figures (bench_streams.py: cat/grep/jq, tail -n "
+                        "on 10x the records, ls -l, tail -f latency)")
     args = p.parse_args(argv)
     if args.quick:
         args.records = 10_000

@@ -95,20 +95,25 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--follows", type=int, default=100)
     args = p.parse_args()
+    return run(args.records, args.big_records, args.rounds, args.follows)
+
+
+def run(records: int, big_records: int, rounds: int, follows: int) -> int:
+    """Measure and print every figure (``bench.py`` runs this too)."""
     tmp = Path(tempfile.mkdtemp(prefix="kfs-bench-streams-"))
     mounts = Mounts(tmp)
     try:
-        size = write_partition(tmp / "data" / "s-0", args.records)
-        write_partition(tmp / "big" / "s-0", args.big_records)
+        size = write_partition(tmp / "data" / "s-0", records)
+        write_partition(tmp / "big" / "s-0", big_records)
         kfs = mounts.start_kfs(tmp / "data", tmp / "mnt")
         mounts.start([sys.executable, str(BARE_FS), str(tmp / "bare"),
                       "--files", "1", "--size", str(VALUE + 1), "--stream-bytes", str(size)],
                      tmp / "bare", "bare")
         part, bare = tmp / "mnt" / "s-0", tmp / "bare"
-        n = args.records
+        n = records
         sh_time("cat values > /dev/null", part)  # index once, as any first reader does
         rows = {"cat kfs": [], "cat bare": [], "grep kfs": [], "grep bare": [], "jq": []}
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             rows["cat kfs"].append(sh_time("cat values > /dev/null", part)[0])
             rows["cat bare"].append(sh_time("cat stream > /dev/null", bare)[0])
             t, out = sh_time("grep -c 9 values", part)
@@ -117,7 +122,7 @@ def main() -> int:
             t, out = sh_time("jq -c . records.jsonl | wc -l", part)
             assert int(out) == n, out
             rows["jq"].append(t)
-        t = Table(f"stream reads: {n:,} records of {VALUE + 1} B (medians of {args.rounds})",
+        t = Table(f"stream reads: {n:,} records of {VALUE + 1} B (medians of {rounds})",
                   ("what", "records/s", "MB/s", "kfs / bare"))
         for what, kfs_key, bare_key in (("cat > /dev/null", "cat kfs", "cat bare"),
                                         ("grep -c", "grep kfs", "grep bare")):
@@ -130,7 +135,7 @@ def main() -> int:
         j = [n / s for s in rows["jq"]]
         t.add("kfs  jq -c . records.jsonl | wc -l", spread(j), "", "")
         t.print()
-        latencies = sorted(follow_latencies(part, args.follows))
+        latencies = sorted(follow_latencies(part, follows))
         mounts.stop(kfs)
 
         big = mounts.start_kfs(tmp / "big", tmp / "mnt-big", "kfs-big")
@@ -140,9 +145,9 @@ def main() -> int:
         for _ in range(2):
             before = rchar(big.pid)
             seconds, out = sh_time("tail -n 10 values", bpart)
-            assert out.splitlines()[-1] == "%099d" % (args.big_records - 1), out[-200:]
+            assert out.splitlines()[-1] == "%099d" % (big_records - 1), out[-200:]
             calls.append((seconds, rchar(big.pid) - before))
-        t = Table(f"a {args.big_records:,}-record partition", ("what", "figure", ""))
+        t = Table(f"a {big_records:,}-record partition", ("what", "figure", ""))
         t.add("ls -l of the partition directory, just mounted", f"{ls_s:.3f} s",
               "target <= 0.1 s: " + ("met" if ls_s <= 0.1 else "NOT met"))
         for k, (seconds, read) in enumerate(calls):
