@@ -46,12 +46,16 @@ class LogConfig:
     compression_zstd_level: int = 3  # compression.zstd.level
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
     batch_size: int = 16_384  # the producer's batch.size: how kfs groups appended records
-    cleanup_policy: str = "delete"  # cleanup.policy (kfs applies delete; compact is Kafka's cleaner)
+    cleanup_policy: str = "delete"  # cleanup.policy: delete (retention), compact (the cleaner)
     retention_ms: int = 604_800_000  # retention.ms (7 days); -1 = unlimited
     retention_bytes: int = -1  # retention.bytes per partition; -1 = unlimited
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
     flush_messages: int = 2**63 - 1  # flush.messages: fsync after this many unflushed records
     flush_ms: int = 2**63 - 1  # flush.ms: fsync when data has been unflushed this long
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms: how long tombstones stay
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: younger records are not cleaned
+    max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms: older dirty ones must be
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
 
     def __post_init__(self) -> None:
         # Kafka checks the codec levels when the config is read, not at the first append.
@@ -80,6 +84,11 @@ class LogConfig:
     def deletes(self) -> bool:
         """Whether retention applies (``delete`` in ``cleanup.policy``)."""
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact(self) -> bool:
+        """Whether the cleaner compacts this log (``compact`` in ``cleanup.policy``)."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -120,6 +129,17 @@ _INT_KEYS = {
         (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
         0,
     ),
+    "delete.retention.ms": (
+        "delete_retention_ms", (("log.cleaner.delete.retention.ms", 1),), 0),
+    "min.compaction.lag.ms": (
+        "min_compaction_lag_ms", (("log.cleaner.min.compaction.lag.ms", 1),), 0),
+    "max.compaction.lag.ms": (
+        "max_compaction_lag_ms", (("log.cleaner.max.compaction.lag.ms", 1),), 1),
+}
+# topic key -> (field, broker key, minimum, maximum)
+_FLOAT_KEYS = {
+    "min.cleanable.dirty.ratio": (
+        "min_cleanable_dirty_ratio", "log.cleaner.min.cleanable.ratio", 0.0, 1.0),
 }
 _STR_KEYS = {
     "compression.type": (
@@ -142,8 +162,7 @@ _STR_KEYS = {
 
 # Kafka topic configs (TopicConfig) that kfs reads without acting on them yet.
 _NOT_APPLIED_YET = frozenset({
-    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio", "preallocate",
+    "preallocate",
     "min.insync.replicas", "unclean.leader.election.enable", "message.downconversion.enable",
     "message.format.version", "message.timestamp.difference.max.ms",
     "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
@@ -160,6 +179,23 @@ def _parse_int(key: str, text: str, minimum: int, multiplier: int = 1) -> int:
     if value < minimum:
         raise InvalidConfigError(f"{key}={value}: must be at least {minimum}")
     return value
+
+
+def _parse_float(key: str, text: str, minimum: float, maximum: float) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key}={text!r}: not a number") from None
+    if not minimum <= value <= maximum:
+        raise InvalidConfigError(f"{key}={value}: must be in [{minimum}, {maximum}]")
+    return value
+
+
+def _parse_bool(key: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidConfigError(f"{key}={text!r}: must be true or false")
+    return value == "true"
 
 
 def _parse_choice(key: str, text: str, choices: tuple[str, ...]) -> str:
@@ -182,6 +218,9 @@ def broker_overrides(props: dict[str, str]) -> dict[str, object]:
             if key in props:
                 out[field] = _parse_choice(key, props[key], choices)
                 break
+    for field, key, low, high in _FLOAT_KEYS.values():
+        if key in props:
+            out[field] = _parse_float(key, props[key], low, high)
     return out
 
 
@@ -195,6 +234,9 @@ def topic_overrides(props: dict[str, str]) -> dict[str, object]:
         elif key in _STR_KEYS:
             field, _, choices = _STR_KEYS[key]
             out[field] = _parse_choice(key, text, choices)
+        elif key in _FLOAT_KEYS:
+            field, _, low, high = _FLOAT_KEYS[key]
+            out[field] = _parse_float(key, text, low, high)
         elif key in _NOT_APPLIED_YET:
             log.warning("topic config %s=%s is Kafka's but kfs does not apply it yet", key, text)
         else:
@@ -225,6 +267,13 @@ class LogManagerConfig:
     # InitProducerId to carry a producer's own, so one value holds for the backing directory.
     transaction_timeout_ms: int = 60_000  # transaction.timeout.ms
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    # The log cleaner (Kafka's CleanerConfig; one cleaner thread, so no log.cleaner.threads)
+    log_cleaner_enable: bool = True  # log.cleaner.enable
+    log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: sleep when nothing to clean
+    log_cleaner_dedupe_buffer_size: int = 134_217_728  # log.cleaner.dedupe.buffer.size: the map
+    log_cleaner_io_buffer_size: int = 524_288  # log.cleaner.io.buffer.size: read + write buffers
+    log_cleaner_io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308  # Double.MAX_VALUE
 
 
 _MANAGER_KEYS = {
@@ -234,14 +283,29 @@ _MANAGER_KEYS = {
     "transaction.timeout.ms": "transaction_timeout_ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms":
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
+    "log.cleaner.dedupe.buffer.size": "log_cleaner_dedupe_buffer_size",
+    "log.cleaner.io.buffer.size": "log_cleaner_io_buffer_size",
+}
+_MANAGER_FLOAT_KEYS = {
+    "log.cleaner.io.buffer.load.factor": ("log_cleaner_io_buffer_load_factor", 0.0, 1.0),
+    "log.cleaner.io.max.bytes.per.second": (
+        "log_cleaner_io_max_bytes_per_second", 0.0, 1.7976931348623157e308),
 }
 
 
 def load_manager_config(backing_dir: Path) -> LogManagerConfig:
     """The LogManagerConfig of ``BACKING_DIR/server.properties``; raises InvalidConfigError."""
     props = read_properties(backing_dir / SERVER_PROPERTIES)
-    return LogManagerConfig(**{field: _parse_int(key, props[key], 1)
-                               for key, field in _MANAGER_KEYS.items() if key in props})
+    values: dict[str, object] = {field: _parse_int(key, props[key], 1)
+                                 for key, field in _MANAGER_KEYS.items() if key in props}
+    for key, (field, low, high) in _MANAGER_FLOAT_KEYS.items():
+        if key in props:
+            values[field] = _parse_float(key, props[key], low, high)
+    if "log.cleaner.enable" in props:
+        values["log_cleaner_enable"] = _parse_bool("log.cleaner.enable",
+                                                   props["log.cleaner.enable"])
+    return LogManagerConfig(**values)
 
 
 def load_broker_config(backing_dir: Path) -> dict[str, object]:

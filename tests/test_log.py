@@ -498,14 +498,18 @@ def test_kraft_metadata_topic_cannot_be_created(tmp_path, name):
 def test_kafka_topic_configs_not_applied_yet_are_accepted(tmp_path, caplog):
     # Kafka topic keys kfs reads without acting on them, beside one it applies
     (tmp_path / "t.topic.properties").write_text(
-        "min.compaction.lag.ms=1000\npreallocate=true\nmin.insync.replicas=2\nsegment.bytes=4096\n")
+        "message.downconversion.enable=true\npreallocate=true\nmin.insync.replicas=2\n"
+        "segment.bytes=4096\nmin.compaction.lag.ms=1000\n")
     mgr = LogManager(tmp_path)
     with caplog.at_level(logging.WARNING, logger="storage.config"):
         log = mgr.create("t-0")
     assert (tmp_path / "t-0").is_dir()
-    assert log.config == dataclasses.replace(LogConfig(), segment_bytes=4096)  # only the applied key
+    # only the applied keys
+    assert log.config == dataclasses.replace(LogConfig(), segment_bytes=4096,
+                                             min_compaction_lag_ms=1000)
     warned = [r.getMessage() for r in caplog.records if r.name == "storage.config"]
-    for key in ("min.compaction.lag.ms=1000", "preallocate=true", "min.insync.replicas=2"):
+    for key in ("message.downconversion.enable=true", "preallocate=true",
+                "min.insync.replicas=2"):
         assert any(key in message and "does not apply" in message for message in warned), warned
     assert log.append([b"x"]) == 0 and log.read(0).value == b"x"
     mgr.close()
