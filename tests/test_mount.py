@@ -682,24 +682,29 @@ def test_foreground_mount_ends_cleanly_on_signal(tmp_path, signum):
 
 
 def test_retention_runs_in_the_mount_and_deleted_offsets_read_enoent(mount, tmp_path):
+    """retention.bytes, so that nothing is deleted before the test has read (and the kernel
+    cached) offset 0: what moves the log start is the second append, not the clock."""
     backing = tmp_path / "data"
     backing.mkdir()
     (backing / "server.properties").write_text("log.retention.check.interval.ms=200\n")
     (backing / "orders.topic.properties").write_text(
-        "retention.ms=1500\nsegment.bytes=1024\nfile.delete.delay.ms=0\n")
+        "retention.bytes=2048\nsegment.bytes=1024\nfile.delete.delay.ms=0\n")
     m = mount(backing)
     new_partition(m)
-    sh("for i in $(seq 0 49); do printf 'record-%02d-%s\\n' $i $(head -c 60 /dev/zero | tr '\\0' x); done"
-       " >> orders-0/append", m.path)
+    lines = ("for i in $(seq {} {}); do printf 'record-%02d-%s\\n' $i "
+             "$(head -c 60 /dev/zero | tr '\\0' x); done >> orders-0/append")
+    sh(lines.format(0, 9), m.path)  # one segment: under retention.bytes
     assert sh("cat orders-0/by-offset/0", m.path).stdout.startswith(b"record-00-")  # now cached
-    segments = int(xattr("orders-0", "user.kafka.segmentCount", m.path))
-    assert segments > 1
-    deadline = time.monotonic() + 20
-    while int(xattr("orders-0", "user.kafka.logStartOffset", m.path)) < 50:
+    assert int(xattr("orders-0", "user.kafka.logStartOffset", m.path)) == 0
+    sh(lines.format(10, 49), m.path)
+    assert int(xattr("orders-0", "user.kafka.segmentCount", m.path)) > 2
+    deadline = time.monotonic() + 300  # only ends a hung run: retention runs every 200 ms
+    while (start := int(xattr("orders-0", "user.kafka.logStartOffset", m.path))) == 0:
         assert time.monotonic() < deadline, "retention never ran"
-        time.sleep(0.2)
+        time.sleep(0.05)
     fails_with("cat orders-0/by-offset/0", m.path, "No such file or directory")
-    assert sh("ls orders-0/by-offset", m.path).stdout == b""
+    listed = [int(n) for n in sh("ls orders-0/by-offset", m.path).stdout.split()]
+    assert listed == list(range(start, 50))
     assert not list((backing / "orders-0").glob("00000000000000000000.*"))
     sh("echo fresh >> orders-0/append", m.path)
     assert sh("cat orders-0/by-offset/50", m.path).stdout == b"fresh"
