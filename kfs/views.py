@@ -119,9 +119,10 @@ class CoordinatorViews:
             if parse_partition_dir_name(name)[0] != topic:
                 continue
             log = self._mgr.get(name)
-            replay = self._replays.get(name)
-            if replay is None or replay.log is not log:
-                replay = self._replays[name] = CoordinatorReplay(log)
+            with self._lock:
+                replay = self._replays.get(name)
+                if replay is None or replay.log is not log:
+                    replay = self._replays[name] = CoordinatorReplay(log)
             if not replay.is_current():
                 replay.catch_up()
             out.append(replay.states)
