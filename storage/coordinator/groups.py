@@ -21,7 +21,7 @@ from typing import Any
 from storage.coordinator.records import (
     CONSUMER_OFFSETS,
     CoordinatorRecord,
-    for_topic,
+    RecordFold,
     read_consumer_protocol,
 )
 
@@ -80,16 +80,16 @@ def _set_or_drop(table: dict, key, value) -> None:
         table[key] = value
 
 
-class GroupStates:
+class GroupStates(RecordFold):
     """The groups of one ``__consumer_offsets`` partition. Feed it the partition's records in
     offset order with :meth:`apply`; read it with :meth:`group_ids`, :meth:`offsets`,
     :meth:`describe` and :meth:`members`."""
 
+    topic = CONSUMER_OFFSETS
+
     def __init__(self) -> None:
-        self._decoder = for_topic(CONSUMER_OFFSETS)
+        super().__init__()
         self._groups: dict[str, _Group] = {}
-        self.next_offset = 0  # the offset after the last record applied
-        self.undecoded = 0  # records left raw (their warnings are in apply's result)
         self._replay = {
             "OffsetCommitKey": self._offset_commit,
             "GroupMetadataKey": self._group_metadata,
@@ -101,25 +101,9 @@ class GroupStates:
             "ConsumerGroupCurrentMemberAssignmentKey": self._current_assignment,
         }
 
-    # -- feeding -------------------------------------------------------------------------
-
-    def apply(self, record) -> CoordinatorRecord:
-        """Apply one record (a ``storage.records.Record``: ``offset``, ``timestamp``, ``key``,
-        ``value``) and return its decoding, whose ``warnings`` say what was not understood
-        (such a record changes nothing). Raises ValueError for a record below
-        :attr:`next_offset`: records must come in offset order."""
-        decoded = self._decoder.decode(record.key, record.value)
-        self.apply_decoded(record.offset, record.timestamp, decoded)
-        return decoded
-
-    def apply_decoded(self, offset: int, timestamp: int, decoded: CoordinatorRecord) -> None:
-        """:meth:`apply` for a record already decoded by the ``__consumer_offsets`` decoder."""
-        if offset < self.next_offset:
-            raise ValueError(f"record at offset {offset} applied after offset {self.next_offset - 1}")
-        self.next_offset = offset + 1
-        replay = self._replay.get(decoded.key_name) if decoded.decoded else None
-        if replay is None:  # undecoded, or a record type this state does not track
-            self.undecoded += not decoded.decoded
+    def fold(self, offset: int, timestamp: int, decoded: CoordinatorRecord) -> None:
+        replay = self._replay.get(decoded.key_name)
+        if replay is None:  # a record type this state does not track
             return
         group_id = decoded.key.get("group", decoded.key.get("groupId"))
         group = self._groups.get(group_id)

@@ -25,7 +25,7 @@ from typing import Any
 from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
 
 __all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "CoordinatorRecord", "CoordinatorTopic",
-           "consumer_protocol", "decoded_line", "for_topic", "read_consumer_protocol"]
+           "RecordFold", "consumer_protocol", "decoded_line", "for_topic", "read_consumer_protocol"]
 
 MESSAGES = Path(__file__).resolve().parent / "messages"
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -175,6 +175,40 @@ def for_topic(topic: str) -> CoordinatorTopic | None:
     topic. Loaded once per process."""
     directory = _TOPIC_DIRECTORIES.get(topic)
     return None if directory is None else CoordinatorTopic(topic, MESSAGES / directory)
+
+
+class RecordFold:
+    """What a coordinator partition's records add up to, fed in offset order: subclasses
+    give ``topic`` and :meth:`fold`, the state change of one decoded record."""
+
+    topic: str
+
+    def __init__(self) -> None:
+        self._decoder = for_topic(self.topic)
+        self.next_offset = 0  # the offset after the last record applied
+        self.undecoded = 0  # records left raw (their warnings are in apply's result)
+
+    def apply(self, record) -> CoordinatorRecord:
+        """Apply one record (a ``storage.records.Record``: ``offset``, ``timestamp``, ``key``,
+        ``value``) and return its decoding, whose ``warnings`` say what was not understood
+        (such a record changes nothing). Raises ValueError for a record below
+        :attr:`next_offset`: records must come in offset order."""
+        decoded = self._decoder.decode(record.key, record.value)
+        self.apply_decoded(record.offset, record.timestamp, decoded)
+        return decoded
+
+    def apply_decoded(self, offset: int, timestamp: int, decoded: CoordinatorRecord) -> None:
+        """:meth:`apply` for a record already decoded by this topic's decoder."""
+        if offset < self.next_offset:
+            raise ValueError(f"record at offset {offset} applied after offset {self.next_offset - 1}")
+        self.next_offset = offset + 1
+        if not decoded.decoded:
+            self.undecoded += 1
+            return
+        self.fold(offset, timestamp, decoded)
+
+    def fold(self, offset: int, timestamp: int, decoded: CoordinatorRecord) -> None:
+        raise NotImplementedError
 
 
 def decoded_line(topic: str, key: bytes | None, value: bytes | None) -> bytes:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from storage.coordinator.records import TRANSACTION_STATE, CoordinatorRecord, for_topic
+from storage.coordinator.records import TRANSACTION_STATE, CoordinatorRecord, RecordFold
 
 __all__ = ["TRANSACTION_STATES", "TransactionMetadata", "TransactionStates", "state_name"]
 
@@ -93,33 +93,19 @@ def _metadata(decoded: CoordinatorRecord, offset: int, timestamp: int) -> Transa
         v.get("clientTransactionVersion", 0), offset, timestamp)
 
 
-class TransactionStates:
+class TransactionStates(RecordFold):
     """The transactional ids of one ``__transaction_state`` partition. Feed it the
     partition's records in offset order with :meth:`apply`; read it with
     :meth:`transactional_ids`, :meth:`get` and :meth:`describe`."""
 
+    topic = TRANSACTION_STATE
+
     def __init__(self) -> None:
-        self._decoder = for_topic(TRANSACTION_STATE)
+        super().__init__()
         self._states: dict[str, TransactionMetadata] = {}
-        self.next_offset = 0  # the offset after the last record applied
-        self.undecoded = 0  # records left raw (their warnings are in apply's result)
 
-    def apply(self, record) -> CoordinatorRecord:
-        """Apply one record (a ``storage.records.Record``: ``offset``, ``timestamp``, ``key``,
-        ``value``) and return its decoding, whose ``warnings`` say what was not understood
-        (such a record changes nothing). Raises ValueError for a record below
-        :attr:`next_offset`: records must come in offset order."""
-        decoded = self._decoder.decode(record.key, record.value)
-        self.apply_decoded(record.offset, record.timestamp, decoded)
-        return decoded
-
-    def apply_decoded(self, offset: int, timestamp: int, decoded: CoordinatorRecord) -> None:
-        """:meth:`apply` for a record already decoded by the ``__transaction_state`` decoder."""
-        if offset < self.next_offset:
-            raise ValueError(f"record at offset {offset} applied after offset {self.next_offset - 1}")
-        self.next_offset = offset + 1
-        if not decoded.decoded or decoded.key_name != "TransactionLogKey":
-            self.undecoded += not decoded.decoded
+    def fold(self, offset: int, timestamp: int, decoded: CoordinatorRecord) -> None:
+        if decoded.key_name != "TransactionLogKey":
             return
         transactional_id = decoded.key["transactionalId"]
         if decoded.tombstone:
