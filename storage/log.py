@@ -13,7 +13,7 @@ import itertools
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from crc32c import crc32c
@@ -36,6 +36,7 @@ from storage.producer_state import (
     ProducerStateManager,
 )
 from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
+from storage.transaction_index import AbortedTxn
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
     Record,
@@ -682,6 +683,61 @@ class Log:
         self.delete_due_files()
         return len(doomed)
 
+    # -- compaction (the cleaner's side of UnifiedLog) ----------------------------------------
+
+    def collect_aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper), from the transaction index of
+        the segment holding ``start`` on (``UnifiedLog.collectAbortedTransactions``)."""
+        bases, segments = self._view
+        first = max(bisect.bisect_right(bases, start) - 1, 0)
+        return collect_aborted_txns((s.txn_index for s in segments[first:]), start, upper)
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """{producer id: (last data offset or None, producer epoch)} of the producers still
+        active (``UnifiedLog.lastRecordsOfActiveProducers``): the cleaner keeps the batch of
+        each one's last data offset, so their sequence numbers survive."""
+        with self._lock:
+            return {pid: (e.last_data_offset if e.last_data_offset >= 0 else None,
+                          e.producer_epoch)
+                    for pid, e in self.producer_state.active_producers.items()}
+
+    def replace_segments(self, cleaned, old: list[LogSegment],
+                         step: Callable[[str], None] = lambda _: None) -> LogSegment:
+        """Swap ``cleaned`` (a ``storage.cleaner.CleanedSegment``, its files ``.cleaned``) in
+        for the consecutive segments ``old`` (``UnifiedLog.replaceSegments``): rename it
+        ``.swap``, rename the old files ``.deleted`` (removed ``file.delete.delay.ms`` later,
+        with their producer snapshots), rename ``.swap`` to the final names, then publish the
+        new segment list at once under the log's lock: readers see the old segments or the new
+        one, never a mix, and a crash between renames loads as one or the other. ``step(name)``
+        is called after each rename. Raises LogCleaningAbortedError when ``old`` is no longer
+        in the log (retention or truncation got there first); OSError."""
+        from storage.cleaner import SWAP_SUFFIX, LogCleaningAbortedError
+
+        with self._lock:
+            segments = self._segments
+            at = next((i for i, s in enumerate(segments) if s is old[0]), None)
+            if at is None or segments[at:at + len(old)] != old:
+                raise LogCleaningAbortedError(f"{self.name} changed while it was cleaned")
+            cleaned.change_suffix(SWAP_SUFFIX, step)
+            due = now_ms() + self.config.file_delete_delay_ms
+            for segment in old:
+                segment.rename_to_deleted()
+                self._pending_deletes.append((due, segment))
+                step(f"renamed segment {segment.base_offset} to .deleted")
+            cleaned.change_suffix("", step)
+            new = cleaned.open_segment()
+            self._set_segments(segments[:at] + [new] + segments[at + len(old):])
+            self._cache.clear()
+            for segment in old:
+                if segment.base_offset != new.base_offset:
+                    snapshot = self.producer_state.remove_and_mark_snapshot_for_deletion(
+                        segment.base_offset)
+                    if snapshot is not None:
+                        self._pending_deletes.append((due, _DeletedFile(snapshot)))
+            fsync_directory(self.dir)
+            step("swapped in")
+            return new
+
     def delete_due_files(self, now: int | None = None) -> None:
         """Remove the ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
         now = now_ms() if now is None else now
@@ -944,6 +1000,16 @@ class Log:
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
             if errors:
                 raise errors[0]
+
+
+class _DeletedFile:
+    """A ``.deleted`` file waiting for ``file.delete.delay.ms`` (a producer snapshot)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def _records_in(batch: bytes) -> int:
