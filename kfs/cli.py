@@ -1,6 +1,6 @@
 """``kfs`` command line: ``kfs mount [options] BACKING_DIR MOUNTPOINT``, ``kfs dump FILE...``
-(``kafka-dump-log``), ``kfs verify BACKING_DIR [PARTITION...]`` and ``kfs retention
-BACKING_DIR``.
+(``kafka-dump-log``), ``kfs verify BACKING_DIR [PARTITION...]``, ``kfs retention
+BACKING_DIR`` and ``kfs compact BACKING_DIR [PARTITION...]`` (the log cleaner, now).
 
 Without ``-f`` the command behaves like sshfs: it returns (status 0) only once the mount serves,
 and the file system keeps running in a detached background process.  It does so by re-running
@@ -28,6 +28,7 @@ import tempfile
 import time
 from typing import Callable, TextIO
 
+from . import compact
 from .append import parse_separator
 from .mounts import alive, fsname_for, mounted_at, serving_processes
 
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dump_parser(sub)
     _add_verify_parser(sub)
     _add_transactions_parser(sub)
+    compact.add_parser(sub)
     return parser
 
 

@@ -291,6 +291,15 @@ class LogCleaner:
         return result
 
 
+def for_log_manager(mgr) -> LogCleaner:
+    """A LogCleaner of a LogManager's logs and settings (keep it: its offset map is large)."""
+    from storage.config import load_broker_config
+
+    broker = load_broker_config(mgr.dir)
+    return LogCleaner(mgr.dir, lambda: {n: mgr.get(n) for n in mgr.partition_names()},
+                      mgr.config, broker.get("max_message_bytes", 1_048_588))
+
+
 def _mb(n: float) -> float:
     return n / (1024 * 1024)
 
