@@ -33,6 +33,7 @@ import json
 import threading
 from array import array
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crc32c import crc32c
@@ -99,8 +100,8 @@ class _SegmentIndex:
 @dataclass
 class _Chunk:
     text: memoryview
-    row_ends: array  # end of each record's text in ``text``
-    offsets: array  # offset of each record
+    row_ends: Sequence[int]  # end of each record's text in ``text``
+    offsets: Sequence[int]  # offset of each record
 
 
 class LogStream:
@@ -119,6 +120,7 @@ class LogStream:
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
         self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
         self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
+        self._buffers = threading.local()  # each rendering thread's .log block
         self._starts: dict[tuple[LogSegment, int], int] = {}
         self._layout_cache: tuple | None = None  # see _layout; None after the index changed
         self._indexed_end = -1  # the visible end offset the index reached
@@ -190,7 +192,7 @@ class LogStream:
         first batch, or -1 when none)."""
         if self._coordinator is not None:
             return self._decode_coordinator(segment, position, size, end)
-        block = segment.read_at(position, min(size, segment.size - position))
+        block = self._read_block(segment, position, size)
         jsonl = self.format is StreamFormat.JSONL
         builder = _codec.ColumnBuilder(jsonl, values_text=not jsonl)
         skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
@@ -207,8 +209,20 @@ class LogStream:
         text, row_ends, offsets = builder.render(jsonl,
                                                  self._prefix)
         first = _base_offset(block) if pos else -1
-        return _Chunk(memoryview(text), array("q", bytes(row_ends)),
-                      array("q", bytes(offsets))), pos, first
+        return _Chunk(memoryview(text), memoryview(row_ends).cast("q"),
+                      memoryview(offsets).cast("q")), pos, first
+
+    def _read_block(self, segment: LogSegment, position: int, size: int):
+        """``size`` .log bytes from ``position`` (fewer at the segment's end), read into this
+        thread's reused buffer when they fit (fresh pages cost more than the copy); valid
+        until this thread's next read."""
+        size = min(size, segment.size - position)
+        buffer = getattr(self._buffers, "block", None)
+        if size > CHUNK_LOG_BYTES:
+            return segment.read_at(position, size)
+        if buffer is None:
+            buffer = self._buffers.block = bytearray(CHUNK_LOG_BYTES)
+        return segment.read_into(memoryview(buffer)[:size], position)
 
     def _decode_coordinator(self, segment: LogSegment, position: int, size: int, end: int
                             ) -> tuple[_Chunk, int, int]:
