@@ -132,6 +132,9 @@ def errno_for(exc: BaseException) -> int:
     """
     if isinstance(exc, pyfuse3.FUSEError):
         return exc.errno
+    if isinstance(exc, serr.KeylessRecordError):
+        log.warning("append refused: %s", exc)  # the errno alone would not say why
+        return errno.EINVAL
     for cls, code in _ERRNO_BY_ERROR:
         if isinstance(exc, cls):
             return code
@@ -381,6 +384,7 @@ class KafkaFs(pyfuse3.Operations):
         self._mount_ns = time.time_ns()
         self._streams = Streams(self._read_committed)
         self._views = CoordinatorViews(mgr)
+        self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
 
     def close_streams(self) -> None:
         """Stop background indexing of the stream files (before the logs close)."""
@@ -667,6 +671,23 @@ class KafkaFs(pyfuse3.Operations):
                 self._cache.drop_below(pid, start)
                 await trio.to_thread.run_sync(self._invalidate_below, pid, start)
         return deleted
+
+    async def run_log_cleaner(self) -> bool:
+        """One round of the log cleaner (``storage.log_cleaner``, in a worker thread): the
+        dirtiest compacted log cleaned, compact,delete logs' retention applied. The offsets a
+        pass removed read ENOENT at once: the record cache and the kernel's entries below the
+        end of the pass are dropped. False when no log needed cleaning."""
+        if self._log_cleaner is None:
+            from storage.log_cleaner import for_log_manager
+            self._log_cleaner = for_log_manager(self._mgr)
+        result = await trio.to_thread.run_sync(self._log_cleaner.clean_filthiest_log)
+        if result is None:
+            return False
+        pid = self._ids.get(result.name)
+        if pid is not None:
+            self._cache.drop_below(pid, result.end)
+            await trio.to_thread.run_sync(self._invalidate_below, pid, result.end)
+        return True
 
     def _invalidate_below(self, pid: int, start: int) -> None:
         """Runs in a worker thread (never inside a handler: the kernel may wait on one)."""

@@ -4,7 +4,8 @@ flusher, delayed deletion of ``.deleted`` files (``file.delete.delay.ms``), the 
 checkpoints (``log.flush.offset.checkpoint.interval.ms``,
 ``log.flush.start.offset.checkpoint.interval.ms``), and, as a transaction coordinator does,
 the abort of transactions open longer than ``transaction.timeout.ms``
-(``transaction.abort.timed.out.transaction.cleanup.interval.ms``).
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``), and the log cleaner of
+compacted topics (``log.cleaner.enable``, ``log.cleaner.backoff.ms``).
 
 Every job is a task of the serve loop's nursery, so unmounting cancels them all before the
 logs close; each run happens in a worker thread (it does disk I/O), and a failing run is
@@ -42,6 +43,18 @@ def _in_thread(fn: Callable[..., object], *args: object) -> Callable[[], Awaitab
     return lambda: trio.to_thread.run_sync(fn, *args)
 
 
+async def _log_cleaner_rounds(fs, backoff_s: float) -> None:
+    """Kafka's CleanerThread.doWork: clean the dirtiest log, at once again after a pass,
+    after ``log.cleaner.backoff.ms`` when there was nothing to clean (or the round failed)."""
+    while True:
+        try:
+            cleaned = await fs.run_log_cleaner()
+        except Exception:  # noqa: BLE001 - keep serving; the next round retries
+            log.exception("background job log cleaner failed")
+            cleaned = False
+        await trio.sleep(0 if cleaned else backoff_s)
+
+
 def start_jobs(nursery: trio.Nursery, fs, mgr) -> None:
     """Start the jobs of a writable mount in ``nursery`` (``fs`` a KafkaFs, ``mgr`` its
     LogManager)."""
@@ -57,3 +70,5 @@ def start_jobs(nursery: trio.Nursery, fs, mgr) -> None:
     nursery.start_soon(_every,
                        cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
                        _in_thread(mgr.abort_timed_out_transactions), "transaction timeouts")
+    if cfg.log_cleaner_enable:
+        nursery.start_soon(_log_cleaner_rounds, fs, cfg.log_cleaner_backoff_ms / 1000)

@@ -24,6 +24,12 @@ class KeySeparatorMissingError(InvalidRecordError):
     "No key separator found"). Nothing of that append is stored."""
 
 
+class KeylessRecordError(InvalidRecordError):
+    """A record without a key appended to a compacted topic (``cleanup.policy`` with compact):
+    Kafka's LogValidator refuses it ("Compacted topic cannot accept message without key").
+    Nothing of that append is stored."""
+
+
 class RecordTooLargeError(KafkaStorageError):
     """A record batch larger than ``max.message.bytes`` or ``segment.bytes`` (Kafka's
     ``RecordTooLargeException`` / ``RecordBatchTooLargeException``)."""

@@ -24,6 +24,7 @@ from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KeylessRecordError,
     KeySeparatorMissingError,
     ReadOnlyLogError,
     RecordTooLargeError,
@@ -217,6 +218,8 @@ class Log:
         self._check_writable()
         if keys is not None and len(keys) != len(values):
             raise ValueError("keys and values differ in length")
+        if self.config.compact and (keys is None or any(k is None for k in keys)):
+            self._refuse_keyless()
         if not values:
             return self._leo
         sections = [(encode_records(values[start:end],
@@ -235,6 +238,8 @@ class Log:
         self._check_writable()
         if not lines:
             return self._leo
+        if self.config.compact and key_separator is None:
+            self._refuse_keyless()
         if lines[-1] != 0x0A:
             raise ValueError("lines must end with a newline")
         config = self.config
@@ -269,6 +274,10 @@ class Log:
     def _check_writable(self) -> None:
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
+
+    def _refuse_keyless(self) -> None:
+        raise KeylessRecordError(f"Compacted topic cannot accept message without key in topic "
+                                 f"partition {self.name}.")
 
     def _max_batch_bytes(self) -> int:
         return min(self.config.max_message_bytes, self.config.segment_bytes)
@@ -437,6 +446,9 @@ class Log:
             if batch.producer_id >= 0 and batch.base_sequence < 0 and not batch.is_control_batch:
                 raise InvalidRecordError(f"producer {batch.producer_id} sent a batch without a "
                                          "sequence number")
+            if self.config.compact and not batch.is_control_batch and \
+                    any(r.key is None for r in batch.records()):
+                self._refuse_keyless()
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"a {batch.size_in_bytes}-byte record batch exceeds"

@@ -134,8 +134,10 @@ class LogStream:
         return self.log.last_stable_offset if self.read_committed else self.log.log_end_offset
 
     def is_current(self) -> bool:
-        """Whether the index reaches the log's visible end (sizes need no I/O)."""
-        return self._indexed_end == self._visible_end()
+        """Whether the index reaches the log's visible end over the log's current segments (the
+        cleaner swaps segments in without moving the end; sizes need no I/O)."""
+        return self._indexed_end == self._visible_end() and \
+            all(s in self._indexes for s in self.log.log_segments())
 
     def unindexed_bytes(self) -> int:
         """.log bytes the index does not cover yet (no I/O): what a :meth:`refresh` reads."""
