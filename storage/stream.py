@@ -269,7 +269,7 @@ class LogStream:
 
     def _coordinator_line(self, record) -> bytes:
         if self.format is StreamFormat.VALUES:
-            return decoded_line(self.log.topic, record.key, record.value)
+            return decoded_line(self.log.topic, record.key, record.value, record.offset)
         decoded = self._coordinator.decode(record.key, record.value).to_json()
         obj = {"topic": self.log.topic, "partition": self.log.partition, "offset": record.offset}
         if record.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):

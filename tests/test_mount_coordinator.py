@@ -3,6 +3,7 @@ stream files (raw bytes in ``user.kafka.value``), and the derived views
 ``/consumer-groups/<group>/...`` and ``/transactions/<id>``, checked against Kafka's own
 decoding of the fixtures (``*.expected.jsonl``) and followed as records are appended."""
 
+import base64
 import json
 import shutil
 import struct
@@ -137,3 +138,17 @@ def test_views_follow_appends_and_show_lag(backing, mount):
     with open(mnt / OFFSETS / "append-batches", "ab", buffering=0) as f:
         f.write(offset_commit("fresh-group", "orders", 0, None))  # offset expiry: a tombstone
     assert "fresh-group" not in sh("ls consumer-groups", mnt).split()
+
+
+def test_an_unknown_record_type_reads_raw_with_a_warning(backing, mount):
+    m = mount(backing)
+    key = struct.pack(">h", 99) + b"future"
+    with open(m.path / OFFSETS / "append-batches", "ab", buffering=0) as f:
+        f.write(build_batch(0, [b"\x00\x01payload"], [key]))
+    last = sh(f"ls {OFFSETS}/by-offset | sort -n | tail -1", m.path).strip()
+    shown = json.loads(sh(f"cat {OFFSETS}/by-offset/{last}", m.path))
+    assert shown["key"]["type"] == 99 and "data" not in shown["key"]
+    assert base64.b64decode(shown["key"]["raw"]) == key
+    assert json.loads(sh(f"tail -n 1 {OFFSETS}/values", m.path)) == shown
+    assert f"offset {last} shown raw: unknown record type 99" in m.log_text()
+    assert set(sh("ls consumer-groups", m.path).split()) >= {g for g, _, _ in committed_offsets()}

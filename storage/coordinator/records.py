@@ -18,6 +18,7 @@ import base64
 import dataclasses
 import functools
 import json
+import logging
 import struct
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from storage.coordinator.schema import Message, MessageFormatError, SchemaError,
 
 __all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "CoordinatorRecord", "CoordinatorTopic",
            "RecordFold", "consumer_protocol", "decoded_line", "for_topic", "read_consumer_protocol"]
+
+log = logging.getLogger(__name__)
 
 MESSAGES = Path(__file__).resolve().parent / "messages"
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -211,15 +214,19 @@ class RecordFold:
         raise NotImplementedError
 
 
-def decoded_line(topic: str, key: bytes | None, value: bytes | None) -> bytes:
+def decoded_line(topic: str, key: bytes | None, value: bytes | None, offset: int = -1) -> bytes:
     """A record of ``topic`` (a coordinator topic) as one JSON line,
     ``{"key": {...}, "value": {...} | null}`` (:meth:`CoordinatorRecord.to_json`) and
-    ``\n``, as Kafka's console-consumer formatters print such records. Raises ValueError
-    for another topic."""
+    ``\n``, as Kafka's console-consumer formatters print such records; what does not decode
+    is shown raw and logged as a warning (naming ``offset``). Raises ValueError for another
+    topic."""
     decoder = for_topic(topic)
     if decoder is None:
         raise ValueError(f"{topic} is not a coordinator topic")
-    obj = decoder.decode(key, value).to_json()
+    decoded = decoder.decode(key, value)
+    for warning in decoded.warnings:
+        log.warning("%s: offset %d shown raw: %s", topic, offset, warning)
+    obj = decoded.to_json()
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
