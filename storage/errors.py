@@ -58,6 +58,12 @@ class ReadOnlyLogError(KafkaStorageError):
     """A write to a log opened read-only."""
 
 
+class DamagedLogError(KafkaStorageError):
+    """A write to a log whose end could not be read when it was opened (``Log.damage``): where
+    the next offset goes is unknown until ``kfs verify --repair`` mends it. (Kafka takes such
+    a log directory offline: ``KafkaStorageException``.)"""
+
+
 class InvalidConfigError(KafkaStorageError):
     """A config value Kafka would refuse (Kafka's ``ConfigException``)."""
 

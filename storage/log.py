@@ -23,6 +23,7 @@ from storage.checkpoint import fsync_directory
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
+    DamagedLogError,
     InvalidRecordError,
     KeylessRecordError,
     KeySeparatorMissingError,
@@ -118,12 +119,15 @@ class Log:
     one, whose indexes are re-expanded to ``segment.index.bytes``. ``had_clean_shutdown=False``
     revalidates every segment from the one holding ``recovery_point`` (from
     ``recovery-point-offset-checkpoint``); ``log_start_offset`` comes from
-    ``log-start-offset-checkpoint``. ``writable=False`` never changes a byte.
+    ``log-start-offset-checkpoint``. ``writable=False`` never changes a byte. ``quarantine``
+    (a ``storage.quarantine.Quarantine``) keeps what recovery cuts while intact data follows.
+    A log whose end cannot be read opens up to it: ``damage`` (a ``storage.damage.LogDamage``)
+    says where, and appends raise DamagedLogError.
     """
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
                  writable: bool = True, *, had_clean_shutdown: bool = True,
-                 recovery_point: int = 0, log_start_offset: int = 0):
+                 recovery_point: int = 0, log_start_offset: int = 0, quarantine=None):
         self.dir = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -135,7 +139,10 @@ class Log:
         self.producer_state = ProducerStateManager(self.dir, writable=writable)
         loaded = log_loader.load(self.dir, config, writable, had_clean_shutdown=had_clean_shutdown,
                                  recovery_point=recovery_point, log_start_offset=log_start_offset,
-                                 epochs=self.epochs, producer_state=self.producer_state)
+                                 epochs=self.epochs, producer_state=self.producer_state,
+                                 quarantine=quarantine)
+        # a LogDamage when the log's end could not be read: served up to it, appends refused
+        self.damage = loaded.damage
         # (base offsets, segments), replaced whole so readers always see a matching pair
         self._view: tuple[list[int], list[LogSegment]] = ([], [])
         self._set_segments(loaded.segments)
@@ -272,6 +279,9 @@ class Log:
             self._lock.release()
 
     def _check_writable(self) -> None:
+        if self.damage is not None:
+            raise DamagedLogError(f"{self.name} is damaged ({self.damage}): appends are refused "
+                                  "until `kfs verify --repair`")
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
 
@@ -351,8 +361,7 @@ class Log:
         end offset. Returns the new log end offset. Raises CorruptRecordError for a bad batch or
         offsets that do not increase; InvalidRecordError for v0/v1 entries (Kafka 4 writes only
         v2); ValueError for offsets below the log end offset."""
-        if not self.writable:
-            raise ReadOnlyLogError(f"{self.name} is read-only")
+        self._check_writable()
         first = last = max_ts = shallow = None
         consumed = 0
         epochs: list[tuple[int, int]] = []
@@ -399,8 +408,7 @@ class Log:
         ``storage.errors`` (OutOfOrderSequenceError, InvalidProducerEpochError,
         InvalidTxnStateError) as a broker answers a producer; OSError from the disk (nothing
         stays)."""
-        if not self.writable:
-            raise ReadOnlyLogError(f"{self.name} is read-only")
+        self._check_writable()
         buf = data if isinstance(data, bytearray) else bytearray(data)  # stamped in place
         batches = self._validate_produced(buf)
         if not batches:
@@ -997,7 +1005,7 @@ class Log:
         raised after that."""
         with self._lock:
             errors = []
-            if self.writable and self._segments:
+            if self.writable and self._segments and self.damage is None:
                 try:
                     self.flush()
                     self.producer_state.take_snapshot()  # Kafka: a producer snapshot at close

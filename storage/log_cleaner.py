@@ -296,7 +296,9 @@ def for_log_manager(mgr) -> LogCleaner:
     from storage.config import load_broker_config
 
     broker = load_broker_config(mgr.dir)
-    return LogCleaner(mgr.dir, lambda: {n: mgr.get(n) for n in mgr.partition_names()},
+    # a damaged log is left as it is, for `kfs verify --repair`
+    return LogCleaner(mgr.dir, lambda: {n: log_ for n in mgr.partition_names()
+                                        if (log_ := mgr.get(n)).damage is None},
                       mgr.config, broker.get("max_message_bytes", 1_048_588))
 
 

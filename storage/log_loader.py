@@ -6,6 +6,12 @@ which data is known to be fsynced) to the end: CRCs, sizes, increasing offsets. 
 tail is truncated and every later segment deleted, so nothing before the last whole batch is lost
 and nothing torn is ever served. Segments whose indexes are missing or fail their sanity check
 are rebuilt whatever the shutdown was.
+
+Given a :class:`~storage.quarantine.Quarantine`, what recovery takes out while intact data
+follows it (a corrupt batch's tail with intact batches after it, the later segments) is moved
+there instead of deleted; a torn tail is cut as Kafka cuts it. A log whose end cannot be read
+and that is not recovered (a clean shutdown, or a read-only load) is loaded up to the damage,
+which ``LoadedLog.damage`` describes.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from pathlib import Path
 
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.damage import LogDamage, next_intact_batch, readable_end
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.producer_state import ProducerStateManager
+from storage.quarantine import Quarantine
 from storage.records import iter_batches
 from storage.segment import (
     DELETED_SUFFIX,
@@ -42,12 +50,14 @@ _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFF
 @dataclass
 class LoadedLog:
     """What loading found: the segments (the last is active), the log start offset, the
-    recovery point and the log end offset."""
+    recovery point, the log end offset, and the damage that stopped the load short of the
+    log's end (None when the log reads to its end)."""
 
     segments: list[LogSegment]
     log_start_offset: int
     recovery_point: int
     log_end_offset: int
+    damage: LogDamage | None = None
 
 
 def segment_bases(directory: Path) -> list[int]:
@@ -59,12 +69,14 @@ def segment_bases(directory: Path) -> list[int]:
 
 def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdown: bool,
          recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache,
-         producer_state: ProducerStateManager) -> LoadedLog:
+         producer_state: ProducerStateManager, quarantine: Quarantine | None = None) -> LoadedLog:
     """Load ``directory`` (``LogLoader.load``). ``recovery_point`` and ``log_start_offset``
     come from the log-dir checkpoints (0 when absent). Read-only loads change no byte: they skip
-    leftover files and recovery. Raises OSError, IndexOffsetOverflowError."""
+    leftover files and recovery. ``quarantine`` keeps what recovery removes (see the module's
+    text). A log whose end cannot be read loads up to the damage (``LoadedLog.damage``).
+    Raises OSError, IndexOffsetOverflowError, QuarantineError (nothing removed)."""
     if writable:
-        _finish_interrupted_operations(directory)
+        _finish_interrupted_operations(directory, quarantine)
     bases = segment_bases(directory)
     segments: list[LogSegment] = []
     try:
@@ -83,13 +95,13 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         recovered: dict[int, list[int]] = {}  # base offset -> its producer batch positions
         if writable:
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
-                                recovery_point, epochs, recovered)
+                                recovery_point, epochs, recovered, quarantine)
             if not segments:
                 segments = [LogSegment(directory, log_start_offset, config, writable=True)]
         if not segments:
             return LoadedLog([], log_start_offset, log_start_offset, log_start_offset)
-        log_end_offset = segments[-1].read_next_offset()
-        if writable and log_end_offset < log_start_offset:
+        log_end_offset, damage = _log_end_offset(segments[-1])
+        if writable and log_end_offset < log_start_offset and damage is None:
             # Kafka: every segment is below the checkpointed log start offset: start afresh there
             log.warning("%s: log end offset %d is below the log start offset %d; deleting "
                         "every segment", directory, log_end_offset, log_start_offset)
@@ -98,14 +110,22 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
             segments = [LogSegment(directory, log_start_offset, config, writable=True)]
             log_end_offset = log_start_offset
         log_start_offset = max(log_start_offset, segments[0].base_offset)
-        if writable:
+        if damage is not None:  # left as it is on disk, for a repair
+            producer_state.writable = False
+        elif writable:
             epochs.truncate_from_end(log_end_offset)
             epochs.truncate_from_start(log_start_offset)
-        rebuild_producer_state(producer_state, segments, log_start_offset, log_end_offset,
-                               recovered)
+        try:
+            rebuild_producer_state(producer_state, segments, log_start_offset, log_end_offset,
+                                   recovered)
+        except (CorruptRecordError, InvalidRecordError) as e:
+            damage = damage or _replay_damage(segments, producer_state.map_end_offset, e)
+        if damage is not None:
+            log.error("%s is damaged: %s; it is read up to the damage%s", directory, damage,
+                      ", and appends are refused until `kfs verify --repair`" if writable else "")
         return LoadedLog(segments, log_start_offset,
                          min(max(recovery_point, log_start_offset), log_end_offset)
-                         if had_clean_shutdown else log_end_offset, log_end_offset)
+                         if had_clean_shutdown else log_end_offset, log_end_offset, damage)
     except BaseException:
         for segment in segments:
             segment.close()
@@ -113,29 +133,30 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
 
 
 def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[int],
-             had_clean_shutdown: bool, recovery_point: int,
-             epochs: LeaderEpochFileCache, recovered: dict[int, list[int]]) -> list[LogSegment]:
+             had_clean_shutdown: bool, recovery_point: int, epochs: LeaderEpochFileCache,
+             recovered: dict[int, list[int]], quarantine: Quarantine | None) -> list[LogSegment]:
     """Recover the segments that need it (``LogLoader.recoverLog``): after an unclean shutdown
     every segment from the one holding the recovery point; always those with bad indexes and an
     active segment whose last batch is torn. When an unflushed segment loses bytes, the segments
-    after it go too: they were written after data that is now gone."""
+    after it go too: they were written after data that is now gone (into ``quarantine`` when
+    given, as are the cut bytes when intact data follows them)."""
     bases = [s.base_offset for s in segments]
     unflushed = set()
     if not had_clean_shutdown and segments:
         unflushed = set(bases[max(bisect.bisect_right(bases, recovery_point) - 1, 0):])
-    elif segments and segments[-1].last_whole_batch_end() != segments[-1].size:
+    elif segments and _torn_at_end(segments[-1]):
         unflushed = {bases[-1]}
     for i, segment in enumerate(segments):
         if segment.base_offset not in needs_recovery | unflushed:
             continue
         recovered[segment.base_offset] = positions = []
-        truncated = segment.recover(epochs, positions)
+        later = segments[i + 1:] if segment.base_offset in unflushed else []
+        truncated = segment.recover(epochs, positions,
+                                    _keeper(segment, quarantine, i < len(segments) - 1))
         segment.flush()  # what recovery kept becomes the new recovery point: make it durable
-        if truncated and segment.base_offset in unflushed and i < len(segments) - 1:
-            for later in segments[i + 1:]:
-                log.warning("deleting %s: it follows data lost by %s", later.log_path,
-                            segment.log_path)
-                later.delete()
+        if truncated and later:
+            for gone in later:
+                _remove_segment(gone, segment, quarantine)
             segments = segments[: i + 1]
             break
     for segment in segments[:-1]:
@@ -144,6 +165,76 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
     if segments:
         segments[-1].resize_indexes(config.segment_index_bytes)
     return segments
+
+
+def _torn_at_end(segment: LogSegment) -> bool:
+    """Whether the last batch of ``segment`` is torn; False when its headers cannot be read
+    (damage left for the load to report: a clean shutdown is trusted, as Kafka does)."""
+    try:
+        return segment.last_whole_batch_end() != segment.size
+    except (CorruptRecordError, InvalidRecordError):
+        return False
+
+
+def _keeper(segment: LogSegment, quarantine: Quarantine | None, later: bool):
+    """The ``before_cut`` of ``segment.recover``: keep the tail it cuts in ``quarantine`` when
+    the quarantine keeps everything, when ``later`` segments follow, or when intact batches
+    follow the damage in the segment; a torn tail alone is cut, as Kafka does."""
+    if quarantine is None:
+        return None
+
+    def keep(position: int, next_offset: int, problem: str | None) -> None:
+        resume = next_intact_batch(segment, position + 1, next_offset)
+        if not (quarantine.keep_all or later or resume is not None):
+            return
+        what = problem or f"a torn batch at byte {position}"
+        if resume is not None:
+            what += f"; intact batches follow from byte {resume}"
+        quarantine.keep_bytes(segment.log_path, position, segment.size, reason=what,
+                              first_offset=next_offset)
+        log.warning("recovery cuts %s at byte %d (%s) and keeps the %d bytes cut in %s instead "
+                    "of deleting them", segment.log_path, position, what,
+                    segment.size - position, quarantine.directory)
+    return keep
+
+
+def _remove_segment(segment: LogSegment, lost_by: LogSegment, quarantine: Quarantine | None) -> None:
+    """Take ``segment`` out of the log after ``lost_by`` lost data: into ``quarantine`` when
+    given (its .log; the indexes are derived from it), else deleted as Kafka does."""
+    if quarantine is None:
+        log.warning("deleting %s: it follows data lost by %s", segment.log_path, lost_by.log_path)
+        segment.delete()
+        return
+    path = segment.log_path
+    segment.close()
+    quarantine.keep_file(path, reason=f"follows data lost by {lost_by.log_path.name}",
+                         first_offset=segment.base_offset)
+    log.warning("moved %s to %s instead of deleting it: it follows data lost by %s", path,
+                quarantine.directory, lost_by.log_path)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        path.with_suffix(suffix).unlink(missing_ok=True)
+
+
+def _replay_damage(segments: list[LogSegment], offset: int, error: Exception) -> LogDamage:
+    """The damage that stopped the producer-state replay after ``offset``."""
+    i = max(bisect.bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+    return LogDamage(segments[i].log_path.name, None, offset,
+                     f"{error} (the producer state is replayed up to offset {offset} only)")
+
+
+def _log_end_offset(segment: LogSegment) -> tuple[int, LogDamage | None]:
+    """The log end offset (``readNextOffset`` of the last segment); when its batches cannot
+    be read to the end, the offset after the last intact one, the segment's size is cut
+    there for readers (the file is left as it is) and the damage returned."""
+    try:
+        return segment.read_next_offset(), None
+    except (CorruptRecordError, InvalidRecordError) as e:
+        size = segment.size
+        end, next_offset, problem = readable_end(segment)
+        segment.size = end
+        # (a .log read whole to its end: the index lookup was what failed)
+        return next_offset, LogDamage(segment.log_path.name, end, next_offset,
+                                      problem if end < size else str(e))
 
 
 def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegment],
@@ -170,10 +261,17 @@ def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegmen
     state.on_high_watermark_updated(log_end_offset)
 
 
-def _finish_interrupted_operations(directory: Path) -> None:
+def _finish_interrupted_operations(directory: Path, quarantine: Quarantine | None = None) -> None:
     """Delete ``*.deleted`` and ``*.cleaned`` files, drop ``.swap`` files of an unfinished
     cleaning, promote complete ones over the segments they replace, and delete index files
-    whose ``.log`` is gone (``LogLoader.removeTempFilesAndCollectSwapFiles``)."""
+    whose ``.log`` is gone (``LogLoader.removeTempFilesAndCollectSwapFiles``). A quarantine
+    that keeps everything gets the files of a log (``.log``, ``.log.*``) instead."""
+    def unlink(path: Path, why: str) -> None:
+        if quarantine is not None and quarantine.keep_all and LOG_SUFFIX in path.name:
+            quarantine.keep_file(path, reason=why)
+        else:
+            path.unlink()
+
     swaps: list[Path] = []
     min_cleaned = None
     for path in sorted(directory.iterdir()):
@@ -183,19 +281,19 @@ def _finish_interrupted_operations(directory: Path) -> None:
         base, kind = int(m.group(1)), m.group(3)
         if kind == DELETED_SUFFIX:
             log.info("deleting %s left by an earlier deletion", path)
-            path.unlink()
+            unlink(path, "left by an earlier deletion")
         elif kind == CLEANED_SUFFIX:
             min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
             log.info("deleting %s left by an interrupted cleaning", path)
-            path.unlink()
+            unlink(path, "left by an interrupted cleaning")
         else:
             swaps.append(path)
     for path in swaps:
         if min_cleaned is not None and int(path.name[:20]) >= min_cleaned:
             log.info("deleting %s: its cleaning did not finish", path)
-            path.unlink()
+            unlink(path, "its cleaning did not finish")
     swaps = [p for p in swaps if p.exists()]
-    _promote_swaps(directory, swaps)
+    _promote_swaps(directory, swaps, unlink)
     for path in directory.iterdir():
         m = _SEGMENT_FILE.fullmatch(path.name)
         if m and not m.group(3) and m.group(2) != LOG_SUFFIX and \
@@ -204,7 +302,7 @@ def _finish_interrupted_operations(directory: Path) -> None:
             path.unlink()
 
 
-def _promote_swaps(directory: Path, swaps: list[Path]) -> None:
+def _promote_swaps(directory: Path, swaps: list[Path], unlink) -> None:
     """Replace the segments a finished cleaning covered: delete the old segment files whose base
     falls in [first swap base, last swap's next offset), then strip ``.swap``."""
     log_swaps = sorted(p for p in swaps if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX))
@@ -215,7 +313,7 @@ def _promote_swaps(directory: Path, swaps: list[Path]) -> None:
             m = _SEGMENT_FILE.fullmatch(path.name)
             if m and not m.group(3) and first <= int(m.group(1)) < end:
                 log.info("deleting %s: replaced by a finished cleaning", path)
-                path.unlink()
+                unlink(path, "replaced by a finished cleaning")
     for path in swaps:
         log.info("promoting %s", path)
         path.rename(path.with_name(path.name[: -len(SWAP_SUFFIX)]))

@@ -23,14 +23,19 @@ from storage.checkpoint import (
 from storage.config import load_broker_config, load_log_config, load_manager_config
 from storage.errors import (
     CorruptCheckpointError,
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidRecordError,
     InvalidTopicError,
     KafkaStorageError,
     PartitionExistsError,
     ReadOnlyLogError,
     UnknownTopicOrPartitionError,
 )
+from storage.damage import LogDamage
 from storage.file_lock import FileLock
 from storage.log import Log
+from storage.quarantine import Quarantine, QuarantineError, default_root
 from storage.topic_partition import parse_partition_dir_name
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,8 @@ PARTITION_METADATA_FILE = "partition.metadata"
 # Directories LogManager does not load as data logs: KRaft's metadata log.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})
+# What a partition's own bytes can raise while it opens: that partition alone is affected.
+_DAMAGE = (CorruptRecordError, InvalidRecordError, CorruptIndexError, QuarantineError)
 
 
 class LogManager:
@@ -53,13 +60,22 @@ class LogManager:
     ``read_only=True`` takes no lock and never changes a byte; ``partitions(topic, n)`` (for
     read-only readers) opens only the partitions it accepts. Raises FileNotFoundError /
     NotADirectoryError for a bad directory and InvalidConfigError for bad settings.
+
+    A damaged partition never keeps the others from opening: one whose end cannot be read is
+    served up to the damage with its appends refused (``Log.damage``); what recovery takes out
+    while intact data follows it goes to ``quarantine`` (default
+    ``<backing_dir>.quarantine/<UTC time>/``, see ``storage.quarantine``) instead of being
+    deleted; a partition that cannot be opened even so is logged and left out.
     """
 
     def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False, *,
                  force_recovery: bool = False, lock_timeout_s: float = 0.0,
-                 partitions: Callable[[str, int], bool] | None = None):
+                 partitions: Callable[[str, int], bool] | None = None,
+                 quarantine: Quarantine | None = None):
         self.dir = Path(backing_dir)
         self.read_only = read_only
+        self.quarantine = None if read_only else (
+            quarantine or Quarantine(default_root(self.dir), keep_all=False))
         if not read_only:
             self.dir.mkdir(parents=True, exist_ok=True)
         if not self.dir.exists():
@@ -71,6 +87,8 @@ class LogManager:
         self._file_lock = None if read_only else FileLock(self.dir, lock_timeout_s)
         self._lock = threading.Lock()
         self._logs: dict[str, Log] = {}
+        # (recovery point, log start offset) of partitions left out: kept in the checkpoints
+        self._left_out: dict[str, tuple[int, int]] = {}
         try:
             clean = self._consume_clean_shutdown_marker() and not force_recovery
             recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
@@ -84,10 +102,15 @@ class LogManager:
                     continue
                 if partitions is not None and not partitions(topic, partition):
                     continue
-                self._logs[child.name] = self._open_log(
+                opened = self._open_damaged_too(
                     child, topic, partition, had_clean_shutdown=clean,
                     recovery_point=0 if force_recovery else recovery_points.get(child.name, 0),
                     log_start_offset=start_offsets.get(child.name, 0))
+                if opened is not None:
+                    self._logs[child.name] = opened
+                else:
+                    self._left_out[child.name] = (recovery_points.get(child.name, 0),
+                                                  start_offsets.get(child.name, 0))
         except BaseException:
             for log_ in self._logs.values():
                 log_.close()
@@ -111,9 +134,31 @@ class LogManager:
             marker.unlink()
         return clean
 
-    def _open_log(self, path: Path, topic: str, partition: int, **offsets) -> Log:
+    def _open_log(self, path: Path, topic: str, partition: int, writable: bool, **offsets) -> Log:
         config = load_log_config(self.dir, topic, self._broker_config)
-        return Log(path, topic, partition, config, writable=not self.read_only, **offsets)
+        return Log(path, topic, partition, config, writable=writable,
+                   quarantine=self.quarantine if writable else None, **offsets)
+
+    def _open_damaged_too(self, path: Path, topic: str, partition: int, **offsets) -> Log | None:
+        """The log of ``path``; when its data stops even a recovering open, the log opened
+        read-only with that damage (appends refused); None (logged) when it cannot be read
+        at all."""
+        try:
+            return self._open_log(path, topic, partition, not self.read_only, **offsets)
+        except _DAMAGE as exc:
+            log.error("%s: cannot open the partition: %s", path, exc)
+            if self.read_only:
+                return None
+            reason = str(exc)
+        try:
+            log_ = self._open_log(path, topic, partition, False, **offsets)
+        except _DAMAGE as again:
+            log.error("%s: left out, it cannot be read either: %s", path, again)
+            return None
+        log_.damage = log_.damage or LogDamage("", None, log_.log_end_offset, reason)
+        log.error("%s is served read-only up to its damage (%s); appends are refused until "
+                  "`kfs verify --repair`", path, log_.damage)
+        return log_
 
     def partition_names(self) -> list[str]:
         """Sorted ``<topic>-<N>`` names of the partitions (in memory: no disk)."""
@@ -224,15 +269,18 @@ class LogManager:
             write_offsets(self.dir / LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets())
 
     def _recovery_points(self) -> dict[str, int]:
-        return {name: l.recovery_point for name, l in self._logs.items()}
+        return {**{name: rp for name, (rp, _) in self._left_out.items() if rp},
+                **{name: l.recovery_point for name, l in self._logs.items()}}
 
     def _log_start_offsets(self) -> dict[str, int]:
-        return {name: l.log_start_offset for name, l in self._logs.items()
-                if l.log_start_offset > l.first_segment_base_offset}
+        return {**{name: start for name, (_, start) in self._left_out.items() if start},
+                **{name: l.log_start_offset for name, l in self._logs.items()
+                   if l.log_start_offset > l.first_segment_base_offset}}
 
     def _writable_logs(self) -> list[Log]:
+        """The logs background jobs may change: none of a damaged one (left for a repair)."""
         with self._lock:
-            return [] if self.read_only else list(self._logs.values())
+            return [] if self.read_only else [l for l in self._logs.values() if l.damage is None]
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and, when writable, Kafka's

@@ -16,7 +16,7 @@ import os
 import random
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from crc32c import crc32c
@@ -361,7 +361,8 @@ class LogSegment:
             end = position + batch.size_in_bytes
         return end
 
-    def recover(self, epochs=None, producer_positions: list[int] | None = None) -> int:
+    def recover(self, epochs=None, producer_positions: list[int] | None = None,
+                before_cut: Callable[[int, int, str | None], None] | None = None) -> int:
         """Rebuild both indexes from the .log and cut off a torn or corrupt tail: from the first
         batch that is incomplete, fails its CRC or size checks, or whose offsets go backwards
         (``LogSegment.recover``). v2 batches are checked by the compiled ``SegmentScan`` a block
@@ -371,21 +372,25 @@ class LogSegment:
         offsets beyond the segment's 32-bit range (Kafka splits such legacy segments; they are
         not cut off as corrupt). ``epochs`` (a LeaderEpochFileCache) learns the leader epoch of
         every valid batch; ``producer_positions`` gets the positions of the valid batches that
-        carry a producer id or are control batches (what a producer-state replay needs)."""
-        self.offset_index.reset(self.config.segment_index_bytes)
-        self.time_index.reset(self.config.segment_index_bytes)
-        self.txn_index.reset()  # the loader's producer-state replay writes it again
-        self._max_ts_and_offset = None
+        carry a producer id or are control batches (what a producer-state replay needs).
+        ``before_cut(position, next offset, problem or None for a torn batch)`` is called
+        before a tail is cut (e.g. to keep it); what it raises leaves the segment untouched."""
         self.size = os.fstat(self._fd).st_size
         scan = SegmentScan(self.base_offset, crc32c, self.base_offset, stop_at_problem=True)
-        self._scan_whole_batches(scan)
-        if scan.overflow_offset >= 0:
-            self.offset_index.relative_offset(scan.overflow_offset)  # raises, as Kafka
+        self.scan_whole_batches(scan)
         valid_bytes = scan.valid_end
         if scan.problems:
             log.warning("found invalid data in %s at byte %d: %s", self.log_path, valid_bytes,
                         scan.problems[0][1])
         truncated = self.size - valid_bytes
+        if truncated > 0 and before_cut is not None and scan.overflow_offset < 0:
+            before_cut(valid_bytes, scan.next_offset, scan.problems[0][1] if scan.problems else None)
+        self.offset_index.reset(self.config.segment_index_bytes)
+        self.time_index.reset(self.config.segment_index_bytes)
+        self.txn_index.reset()  # the loader's producer-state replay writes it again
+        self._max_ts_and_offset = None
+        if scan.overflow_offset >= 0:
+            self.offset_index.relative_offset(scan.overflow_offset)  # raises, as Kafka
         if truncated > 0:
             log.warning("truncating %s from %d to %d bytes", self.log_path, self.size, valid_bytes)
             os.ftruncate(self._fd, valid_bytes)
@@ -407,10 +412,11 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         return truncated
 
-    def _scan_whole_batches(self, scan: SegmentScan) -> None:
-        """Feed the .log to ``scan`` in large blocks until it ends, tears or stops at a
-        problem; legacy entries are checked here, one by one."""
-        position, end, buffer = 0, self.size, bytearray(_RECOVER_BLOCK)
+    def scan_whole_batches(self, scan: SegmentScan, position: int = 0) -> None:
+        """Feed the .log from byte ``position`` to ``scan`` (a ``SegmentScan``) in large blocks
+        until it ends, tears or stops at a problem; legacy entries are checked here, one by
+        one. Afterwards ``scan.valid_end`` is the end of the last whole valid batch."""
+        end, buffer = self.size, bytearray(_RECOVER_BLOCK)
         while position + _HEADER_SIZE_UP_TO_MAGIC < end and not scan.problems:
             block = self.read_into(buffer, position)
             consumed = scan.scan(block, position)
