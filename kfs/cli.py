@@ -199,9 +199,17 @@ def _add_verify_parser(sub) -> None:
     verify.add_argument("partitions", metavar="PARTITION", nargs="*",
                         help="partition directories to check, e.g. orders-0 (default: all)")
     verify.add_argument("--repair", action="store_true",
-                        help="when problems are found, recover the whole directory as a broker "
-                             "start after a crash does (cut torn or corrupt tails, rebuild "
-                             "indexes, settle leftovers), report what changed, and verify again")
+                        help="when problems are found, say what a repair would cut (files, byte "
+                             "ranges, offsets, records) and, with --yes or a yes on a terminal, "
+                             "do it: only bytes that are not intact batches go, into the "
+                             "quarantine; every intact batch stays (the log keeps an offset gap); "
+                             "then the whole directory is recovered (indexes rebuilt, leftovers "
+                             "settled), and verified again")
+    verify.add_argument("--yes", action="store_true",
+                        help="with --repair: repair without asking")
+    verify.add_argument("--quarantine", metavar="DIR",
+                        help="with --repair: keep what is cut under DIR/<UTC time>/ (default: "
+                             "BACKING_DIR.quarantine beside the backing directory; never inside it)")
     verify.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show a progress bar on stderr (default: when stderr is a terminal "
                              "or there is more than 1 GiB to check)")
@@ -285,9 +293,13 @@ PROGRESS_BYTES = 1 << 30  # a progress bar even off a terminal from this many by
 def cmd_verify(args: argparse.Namespace) -> int:
     from . import verify
 
+    from storage.quarantine import check_outside, default_root
+
     try:
         partitions = verify.find_partitions(args.backing_dir, args.partitions)
-    except verify.UsageError as exc:
+        args.quarantine = args.quarantine or default_root(args.backing_dir)
+        check_outside(args.quarantine, args.backing_dir)
+    except (verify.UsageError, ValueError) as exc:
         print(f"kfs verify: error: {exc}", file=sys.stderr)
         return 2
     return _with_stdout(lambda out: _verify_and_repair(out, args, partitions))
@@ -300,10 +312,27 @@ def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int
     if not problems or not args.repair:
         return 1 if problems else 0
     try:
-        changes = verify.repair(args.backing_dir, partitions)
+        plan = verify.plan_repair(partitions, problems)
+    except Exception as exc:  # noqa: BLE001 - any failure to plan is reported as one line
+        print(f"kfs verify: error: cannot plan the repair: {exc}", file=sys.stderr)
+        return 1
+    out.write("repair plan (nothing has changed yet):\n")
+    for line in verify.describe_plan(plan):
+        out.write(f"  {line}\n")
+    out.write(f"what is cut is kept, with a manifest, in {args.quarantine}/<UTC time>/\n")
+    if not (args.yes or _confirm(out, "repair now? [y/N] ")):
+        out.write("nothing changed: run with --yes to repair\n")
+        return 1
+    try:
+        changes, quarantine = verify.repair(args.backing_dir, partitions, plan, args.quarantine)
     except Exception as exc:  # noqa: BLE001 - any failure to recover is reported as one line
         print(f"kfs verify: error: repair failed: {exc}", file=sys.stderr)
         return 1
+    for piece in quarantine.pieces:
+        out.write(f"kept {piece['source']} bytes {piece['start']}-{piece['end']} as "
+                  f"{quarantine.directory / piece['file']}\n")
+    if quarantine.directory is not None:
+        out.write(f"quarantine manifest: {quarantine.directory / 'manifest.jsonl'}\n")
     for change in changes:
         out.write(f"repaired {change}\n")
     out.write(f"repair done ({len(changes)} changed); verifying again\n")
@@ -311,15 +340,27 @@ def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int
     return 1 if _verify_run(out, partitions, args.progress) else 0
 
 
-def _verify_run(out: TextIO, partitions, progress: bool | None) -> int:
-    """Verify ``partitions``, printing each problem and a summary; returns the problem count."""
+def _confirm(out: TextIO, question: str) -> bool:
+    """A yes from the user on a terminal; False when stdin or stdout is not one."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    out.write(question)
+    out.flush()
+    try:
+        return input().strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def _verify_run(out: TextIO, partitions, progress: bool | None) -> list:
+    """Verify ``partitions``, printing each problem and a summary; returns the problems."""
     from tqdm import tqdm
 
     from . import verify
 
     total = verify.log_bytes(partitions)
     show = progress if progress is not None else (sys.stderr.isatty() or total > PROGRESS_BYTES)
-    problems = 0
+    problems = []
     started = time.monotonic()
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="verify",
               disable=not show, file=sys.stderr, leave=False) as bar:
@@ -327,7 +368,7 @@ def _verify_run(out: TextIO, partitions, progress: bool | None) -> int:
             if isinstance(item, verify.VerifyStats):
                 stats = item
                 continue
-            problems += 1
+            problems.append(item)
             if show:
                 tqdm.write(str(item), file=out)
             else:
@@ -335,7 +376,7 @@ def _verify_run(out: TextIO, partitions, progress: bool | None) -> int:
     seconds = time.monotonic() - started
     out.write(f"{_count(stats.partitions, 'partition')}, {_count(stats.segments, 'segment')}, "
               f"{_count(stats.bytes, 'byte')} checked in {seconds:.1f} s: "
-              f"{_count(problems, 'problem') if problems else 'no problems'}\n")
+              f"{_count(len(problems), 'problem') if problems else 'no problems'}\n")
     out.flush()
     return problems
 

@@ -18,7 +18,9 @@ Per partition directory ``<topic>-<N>``:
 * missing index files, index files without a ``.log``, and leftover ``.cleaned``, ``.swap`` and
   ``.deleted`` files.
 
-Nothing is written; :func:`repair` opens the directory with the engine and recovers it.
+Nothing is written. :func:`plan_repair` says what a repair would cut and :func:`repair` does
+it: the damaged bytes only go, into a quarantine outside the backing directory, and every
+intact batch stays (``storage.salvage``); then the engine recovers the directory.
 """
 
 from __future__ import annotations
@@ -51,9 +53,13 @@ from storage.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
     "Problem",
+    "RepairError",
+    "RepairPlan",
     "UsageError",
     "VerifyStats",
+    "describe_plan",
     "find_partitions",
+    "plan_repair",
     "repair",
     "verify_partition",
     "verify_partitions",
@@ -407,6 +413,80 @@ def _check_txn_index(scan: _LogScan) -> Iterator[Problem]:
 # -- repair --------------------------------------------------------------------------------
 
 
+class RepairError(Exception):
+    """A repair that cannot go ahead (the directory changed since its plan); nothing changed."""
+
+
+@dataclasses.dataclass
+class RepairPlan:
+    """What :func:`repair` would do: the salvage of each partition that has something to cut
+    (``storage.salvage``), the leftover ``.log`` files recovery settles, and the partitions
+    whose problems a recovery mends without cutting (indexes, snapshots)."""
+
+    salvage: list  # of storage.salvage.PartitionPlan, each with changes
+    leftovers: list[Path]
+    rebuilt: list[str]
+
+    @property
+    def cut_bytes(self) -> int:
+        return sum(c.size for p in self.salvage for s in p.segments for c in s.cuts)
+
+
+def plan_repair(partitions: Sequence[Path], problems: Iterable[Problem] = ()) -> RepairPlan:
+    """The repair of ``partitions`` (read-only: every ``.log`` is read); ``problems`` (from
+    a verify run) name the partitions that need a recovery even with nothing to cut."""
+    from storage.salvage import plan_partition
+
+    salvage = [plan for plan in map(plan_partition, partitions) if plan.changed]
+    leftovers = sorted(p for d in partitions for p in d.iterdir()
+                       if f"{LOG_SUFFIX}." in p.name and p.suffix in _LEFTOVER_SUFFIXES)
+    cut = {plan.directory.name for plan in salvage}
+    rebuilt = sorted({p.partition for p in problems} - cut)
+    return RepairPlan(salvage, leftovers, rebuilt)
+
+
+def describe_plan(plan: RepairPlan) -> list[str]:
+    """The plan in words, a line each: every cut (file, byte range, bytes, offsets lost,
+    records its headers claim, why) with the intact batches kept after it, segments moved
+    whole or renamed, leftovers, rebuilt partitions."""
+    lines = []
+    for partition in plan.salvage:
+        for segment in partition.segments:
+            name = f"{partition.directory.name}/{segment.path.name}"
+            if segment.remove:
+                lines.append(f"{name}: move the whole segment ({_count(segment.size, 'byte')}, "
+                             "no intact batch in it) to the quarantine")
+                continue
+            for cut in segment.cuts:
+                lines.append(f"{name}: cut bytes {cut.start}-{cut.end} ({_cut_text(partition, segment, cut)}): "
+                             f"{cut.reason}")
+            if segment.new_base is not None:
+                lines.append(f"{name}: rename to {filename_prefix(segment.new_base)}{LOG_SUFFIX} "
+                             "(its base offset is below the end of the segment before)")
+    for path in plan.leftovers:
+        lines.append(f"{path.parent.name}/{path.name}: settled as Kafka does at start-up "
+                     f"({_LEFTOVER_SUFFIXES[path.suffix]}); what it removes goes to the quarantine")
+    for name in sorted({p.directory.name for p in plan.salvage} | set(plan.rebuilt)):
+        lines.append(f"{name}: indexes, time indexes, transaction indexes and producer snapshots "
+                     "rebuilt from the .log files")
+    return lines
+
+
+def _cut_text(partition, segment, cut) -> str:
+    first, last = partition.lost_offsets(segment, cut)
+    offsets = f"offsets {first}-{last}" if last is not None else f"offsets from {first}"
+    records = ("record count unknown (a header is damaged)" if cut.records is None
+               else f"{_count(cut.records, 'record')} by the headers")
+    kept = partition.kept_after(segment, cut)
+    after = (f"; the intact batches after it stay: offsets {kept[0]}-{kept[1]}"
+             if kept else "; nothing intact follows")
+    return f"{_count(cut.size, 'byte')}, {offsets}, {records}{after}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _file_states(partitions: Iterable[Path]) -> dict[str, tuple[int, bytes | None]]:
     """relative path -> (size, digest); digests for everything but .log files."""
     states = {}
@@ -422,26 +502,43 @@ def _file_states(partitions: Iterable[Path]) -> dict[str, tuple[int, bytes | Non
     return states
 
 
-def repair(backing_dir: str | os.PathLike, partitions: Sequence[Path]) -> list[str]:
-    """Recover the whole backing directory as a broker start without a clean shutdown does
-    (``LogManager(force_recovery=True)``: every segment revalidated, torn or corrupt tails cut,
-    later segments deleted, indexes rebuilt, leftovers settled) and close it cleanly.
+def repair(backing_dir: str | os.PathLike, partitions: Sequence[Path], plan: RepairPlan,
+           quarantine_root: str | os.PathLike) -> tuple[list[str], "Quarantine"]:
+    """Do ``plan``: under the directory's lock, salvage each partition (every cut kept in a
+    quarantine under ``quarantine_root``, intact batches kept), then recover the whole
+    backing directory as a broker start without a clean shutdown does
+    (``LogManager(force_recovery=True)``: indexes rebuilt, leftovers settled), keeping in the
+    same quarantine whatever that removes, and close it cleanly.
 
-    Returns what changed in ``partitions``, one line per segment (or other file), e.g.
-    ``orders-0/00000000000000000253: .log cut by 120 bytes (to 4096), .index rebuilt``.
-    Raises whatever opening the directory raises (LogDirLockedError while a mount has it)."""
+    Returns (what changed, one line per segment or other file, e.g.
+    ``orders-0/00000000000000000253: .index rebuilt``; the Quarantine, whose ``pieces`` are
+    its manifest entries). Raises RepairError when the directory no longer matches the plan,
+    and whatever opening the directory raises (LogDirLockedError while a mount has it)."""
     from storage import LogManager
+    from storage.file_lock import FileLock
+    from storage.quarantine import Quarantine
+    from storage.salvage import salvage_partition
 
+    quarantine = Quarantine(quarantine_root, keep_all=True)
+    lock = FileLock(Path(backing_dir))
+    try:
+        if plan_repair(partitions).salvage != plan.salvage:
+            raise RepairError("the directory changed since the repair plan was made; "
+                              "nothing was changed: run the repair again")
+        changes = [line for p in plan.salvage for line in salvage_partition(p, quarantine)]
+    finally:
+        lock.release()
     before = _file_states(partitions)
-    LogManager(backing_dir, force_recovery=True).close()
+    LogManager(backing_dir, force_recovery=True, quarantine=quarantine).close()
     after = _file_states(partitions)
-    changes: dict[str, list[str]] = {}
+    grouped: dict[str, list[str]] = {}
     for name in sorted(before.keys() | after.keys()):
         old, new = before.get(name), after.get(name)
         if old != new:
             group, _, suffix = name.partition(".")
-            changes.setdefault(group, []).append(_describe_change("." + suffix, old, new))
-    return [f"{group}: {', '.join(parts)}" for group, parts in changes.items()]
+            grouped.setdefault(group, []).append(_describe_change("." + suffix, old, new))
+    changes += [f"{group}: {', '.join(parts)}" for group, parts in grouped.items()]
+    return changes, quarantine
 
 
 def _describe_change(suffix: str, old: tuple[int, bytes | None] | None,

@@ -1,8 +1,8 @@
 """``kfs verify`` run as a command: Kafka-written and engine-written directories are clean,
 each kind of damage (a flipped byte, a torn .log, a zeroed .index, a lost .timeindex, bad index
 entries, overlapping segments, leftovers) makes it exit 1 naming the file and the problem, and
-``--repair`` recovers so that a second verify is clean and every batch before the damage reads
-back."""
+``--repair --yes`` recovers so that a second verify is clean and every intact batch reads
+back (tests/test_repair.py: what a repair keeps and where)."""
 
 import base64
 import json
@@ -294,39 +294,36 @@ def expected_records(name):
 
 @needs_fixtures
 @pytest.mark.parametrize("damage", ["flip", "truncate", "zero-index", "drop-timeindex"])
-def test_repair_then_verify_is_clean_and_batches_before_the_damage_read(tmp_path, damage):
+def test_repair_then_verify_is_clean_and_every_intact_batch_reads(tmp_path, damage):
     backing, part = copy_fixture(tmp_path)
     base = 2209
     log = segment(part, base, ".log")
     spans = batch_spans(log)
-    position, damaged_base, _, _ = spans[len(spans) // 2]
+    position, damaged_base, damaged_last, _ = spans[len(spans) // 2]
+    lost = range(0)
     if damage == "flip":
         data = bytearray(log.read_bytes())
         data[position + 30] ^= 0x80
         log.write_bytes(data)
-        first_lost = damaged_base
+        lost = range(damaged_base, damaged_last + 1)  # that batch alone
     elif damage == "truncate":
         os.truncate(log, position + 20)
-        first_lost = damaged_base
+        lost = range(damaged_base, bases(part)[bases(part).index(base) + 1])  # to the segment's end
     elif damage == "zero-index":
         index = segment(part, base, ".index")
         index.write_bytes(bytes(index.stat().st_size))
-        first_lost = None
     else:
         segment(part, base, ".timeindex").unlink()
-        first_lost = None
     assert kfs_verify(backing).returncode == 1
-    res = kfs_verify("--repair", backing)
+    res = kfs_verify("--repair", "--yes", backing)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "repair done" in res.stdout
     assert res.stdout.splitlines()[-1].endswith(": no problems")
-    if first_lost is not None:
-        assert f"plain-0/{log.stem}: .index rebuilt, .log cut by" in res.stdout
+    if lost:
+        assert f"plain-0/{log.name}: cut bytes {position}-" in res.stdout
     assert kfs_verify(backing).returncode == 0
     got = records_by_offset(backing, "plain-0")
-    expected = expected_records("plain-0")
-    if first_lost is not None:
-        expected = {o: kv for o, kv in expected.items() if o < first_lost}
+    expected = {o: kv for o, kv in expected_records("plain-0").items() if o not in lost}
     assert got == expected
 
 

@@ -1,0 +1,338 @@
+"""Repair never throws good data away, and one damaged partition never takes the others down
+(the engine and ``kfs verify --repair`` run as a command).
+
+* ``kfs verify --repair`` says what it would cut and changes nothing without ``--yes``; with it,
+  only the damaged batch goes, byte for byte into a quarantine beside the backing directory,
+  with a manifest saying where it came from, and every intact batch after it stays.
+* A writable open after an unclean shutdown cuts a corrupt batch as Kafka does, but keeps
+  what it cuts, and the segments after it, in the quarantine when intact data follows; a torn
+  tail alone is cut.
+* A partition whose end cannot be read opens up to the damage (read-only or writable, with a
+  clean-shutdown marker) and refuses appends; the others open as usual.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+
+import pytest
+from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
+
+from storage import LogManager
+from storage.errors import DamagedLogError
+from storage.quarantine import Quarantine
+
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
+CLEAN_SHUTDOWN = '{"version":0,"brokerEpoch":0}'
+FIRST = "00000000000000000000.log"
+LAST = "00000000000000004903.log"
+
+
+# -- helpers (also used by test_mount_damage.py) -------------------------------------------
+
+
+def copy_partitions(backing, *names, clean_shutdown=True):
+    """Copies of Kafka-written partitions in ``backing``, with Kafka's clean-shutdown marker."""
+    backing.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copytree(KAFKA_WRITTEN / name, backing / name)
+        for path in [backing / name, *(backing / name).iterdir()]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    if clean_shutdown:
+        (backing / ".kafka_cleanshutdown").write_text(CLEAN_SHUTDOWN)
+    return backing
+
+
+def batches(path):
+    """(position, base offset, size) of every batch of a .log, walked by the sizes."""
+    data, position, out = path.read_bytes(), 0, []
+    while position < len(data):
+        base, length = struct.unpack_from(">qi", data, position)
+        out.append((position, base, length + 12))
+        position += length + 12
+    return out
+
+
+def flip_bit(path, position):
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0x01
+    path.write_bytes(data)
+
+
+def lie_about_length(path, batch, length=5):
+    """Write a batchLength of ``length`` into the ``batch``-th batch of ``path``; its
+    position."""
+    position = batches(path)[batch][0]
+    data = bytearray(path.read_bytes())
+    struct.pack_into(">i", data, position + 8, length)
+    path.write_bytes(data)
+    return position
+
+
+def expected(name="plain-0"):
+    """offset -> (key, value) of a fixture's data records."""
+    rows = [json.loads(line) for line in open(KAFKA_WRITTEN / f"{name}.expected.jsonl")]
+    b64 = lambda t: None if t is None else base64.b64decode(t)  # noqa: E731
+    return {r["offset"]: (b64(r["key"]), b64(r["value"])) for r in rows if not r["isControl"]}
+
+
+def read_all(backing, name):
+    """offset -> (key, value) of every record a read-only open of ``backing`` serves."""
+    mgr = LogManager(backing, read_only=True)
+    try:
+        log = mgr.get(name)
+        return {r.offset: (r.key, r.value) for records in log.record_lists(0) for r in records}
+    finally:
+        mgr.close()
+
+
+def digests(directory):
+    return {p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def kfs_verify(*args):
+    return subprocess.run(kfs_command("verify", *map(str, args)), cwd=REPO, env=kfs_env(),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+
+
+def manifest(quarantine_root):
+    """The manifest entries of the one run under ``quarantine_root``, and that run's dir."""
+    (run,) = quarantine_root.iterdir()
+    return [json.loads(line) for line in (run / "manifest.jsonl").read_text().splitlines()], run
+
+
+# -- kfs verify --repair -------------------------------------------------------------------
+
+
+@needs_fixtures
+def test_one_flipped_bit_costs_one_batch_and_the_cut_bytes_are_kept(tmp_path):
+    backing = copy_partitions(tmp_path / "data", "plain-0", clean_shutdown=False)
+    part = backing / "plain-0"
+    position, base, size = batches(part / FIRST)[1]
+    assert (position, base, size) == (1032, 8, 8389)  # the batch at offset 8
+    flip_bit(part / FIRST, position + 100)
+    damaged = (part / FIRST).read_bytes()
+    before = digests(backing)
+
+    asked = kfs_verify("--repair", backing)
+    assert asked.returncode == 1, asked.stdout + asked.stderr
+    assert (f"plain-0/{FIRST}: cut bytes 1032-9421 (8389 bytes, offsets 8-25, 18 records by "
+            "the headers; the intact batches after it stay: offsets 26-4999)") in asked.stdout
+    assert "nothing changed: run with --yes to repair" in asked.stdout
+    assert digests(backing) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no quarantine made yet
+
+    done = kfs_verify("--repair", "--yes", backing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith(": no problems")
+    entries, run = manifest(tmp_path / "data.quarantine")
+    assert f"quarantine manifest: {run / 'manifest.jsonl'}" in done.stdout
+    assert entries == [{
+        "partition": "plain-0", "source": f"plain-0/{FIRST}", "start": 1032, "end": 9421,
+        "bytes": 8389, "firstOffset": 8, "lastOffset": 25, "records": 18,
+        "reason": entries[0]["reason"], "file": f"plain-0/{FIRST}.1032-9421",
+        "sha256": hashlib.sha256(damaged[1032:9421]).hexdigest()}]
+    assert "Record batch at offset 8 is corrupt" in entries[0]["reason"]
+    kept = run / entries[0]["file"]
+    assert f"kept plain-0/{FIRST} bytes 1032-9421 as {kept}" in done.stdout
+    assert kept.read_bytes() == damaged[1032:9421]  # byte for byte what was cut
+    assert (part / FIRST).read_bytes() == damaged[:1032] + damaged[9421:]
+    # nothing was added at the top of the backing directory (a broker would refuse a
+    # directory there that is not a partition)
+    assert [p.name for p in backing.iterdir() if p.is_dir()] == ["plain-0"]
+
+    assert kfs_verify(backing).returncode == 0
+    want = {o: kv for o, kv in expected().items() if not 8 <= o <= 25}
+    assert len(want) == 4982
+    assert read_all(backing, "plain-0") == want
+    mgr = LogManager(backing)  # opens writable, and takes appends at the old log end
+    try:
+        assert mgr.get("plain-0").append([b"after the repair"]) == 5000
+    finally:
+        mgr.close()
+
+
+@needs_fixtures
+def test_repair_steps_over_a_lying_batch_length_to_the_next_intact_batch(tmp_path):
+    backing = copy_partitions(tmp_path / "data", "plain-0")
+    part = backing / "plain-0"
+    spans = batches(part / "00000000000000002209.log")
+    position = lie_about_length(part / "00000000000000002209.log", 2, length=5)
+    resume, resume_offset = spans[3][0], spans[3][1]
+    done = kfs_verify("--repair", "--yes", backing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (f"plain-0/00000000000000002209.log: cut bytes {position}-{resume} "
+            f"({resume - position} bytes, offsets {spans[2][1]}-{resume_offset - 1}, record "
+            "count unknown (a header is damaged)") in done.stdout
+    want = {o: kv for o, kv in expected().items() if not spans[2][1] <= o < resume_offset}
+    assert read_all(backing, "plain-0") == want
+
+
+@needs_fixtures
+def test_a_torn_tail_is_kept_too_and_quarantine_goes_where_asked(tmp_path):
+    backing = copy_partitions(tmp_path / "data", "plain-0")
+    last = backing / "plain-0" / LAST
+    position, base, _ = batches(last)[-1]
+    data = last.read_bytes()
+    os.truncate(last, position + 30)
+    inside = kfs_verify("--repair", "--yes", "--quarantine", backing / "q", backing)
+    assert inside.returncode == 2 and "outside the backing directory" in inside.stderr
+    assert not (backing / "q").exists()
+
+    done = kfs_verify("--repair", "--yes", "--quarantine", tmp_path / "kept", backing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entries, run = manifest(tmp_path / "kept")
+    assert [(e["start"], e["end"], e["firstOffset"]) for e in entries] == \
+        [(position, position + 30, base)]
+    assert (run / entries[0]["file"]).read_bytes() == data[position:position + 30]
+    assert max(read_all(backing, "plain-0")) == base - 1
+
+
+def test_repair_of_a_clean_directory_asks_nothing_and_keeps_nothing(tmp_path):
+    backing = tmp_path / "data"
+    mgr = LogManager(backing)
+    mgr.create("t-0").append([b"a", b"b"])
+    mgr.close()
+    res = kfs_verify("--repair", backing)
+    assert res.returncode == 0 and "repair" not in res.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+# -- recovery after an unclean shutdown ----------------------------------------------------
+
+
+@needs_fixtures
+def test_recovery_keeps_what_follows_a_corrupt_batch_in_the_quarantine(tmp_path, caplog):
+    backing = copy_partitions(tmp_path / "data", "plain-0", clean_shutdown=False)
+    part = backing / "plain-0"
+    flip_bit(part / FIRST, 1032 + 100)
+    originals = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    mgr = LogManager(backing)
+    try:
+        assert mgr.get("plain-0").log_end_offset == 8  # Kafka's rule: the log ends before it
+    finally:
+        mgr.close()
+    entries, run = manifest(tmp_path / "data.quarantine")
+    assert entries[0]["source"] == f"plain-0/{FIRST}" and entries[0]["start"] == 1032
+    assert (run / entries[0]["file"]).read_bytes() == originals[FIRST][1032:]
+    moved = {e["source"].split("/")[1]: run / e["file"] for e in entries[1:]}
+    assert sorted(moved) == sorted(n for n in originals if n != FIRST)  # the 20 after it
+    for name, path in moved.items():
+        assert path.read_bytes() == originals[name]
+    assert "instead of deleting" in caplog.text
+
+
+@needs_fixtures
+def test_recovery_cuts_a_torn_tail_as_kafka_does(tmp_path):
+    backing = copy_partitions(tmp_path / "data", "plain-0", clean_shutdown=False)
+    last = backing / "plain-0" / LAST
+    position, base, _ = batches(last)[-1]
+    os.truncate(last, position + 30)
+    mgr = LogManager(backing)
+    try:
+        assert mgr.get("plain-0").log_end_offset == base
+    finally:
+        mgr.close()
+    assert last.stat().st_size == position
+    assert not (tmp_path / "data.quarantine").exists()
+
+
+# -- a damaged partition opens, up to the damage ---------------------------------------------
+
+
+@needs_fixtures
+@pytest.mark.parametrize("read_only", [True, False])
+def test_a_partition_whose_end_cannot_be_read_opens_up_to_it(tmp_path, read_only):
+    backing = copy_partitions(tmp_path / "data", "plain-0", "codecs-0")
+    part = backing / "plain-0"
+    first_lost = batches(part / LAST)[-3][1]
+    position = lie_about_length(part / LAST, -3)
+    before = digests(part)
+    mgr = LogManager(backing, read_only=read_only)
+    try:
+        assert mgr.partition_names() == ["codecs-0", "plain-0"]
+        log = mgr.get("plain-0")
+        assert (log.damage.file, log.damage.position, log.damage.offset) == \
+            (LAST, position, first_lost)
+        assert "smaller than minimum record overhead" in log.damage.reason
+        assert log.log_end_offset == first_lost
+        assert log.read(first_lost - 1).value == expected()[first_lost - 1][1]
+        with pytest.raises(DamagedLogError, match="appends are refused until `kfs verify"):
+            log.append([b"x"])
+        if not read_only:
+            assert mgr.get("codecs-0").append([b"fine"]) == 2000
+        assert mgr.get("codecs-0").damage is None
+    finally:
+        mgr.close()
+    assert digests(part) == before  # a damaged partition is left as it is, for a repair
+
+
+@needs_fixtures
+def test_a_partition_whose_cut_cannot_be_kept_is_left_alone_and_served(tmp_path):
+    backing = copy_partitions(tmp_path / "data", "plain-0", "codecs-0", clean_shutdown=False)
+    part = backing / "plain-0"
+    flip_bit(part / FIRST, 1032 + 100)
+    logs_before = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    nowhere = Quarantine("/proc/kfs-cannot-be-made", keep_all=False)
+    mgr = LogManager(backing, quarantine=nowhere)
+    try:
+        log = mgr.get("plain-0")
+        assert "cannot create a quarantine directory" in log.damage.reason
+        assert log.read(7).value == expected()[7][1]
+        with pytest.raises(DamagedLogError):
+            log.append([b"x"])
+        assert mgr.get("codecs-0").append([b"fine"]) == 2000
+    finally:
+        mgr.close()
+    assert {p.name: p.read_bytes() for p in part.glob("*.log")} == logs_before
+
+
+def run_on_a_terminal(args, answer):
+    """``kfs *args`` with a pty as stdin and stdout: ``answer`` is typed once it asks."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(kfs_command(*map(str, args)), cwd=REPO, env=kfs_env(), stdin=slave,
+                            stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    try:
+        while b"repair now? [y/N] " not in out:
+            ready, _, _ = select.select([master], [], [], 120)
+            assert ready, out
+            out += os.read(master, 65536)
+        os.write(master, answer + b"\n")
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            assert ready, out
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=120)
+    return proc.returncode, out.decode(errors="replace")
+
+
+@needs_fixtures
+def test_repair_asks_on_a_terminal(tmp_path):
+    backing = copy_partitions(tmp_path / "data", "plain-0")
+    flip_bit(backing / "plain-0" / FIRST, 1032 + 100)
+    before = digests(backing)
+    status, out = run_on_a_terminal(["verify", "--repair", backing], b"n")
+    assert status == 1 and "nothing changed" in out
+    assert digests(backing) == before
+    status, out = run_on_a_terminal(["verify", "--repair", backing], b"y")
+    assert status == 0, out
+    assert "repair done" in out and out.rstrip().endswith("no problems")
+    assert len(read_all(backing, "plain-0")) == 4982
