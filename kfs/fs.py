@@ -68,6 +68,7 @@ from .append import (
     LineFramer,
     PartialBatchError,
 )
+from .damage import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes, readable_run
 from .inodes import Kind
 from .streams import StreamHandle, Streams
 from .views import ROOT_NAMES, CoordinatorViews, Entry, is_coordinator_topic
@@ -115,6 +116,7 @@ _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (serr.PartitionExistsError, errno.EEXIST),
     (serr.RecordTooLargeError, errno.EFBIG),
     (serr.ReadOnlyLogError, errno.EROFS),
+    (serr.DamagedLogError, errno.EIO),  # (the load logged the damage)
     (serr.KeySeparatorMissingError, errno.EINVAL),
     (InvalidBatchesError, errno.EINVAL),
     (OverflowError, errno.EOVERFLOW),
@@ -319,7 +321,7 @@ class _AppendHandle:
 
 
 class _DirHandle:
-    __slots__ = ("node", "names", "records", "records_from", "run_limit")
+    __slots__ = ("node", "names", "records", "records_from", "run_limit", "damaged")
 
     def __init__(self, node: inodes.Node) -> None:
         self.node = node
@@ -327,6 +329,7 @@ class _DirHandle:
         self.records: list[Any] = []  # by-offset: a contiguous run of records_from()
         self.records_from = -1  # the offset that run was fetched from
         self.run_limit = LIST_CHUNK_MAX  # records per records_from() call, sized by value bytes
+        self.damaged = False  # by-offset: the listing stepped over damage
 
 
 class _ViewDirHandle:
@@ -383,6 +386,7 @@ class KafkaFs(pyfuse3.Operations):
         self._gid = os.getgid()
         self._mount_ns = time.time_ns()
         self._streams = Streams(self._read_committed)
+        self._damage = DamageNotes()
         self._views = CoordinatorViews(mgr)
         self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
 
@@ -409,13 +413,19 @@ class KafkaFs(pyfuse3.Operations):
         return self._ids.id_for(text)
 
     async def _record(self, pid: int, offset: int) -> Any:
-        """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent."""
+        """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent, EIO
+        when it cannot be read or lies past where a damaged log's end could be read."""
         record = self._cache.get((pid, offset))
         if record is None:
             plog = self._log_by_pid(pid)
-            record = await _cached_first(plog.read, offset, self._read_committed)
+            try:
+                record = await _cached_first(plog.read, offset, self._read_committed)
+            except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
+                self._damage.note(pid, plog.name, exc)
+                raise
             if record is None:
-                raise _fail(errno.ENOENT)
+                past_damage = plog.damage is not None and offset >= plog.damage.offset
+                raise _fail(errno.EIO if past_damage else errno.ENOENT)
             self._cache.put((pid, offset), record)
         return record
 
@@ -786,6 +796,11 @@ class KafkaFs(pyfuse3.Operations):
         while True:
             run, pos = await self._records_at(handle, want)
             if pos >= len(run):
+                if want == start_id and (handle.damaged or
+                                         self._log_by_pid(pid).damage is not None):
+                    # every readable offset was listed (in earlier replies, which an error
+                    # would discard here): now say that some could not be
+                    raise _fail(errno.EIO)
                 return
             inodes.record_ino(pid, run[-1].offset)  # OverflowError past the inode space
             self._served(pid, run[pos].offset)
@@ -813,8 +828,12 @@ class KafkaFs(pyfuse3.Operations):
         if run and handle.records_from <= want <= run[-1].offset:
             return run, bisect_left(run, want, key=_offset_of)
         plog = self._log_by_pid(handle.node.pid)
-        run = await trio.to_thread.run_sync(plog.records_from, want, handle.run_limit,
-                                            self._read_committed)
+        found: list[Any] = []  # damage stepped over
+        run = await trio.to_thread.run_sync(readable_run, plog, want, handle.run_limit,
+                                            self._read_committed, found)
+        for damage in found:
+            handle.damaged = True
+            self._damage.note(handle.node.pid, plog.name, damage)
         handle.records, handle.records_from = run, want
         if run:
             # records_from decodes values: keep a run's value bytes near LIST_CHUNK_BYTES.
@@ -896,6 +915,8 @@ class KafkaFs(pyfuse3.Operations):
             if self._read_only:
                 raise _fail(errno.EROFS)
             plog = self._log_by_pid(node.pid)
+            if plog.damage is not None:  # its end could not be read: appends wait for a repair
+                raise _fail(errno.EIO)
             max_bytes = plog.config.max_message_bytes  # loaded with the log: no I/O
             keyed = node.kind is Kind.APPEND_KEYED
             # A line longer than this can never fit in a batch: refuse it before buffering more.
@@ -1032,15 +1053,19 @@ class KafkaFs(pyfuse3.Operations):
             return attrs
         if node.kind is Kind.PARTITION:
             plog = self._log_by_pid(node.pid)
-            return partition_xattrs(plog)
+            attrs = partition_xattrs(plog)
+            damage = self._damage.xattr(node.pid, plog, not self._read_only)
+            if damage is not None:
+                attrs[DAMAGE_XATTR] = damage
+            return attrs
         return {}
 
     @_fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: Any = None) -> bytes:
-        """A ``user.kafka.*`` attribute; ENOATTR when the node does not have it. Other names
-        (``ls -l`` asks every file for ``security.*`` and ``system.posix_acl_*``) are answered
-        without resolving the record."""
-        if not name.startswith(XATTR_PREFIX):
+        """A ``user.kafka.*`` (or ``user.kfs.damage``) attribute; ENOATTR when the node does
+        not have it. Other names (``ls -l`` asks every file for ``security.*`` and
+        ``system.posix_acl_*``) are answered without resolving the record."""
+        if not name.startswith((XATTR_PREFIX, KFS_XATTR_PREFIX)):
             raise _fail(ENOATTR)
         value = (await self._xattrs(inode)).get(name)
         if value is None:

@@ -1,0 +1,159 @@
+"""One damaged partition never takes the others down, through real FUSE mounts driven from a
+shell: a lying batchLength in one partition (with Kafka's clean-shutdown marker) still lets
+the whole backing directory mount, read-only and writable; that partition is served up to the
+damage (EIO past it, ``user.kfs.damage`` and a log line say what is wrong, appends EIO until
+``kfs verify --repair``), the other one as usual; a listing of ``by-offset/`` with a corrupt
+batch in the middle gives every offset that can be read, then EIO."""
+
+import hashlib
+import os
+import subprocess
+
+import pytest
+from test_repair import (
+    FIRST,
+    LAST,
+    batches,
+    copy_partitions,
+    digests,
+    expected,
+    flip_bit,
+    kfs_verify,
+    lie_about_length,
+)
+
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
+
+
+def sh(script, **env):
+    """Run ``script`` in bash; (exit status, stdout, stderr)."""
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **env})
+    return res.returncode, res.stdout, res.stderr
+
+
+def cat_digest(path):
+    """`cat` of a file in a shell: (exit status, sha256 of what it printed, stderr)."""
+    status, out, err = sh('set -o pipefail; cat "$F" | sha256sum', F=str(path))
+    return status, out.split()[0], err
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def listed(path):
+    """`ls -U` of a directory: (exit status, the names as ints, stderr)."""
+    status, out, err = sh('ls -U "$D"', D=str(path))
+    return status, sorted(int(n) for n in out.split()), err
+
+
+@pytest.fixture
+def damaged_backing(tmp_path):
+    """plain-0 with a lying batchLength in its last segment (the batch at ``first_lost``),
+    and a healthy codecs-0, closed cleanly."""
+    backing = copy_partitions(tmp_path / "data", "plain-0", "codecs-0")
+    last = backing / "plain-0" / LAST
+    first_lost = batches(last)[-3][1]
+    lie_about_length(last, -3)
+    return backing, first_lost
+
+
+@needs_fixtures
+@pytest.mark.parametrize("mode", ["--read-only", "writable"])
+def test_the_other_partitions_work_and_the_damaged_one_reads_up_to_the_damage(
+        mount, damaged_backing, mode):
+    backing, first_lost = damaged_backing
+    before = digests(backing / "plain-0")
+    m = mount(backing, *([mode] if mode == "--read-only" else []))
+    status, out, _ = sh('ls "$M"', M=str(m.path))
+    assert status == 0 and {"codecs-0", "plain-0"} <= set(out.split())
+
+    status, offsets, err = listed(m.path / "codecs-0" / "by-offset")
+    assert status == 0 and offsets == list(range(2000))
+    assert cat_digest(m.path / "codecs-0/by-offset/1999")[:2] == \
+        (0, sha256(expected("codecs-0")[1999][1]))
+
+    status, offsets, err = listed(m.path / "plain-0" / "by-offset")
+    assert offsets == list(range(first_lost))  # every offset before the damage...
+    assert status != 0 and "Input/output error" in err  # ...then the damage is reported
+    assert cat_digest(m.path / f"plain-0/by-offset/{first_lost - 1}")[:2] == \
+        (0, sha256(expected()[first_lost - 1][1]))
+    status, _, err = cat_digest(m.path / f"plain-0/by-offset/{first_lost}")
+    assert status == 1 and "Input/output error" in err
+    status, out, _ = sh('getfattr --only-values -n user.kfs.damage "$M/plain-0"', M=str(m.path))
+    assert status == 0
+    assert out.startswith(f"{LAST}:") and "smaller than minimum record overhead" in out
+    assert f"offsets from {first_lost} cannot be read" in out
+    status, out, _ = sh('getfattr -n user.kfs.damage "$M/codecs-0" 2>&1', M=str(m.path))
+    assert status == 1 and "No such attribute" in out
+    assert f"plain-0 is damaged: {LAST}:" in m.log_text()
+
+    if mode == "writable":
+        assert "appends are refused until `kfs verify --repair`" in \
+            os.getxattr(m.path / "plain-0", "user.kfs.damage").decode()
+        status, _, err = sh('echo lost >> "$M/plain-0/append"', M=str(m.path))
+        assert status == 1 and "Input/output error" in err
+        status, _, _ = sh('echo kept >> "$M/codecs-0/append"', M=str(m.path))
+        assert status == 0
+        assert (m.path / "codecs-0" / "by-offset" / "2000").read_bytes() == b"kept"
+    else:
+        status, _, err = sh('echo x >> "$M/codecs-0/append"', M=str(m.path))
+        assert status == 1 and "Read-only file system" in err
+    mount.unmount(m)
+    assert digests(backing / "plain-0") == before  # left as it was, for the repair
+
+
+@needs_fixtures
+def test_after_kfs_verify_repair_the_partition_takes_appends_again(mount, damaged_backing):
+    backing, first_lost = damaged_backing
+    done = kfs_verify("--repair", "--yes", backing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    m = mount(backing)
+    status, _, err = sh('echo again >> "$M/plain-0/append"', M=str(m.path))
+    assert status == 0, err
+    status, offsets, _ = listed(m.path / "plain-0" / "by-offset")
+    assert status == 0
+    # the damaged batch alone is gone: the intact ones after it stay, then the new record
+    lost = set(range(first_lost, offsets[offsets.index(first_lost - 1) + 1]))
+    assert 0 < len(lost) < 10 and offsets[-1] == 5000
+    assert offsets == [o for o in range(5001) if o not in lost]
+    assert (m.path / "plain-0" / "by-offset" / "4999").read_bytes() == expected()[4999][1]
+    assert (m.path / "plain-0" / "by-offset" / "5000").read_bytes() == b"again"
+    assert "user.kfs.damage" not in os.listxattr(m.path / "plain-0")
+
+
+@needs_fixtures
+@pytest.mark.parametrize("mode", ["--read-only", "writable"])
+def test_listing_gives_every_readable_offset_around_a_corrupt_batch(mount, tmp_path, mode):
+    backing = copy_partitions(tmp_path / "data", "plain-0")
+    flip_bit(backing / "plain-0" / FIRST, 1032 + 100)  # the batch at offsets 8-25
+    m = mount(backing, *([mode] if mode == "--read-only" else []))
+    status, offsets, err = listed(m.path / "plain-0" / "by-offset")
+    assert offsets == [o for o in range(5000) if not 8 <= o <= 25]
+    assert status != 0 and "Input/output error" in err
+    plain = expected()
+    for offset in (7, 26, 4999):
+        assert cat_digest(m.path / f"plain-0/by-offset/{offset}")[:2] == \
+            (0, sha256(plain[offset][1]))
+    status, _, err = cat_digest(m.path / "plain-0/by-offset/8")
+    assert status == 1 and "by-offset/8: Input/output error" in err
+    damage = os.getxattr(m.path / "plain-0", "user.kfs.damage").decode()
+    assert damage.startswith(f"{FIRST}:1032: Record batch at offset 8 is corrupt")
+    assert "plain-0: damaged: " in m.log_text()
+
+
+@needs_fixtures
+def test_a_mount_after_a_crash_keeps_what_follows_a_corrupt_batch_in_the_quarantine(
+        mount, tmp_path):
+    backing = copy_partitions(tmp_path / "data", "plain-0", clean_shutdown=False)
+    flip_bit(backing / "plain-0" / FIRST, 1032 + 100)
+    logs = {p.name: p.read_bytes() for p in (backing / "plain-0").glob("*.log")}
+    m = mount(backing)
+    status, offsets, _ = listed(m.path / "plain-0" / "by-offset")
+    assert status == 0 and offsets == list(range(8))  # Kafka's recovery: the log ends there
+    assert "instead of deleting" in m.log_text()
+    (run,) = (tmp_path / "data.quarantine").iterdir()
+    kept = {p.name: p.read_bytes() for p in (run / "plain-0").iterdir()}
+    assert kept.pop(f"{FIRST}.1032-{len(logs[FIRST])}") == logs.pop(FIRST)[1032:]
+    assert kept == logs  # the 20 segments after it, whole
