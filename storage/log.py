@@ -748,12 +748,12 @@ class Log:
             new = cleaned.open_segment()
             self._set_segments(segments[:at] + [new] + segments[at + len(old):])
             self._cache.clear()
-            for segment in old:
-                if segment.base_offset != new.base_offset:
+            for segment in old:  # their producer snapshots go now: a loader would keep a
+                if segment.base_offset != new.base_offset:  # .snapshot.deleted after a crash
                     snapshot = self.producer_state.remove_and_mark_snapshot_for_deletion(
                         segment.base_offset)
                     if snapshot is not None:
-                        self._pending_deletes.append((due, _DeletedFile(snapshot)))
+                        snapshot.unlink(missing_ok=True)
             fsync_directory(self.dir)
             step("swapped in")
             return new
@@ -1020,16 +1020,6 @@ class Log:
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
             if errors:
                 raise errors[0]
-
-
-class _DeletedFile:
-    """A ``.deleted`` file waiting for ``file.delete.delay.ms`` (a producer snapshot)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def delete(self) -> None:
-        self.path.unlink(missing_ok=True)
 
 
 def _records_in(batch: bytes) -> int:
