@@ -1931,13 +1931,6 @@ def producer_batches(buf):
 # handling needs the transaction state (control and transactional batches) and legacy entries
 # are left to the caller.
 
-cdef uint32_t MD5_K[64]
-cdef int MD5_S[64]
-_shifts = (7, 12, 17, 22) * 4 + (5, 9, 14, 20) * 4 + (4, 11, 16, 23) * 4 + (6, 10, 15, 21) * 4
-for _i in range(64):  # RFC 1321: K[i] = floor(|sin(i + 1)| * 2**32)
-    MD5_K[_i] = <uint32_t>int(abs(__import__("math").sin(_i + 1)) * 4294967296.0)
-    MD5_S[_i] = _shifts[_i]
-
 cdef enum:
     HASH_SIZE = 16
     BYTES_PER_ENTRY = 24  # the hash and an 8-byte offset
@@ -1948,28 +1941,77 @@ cdef inline uint32_t rotl(uint32_t x, int c) noexcept nogil:
 
 
 cdef void md5_block(uint32_t* h, const uint8_t* blk) noexcept nogil:
+    # RFC 1321's 64 steps unrolled (constants and shifts inline: about twice as fast as a loop)
     cdef uint32_t m[16]
-    cdef uint32_t a = h[0], b = h[1], c = h[2], d = h[3], f, t
+    cdef uint32_t a = h[0], b = h[1], c = h[2], d = h[3]
     cdef int i
     for i in range(16):
         m[i] = (<uint32_t>blk[4 * i] | (<uint32_t>blk[4 * i + 1] << 8)
                 | (<uint32_t>blk[4 * i + 2] << 16) | (<uint32_t>blk[4 * i + 3] << 24))
-    for i in range(16):
-        f = (b & c) | (~b & d)
-        t = d; d = c; c = b
-        b = b + rotl(a + f + MD5_K[i] + m[i], MD5_S[i]); a = t
-    for i in range(16, 32):
-        f = (d & b) | (~d & c)
-        t = d; d = c; c = b
-        b = b + rotl(a + f + MD5_K[i] + m[(5 * i + 1) & 15], MD5_S[i]); a = t
-    for i in range(32, 48):
-        f = b ^ c ^ d
-        t = d; d = c; c = b
-        b = b + rotl(a + f + MD5_K[i] + m[(3 * i + 5) & 15], MD5_S[i]); a = t
-    for i in range(48, 64):
-        f = c ^ (b | ~d)
-        t = d; d = c; c = b
-        b = b + rotl(a + f + MD5_K[i] + m[(7 * i) & 15], MD5_S[i]); a = t
+    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0xd76aa478 + m[0], 7)
+    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0xe8c7b756 + m[1], 12)
+    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0x242070db + m[2], 17)
+    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0xc1bdceee + m[3], 22)
+    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0xf57c0faf + m[4], 7)
+    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0x4787c62a + m[5], 12)
+    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0xa8304613 + m[6], 17)
+    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0xfd469501 + m[7], 22)
+    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0x698098d8 + m[8], 7)
+    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0x8b44f7af + m[9], 12)
+    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0xffff5bb1 + m[10], 17)
+    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0x895cd7be + m[11], 22)
+    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0x6b901122 + m[12], 7)
+    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0xfd987193 + m[13], 12)
+    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0xa679438e + m[14], 17)
+    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0x49b40821 + m[15], 22)
+    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0xf61e2562 + m[1], 5)
+    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0xc040b340 + m[6], 9)
+    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0x265e5a51 + m[11], 14)
+    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0xe9b6c7aa + m[0], 20)
+    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0xd62f105d + m[5], 5)
+    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0x02441453 + m[10], 9)
+    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0xd8a1e681 + m[15], 14)
+    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0xe7d3fbc8 + m[4], 20)
+    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0x21e1cde6 + m[9], 5)
+    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0xc33707d6 + m[14], 9)
+    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0xf4d50d87 + m[3], 14)
+    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0x455a14ed + m[8], 20)
+    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0xa9e3e905 + m[13], 5)
+    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0xfcefa3f8 + m[2], 9)
+    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0x676f02d9 + m[7], 14)
+    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0x8d2a4c8a + m[12], 20)
+    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0xfffa3942 + m[5], 4)
+    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0x8771f681 + m[8], 11)
+    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0x6d9d6122 + m[11], 16)
+    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0xfde5380c + m[14], 23)
+    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0xa4beea44 + m[1], 4)
+    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0x4bdecfa9 + m[4], 11)
+    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0xf6bb4b60 + m[7], 16)
+    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0xbebfbc70 + m[10], 23)
+    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0x289b7ec6 + m[13], 4)
+    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0xeaa127fa + m[0], 11)
+    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0xd4ef3085 + m[3], 16)
+    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0x04881d05 + m[6], 23)
+    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0xd9d4d039 + m[9], 4)
+    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0xe6db99e5 + m[12], 11)
+    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0x1fa27cf8 + m[15], 16)
+    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0xc4ac5665 + m[2], 23)
+    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0xf4292244 + m[0], 6)
+    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0x432aff97 + m[7], 10)
+    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0xab9423a7 + m[14], 15)
+    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0xfc93a039 + m[5], 21)
+    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0x655b59c3 + m[12], 6)
+    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0x8f0ccc92 + m[3], 10)
+    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0xffeff47d + m[10], 15)
+    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0x85845dd1 + m[1], 21)
+    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0x6fa87e4f + m[8], 6)
+    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0xfe2ce6e0 + m[15], 10)
+    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0xa3014314 + m[6], 15)
+    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0x4e0811a1 + m[13], 21)
+    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0xf7537e82 + m[4], 6)
+    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0xbd3af235 + m[11], 10)
+    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0x2ad7d2bb + m[2], 15)
+    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0xeb86d391 + m[9], 21)
     h[0] += a; h[1] += b; h[2] += c; h[3] += d
 
 
