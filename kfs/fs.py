@@ -154,6 +154,15 @@ def errno_for(exc: BaseException) -> int:
     return errno.EIO
 
 
+def _forget_entry(parent: int, name: bytes) -> None:
+    """Make the kernel forget ``parent/name`` if it caches it (pyfuse3 3.5 has no
+    ``ignore_enoent``: ENOENT means there was nothing to forget)."""
+    try:
+        pyfuse3.invalidate_entry(parent, name)
+    except FileNotFoundError:
+        pass
+
+
 def _fuse_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
     """Make a handler raise only FUSEError: pyfuse3 ends the whole main loop on any other
     exception.  trio.Cancelled and KeyboardInterrupt (BaseException) still propagate."""
@@ -703,12 +712,12 @@ class KafkaFs(pyfuse3.Operations):
         """Runs in a worker thread (never inside a handler: the kernel may wait on one)."""
         by_offset = inodes.fixed_ino(pid, Kind.BY_OFFSET)
         for offset in range(self._lowest_served.pop(pid, start), start):
-            pyfuse3.invalidate_entry(by_offset, b"%d" % offset, ignore_enoent=True)
+            _forget_entry(by_offset, b"%d" % offset)
         names = self._time_names.get(pid, {})
         by_time = inodes.fixed_ino(pid, Kind.BY_TIME)
         for name, offset in list(names.items()):
             if offset < start:
-                pyfuse3.invalidate_entry(by_time, name, ignore_enoent=True)
+                _forget_entry(by_time, name)
                 del names[name]
 
     async def forget(self, inode_list: Any) -> None:
