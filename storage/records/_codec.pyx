@@ -23,7 +23,7 @@ cdef extern from "Python.h":
     int PyBUF_READ
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdio cimport snprintf
-from libc.stdlib cimport calloc, free, realloc
+from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 from binascii import b2a_base64
@@ -1931,7 +1931,15 @@ def producer_batches(buf):
 # handling needs the transaction state (control and transactional batches) and legacy entries
 # are left to the caller.
 
+cdef extern from "sys/mman.h":
+    void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
+    int munmap(void* addr, size_t length)
+    int madvise(void* addr, size_t length, int advice)
+    void* MAP_FAILED
+    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS, MADV_HUGEPAGE
+
 cdef enum:
+    HUGE_PAGE = 2 * 1024 * 1024
     HASH_SIZE = 16
     BYTES_PER_ENTRY = 24  # the hash and an 8-byte offset
 
@@ -2057,6 +2065,7 @@ cdef class SkimpyOffsetMap:
     (-1 when cleared). Raises ValueError when ``memory`` holds no slot, MemoryError."""
 
     cdef uint8_t* _bytes
+    cdef size_t _length
     cdef readonly Py_ssize_t slots
     cdef readonly Py_ssize_t size
     cdef readonly int64_t lookups
@@ -2067,14 +2076,19 @@ cdef class SkimpyOffsetMap:
         self.slots = memory // BYTES_PER_ENTRY
         if self.slots <= 0:
             raise ValueError(f"an offset map of {memory} bytes has no slot")
-        # calloc of a large block maps zero pages: memory is used as slots fill
-        self._bytes = <uint8_t*>calloc(self.slots, BYTES_PER_ENTRY)
-        if self._bytes == NULL:
+        # Anonymous memory, zero until touched, in huge pages where the kernel has them:
+        # every probe lands on a random slot, and with 4 KiB pages each one misses the TLB.
+        self._length = (self.slots * BYTES_PER_ENTRY + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
+        ptr = mmap(NULL, self._length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        if ptr == MAP_FAILED:
             raise MemoryError()
+        madvise(ptr, self._length, MADV_HUGEPAGE)  # a hint: without it, small pages
+        self._bytes = <uint8_t*>ptr
         self.latest_offset = -1
 
     def __dealloc__(self):
-        free(self._bytes)
+        if self._bytes != NULL:
+            munmap(self._bytes, self._length)
 
     cdef inline Py_ssize_t _position_of(self, const uint8_t* hash, Py_ssize_t attempt) noexcept nogil:
         # SkimpyOffsetMap.positionOf: int arithmetic wraps as Java's; Utils.abs(MIN_VALUE) = 0
