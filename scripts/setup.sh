@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kfs needs on a fresh Debian machine, skipping whatever is already there:
-# FUSE 3 (and its headers, for building pyfuse3), a C compiler and the Python headers (pip
+# FUSE 3 (and its headers, for building pyfuse3), a C compiler, OpenSSL's libcrypto headers (the
+# cleaner's MD5) and the Python headers (pip
 # builds kfs's compiled record codec, storage/records/_codec.pyx, with Cython), the shell tools
 # the tests drive, and a virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools
 # and the PySpark data source's dependencies (pyspark, pyarrow, and a Java runtime if none);
@@ -9,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="${1:-}"
-debs=(fuse3 libfuse3-dev pkg-config gcc attr)
+debs=(fuse3 libfuse3-dev pkg-config gcc attr libssl-dev)
 [ "$extras" = test ] && debs+=(xxd jq)
 # Spark runs on a JVM: install one only when no java is on the PATH.
 if [ "$extras" = test ] || [ "$extras" = spark ]; then

@@ -1924,9 +1924,9 @@ def producer_batches(buf):
 # -- compaction: Kafka's SkimpyOffsetMap and the record loops of its Cleaner ---------------------
 #
 # The key -> offset map of a cleaning pass (``SkimpyOffsetMap``): a fixed array of slots, each the
-# MD5 of a key (16 bytes) and an offset (8), probed as Kafka probes it. MD5 is computed here (RFC
-# 1321) because one hashlib call per record costs more than the rest of the record's work; the
-# tests hold it to hashlib's. The loops walk whole batches as ``Cleaner.buildOffsetMapForSegment``
+# MD5 of a key (16 bytes) and an offset (8), probed as Kafka probes it. MD5 comes from OpenSSL's
+# libcrypto, called from here because one hashlib call per record costs more than the rest of
+# the record's work; the tests hold it to hashlib's. The loops walk whole batches as ``Cleaner.buildOffsetMapForSegment``
 # and ``MemoryRecords.filterTo`` do, checking each batch's CRC-32C first; the batches whose
 # handling needs the transaction state (control and transactional batches) and legacy entries
 # are left to the caller.
@@ -1944,109 +1944,21 @@ cdef enum:
     BYTES_PER_ENTRY = 24  # the hash and an 8-byte offset
 
 
-cdef inline uint32_t rotl(uint32_t x, int c) noexcept nogil:
-    return (x << c) | (x >> (32 - c))
+cdef extern from "openssl/evp.h" nogil:
+    ctypedef struct EVP_MD
+    ctypedef struct ENGINE
+    const EVP_MD* EVP_md5()
+    int EVP_Digest(const void* data, size_t count, unsigned char* md, unsigned int* size,
+                   const EVP_MD* type, ENGINE* impl)
 
-
-cdef void md5_block(uint32_t* h, const uint8_t* blk) noexcept nogil:
-    # RFC 1321's 64 steps unrolled (constants and shifts inline: about twice as fast as a loop)
-    cdef uint32_t m[16]
-    cdef uint32_t a = h[0], b = h[1], c = h[2], d = h[3]
-    cdef int i
-    for i in range(16):
-        m[i] = (<uint32_t>blk[4 * i] | (<uint32_t>blk[4 * i + 1] << 8)
-                | (<uint32_t>blk[4 * i + 2] << 16) | (<uint32_t>blk[4 * i + 3] << 24))
-    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0xd76aa478 + m[0], 7)
-    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0xe8c7b756 + m[1], 12)
-    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0x242070db + m[2], 17)
-    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0xc1bdceee + m[3], 22)
-    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0xf57c0faf + m[4], 7)
-    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0x4787c62a + m[5], 12)
-    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0xa8304613 + m[6], 17)
-    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0xfd469501 + m[7], 22)
-    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0x698098d8 + m[8], 7)
-    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0x8b44f7af + m[9], 12)
-    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0xffff5bb1 + m[10], 17)
-    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0x895cd7be + m[11], 22)
-    a = b + rotl(a + (d ^ (b & (c ^ d))) + <uint32_t>0x6b901122 + m[12], 7)
-    d = a + rotl(d + (c ^ (a & (b ^ c))) + <uint32_t>0xfd987193 + m[13], 12)
-    c = d + rotl(c + (b ^ (d & (a ^ b))) + <uint32_t>0xa679438e + m[14], 17)
-    b = c + rotl(b + (a ^ (c & (d ^ a))) + <uint32_t>0x49b40821 + m[15], 22)
-    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0xf61e2562 + m[1], 5)
-    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0xc040b340 + m[6], 9)
-    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0x265e5a51 + m[11], 14)
-    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0xe9b6c7aa + m[0], 20)
-    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0xd62f105d + m[5], 5)
-    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0x02441453 + m[10], 9)
-    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0xd8a1e681 + m[15], 14)
-    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0xe7d3fbc8 + m[4], 20)
-    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0x21e1cde6 + m[9], 5)
-    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0xc33707d6 + m[14], 9)
-    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0xf4d50d87 + m[3], 14)
-    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0x455a14ed + m[8], 20)
-    a = b + rotl(a + (c ^ (d & (b ^ c))) + <uint32_t>0xa9e3e905 + m[13], 5)
-    d = a + rotl(d + (b ^ (c & (a ^ b))) + <uint32_t>0xfcefa3f8 + m[2], 9)
-    c = d + rotl(c + (a ^ (b & (d ^ a))) + <uint32_t>0x676f02d9 + m[7], 14)
-    b = c + rotl(b + (d ^ (a & (c ^ d))) + <uint32_t>0x8d2a4c8a + m[12], 20)
-    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0xfffa3942 + m[5], 4)
-    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0x8771f681 + m[8], 11)
-    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0x6d9d6122 + m[11], 16)
-    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0xfde5380c + m[14], 23)
-    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0xa4beea44 + m[1], 4)
-    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0x4bdecfa9 + m[4], 11)
-    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0xf6bb4b60 + m[7], 16)
-    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0xbebfbc70 + m[10], 23)
-    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0x289b7ec6 + m[13], 4)
-    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0xeaa127fa + m[0], 11)
-    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0xd4ef3085 + m[3], 16)
-    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0x04881d05 + m[6], 23)
-    a = b + rotl(a + (b ^ c ^ d) + <uint32_t>0xd9d4d039 + m[9], 4)
-    d = a + rotl(d + (a ^ b ^ c) + <uint32_t>0xe6db99e5 + m[12], 11)
-    c = d + rotl(c + (d ^ a ^ b) + <uint32_t>0x1fa27cf8 + m[15], 16)
-    b = c + rotl(b + (c ^ d ^ a) + <uint32_t>0xc4ac5665 + m[2], 23)
-    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0xf4292244 + m[0], 6)
-    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0x432aff97 + m[7], 10)
-    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0xab9423a7 + m[14], 15)
-    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0xfc93a039 + m[5], 21)
-    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0x655b59c3 + m[12], 6)
-    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0x8f0ccc92 + m[3], 10)
-    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0xffeff47d + m[10], 15)
-    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0x85845dd1 + m[1], 21)
-    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0x6fa87e4f + m[8], 6)
-    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0xfe2ce6e0 + m[15], 10)
-    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0xa3014314 + m[6], 15)
-    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0x4e0811a1 + m[13], 21)
-    a = b + rotl(a + (c ^ (b | ~d)) + <uint32_t>0xf7537e82 + m[4], 6)
-    d = a + rotl(d + (b ^ (a | ~c)) + <uint32_t>0xbd3af235 + m[11], 10)
-    c = d + rotl(c + (a ^ (d | ~b)) + <uint32_t>0x2ad7d2bb + m[2], 15)
-    b = c + rotl(b + (d ^ (c | ~a)) + <uint32_t>0xeb86d391 + m[9], 21)
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d
+cdef const EVP_MD* MD5_ALGORITHM = EVP_md5()
 
 
 cdef void md5(const uint8_t* data, Py_ssize_t n, uint8_t* out) noexcept nogil:
-    """The 16-byte MD5 digest of ``data[:n]`` into ``out``."""
-    cdef uint32_t h[4]
-    cdef uint8_t tail[128]
-    cdef Py_ssize_t done = 0, rest, padded
-    cdef uint64_t bits = <uint64_t>n * 8
-    cdef int i
-    h[0] = 0x67452301; h[1] = 0xefcdab89; h[2] = 0x98badcfe; h[3] = 0x10325476
-    while n - done >= 64:
-        md5_block(h, data + done)
-        done += 64
-    rest = n - done
-    memset(tail, 0, 128)
-    if rest:
-        memcpy(tail, data + done, rest)
-    tail[rest] = 0x80
-    padded = 64 if rest < 56 else 128
-    for i in range(8):
-        tail[padded - 8 + i] = <uint8_t>(bits >> (8 * i))
-    md5_block(h, tail)
-    if padded == 128:
-        md5_block(h, tail + 64)
-    for i in range(16):
-        out[i] = <uint8_t>(h[i >> 2] >> (8 * (i & 3)))
+    """The 16-byte MD5 digest of ``data[:n]`` into ``out`` (OpenSSL's libcrypto, the MD5
+    that ``hashlib`` uses, without a Python call per key)."""
+    cdef unsigned int size
+    EVP_Digest(data if n else <const uint8_t*>b"", n, out, &size, MD5_ALGORITHM, NULL)
 
 
 def md5_digest(data):
