@@ -58,6 +58,7 @@ class Streams:
         self._streams: dict[tuple[int, StreamFormat], LogStream] = {}
         self._indexing: set[LogStream] = set()
         self._reading_ahead: set[LogStream] = set()  # one chunk rendered ahead per stream
+        self._index_lock = trio.Lock()
 
     def get(self, plog: Any, pid: int, kind: Kind) -> LogStream:
         """The stream of partition ``pid`` for a stream file of ``kind``."""
@@ -115,7 +116,8 @@ class Streams:
 
         async def index() -> None:
             try:
-                await trio.to_thread.run_sync(stream.refresh)
+                async with self._index_lock:  # one at a time: the mount keeps a core to serve
+                    await trio.to_thread.run_sync(stream.refresh)
             except Exception:  # noqa: BLE001 - reads report it; the mount goes on
                 log.exception("indexing %s of %s failed", stream.format.value, stream.log.name)
             finally:

@@ -31,6 +31,7 @@ import enum
 import itertools
 import json
 import threading
+import time
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -176,6 +177,7 @@ class LogStream:
             if self.closed:
                 return False
             start, text_start = index.file_position, index.text_size
+            time.sleep(0)  # let other threads have the GIL between chunks (an event loop)
             chunk, consumed, first = self._decode(segment, start, CHUNK_LOG_BYTES, end)
             if not consumed:
                 break
