@@ -133,6 +133,20 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# Draws whose choices depend on the clock or on where retention moved the log start: from a
+# fixed range, reduced to the choices at hand (hypothesis needs a draw's bounds to depend on
+# earlier draws only).
+ANY = st.integers(0, 1 << 20)
+
+
+def pick(data, choices: list, label: str):
+    return choices[data.draw(ANY, label=label) % len(choices)]
+
+
+def between(data, low: int, high: int, label: str) -> int:
+    return low + data.draw(ANY, label=label) % (high - low + 1)
+
+
 def sh(script: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, timeout=120)
 
@@ -612,7 +626,7 @@ class MountModel(RuleBasedStateMachine):
     def cat_by_offset(self, data) -> None:
         name = data.draw(st.sampled_from(sorted(self.parts)), label="partition")
         p = self.parts[name]
-        offset = data.draw(st.integers(max(p.start - 2, 0), p.leo + 1), label="offset")
+        offset = between(data, max(p.start - 2, 0), p.leo + 1, "offset")
         path = self.pdir(name) / "by-offset" / str(offset)
 
         def read():
@@ -637,8 +651,7 @@ class MountModel(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.parts)), label="partition")
         p = self.parts[name]
         stamps = sorted({r.ts for r in p.records[p.start:]})  # all learned by the last check
-        t = data.draw(st.sampled_from([0, *stamps, *(s + 1 for s in stamps), *(s - 1 for s in stamps)]),
-                      label="time")
+        t = pick(data, [0, *stamps, *(s + 1 for s in stamps), *(s - 1 for s in stamps)], "time")
         start, (link, cat) = self.settled(name, lambda: (
             sh(f"readlink {name}/by-time/{t}", self.m.path), sh(f"cat {name}/by-time/{t}", self.m.path)))
         offset = p.first_at(start, t)
@@ -667,8 +680,8 @@ class MountModel(RuleBasedStateMachine):
         """``from/<offset>/values`` and ``from/-N/values``: ENOENT out of [start, end]."""
         name = data.draw(st.sampled_from(sorted(self.parts)), label="partition")
         p = self.parts[name]
-        arg = data.draw(st.one_of(st.integers(max(p.start - 1, 0), p.leo + 1).map(str),
-                                  st.integers(1, 5).map(lambda n: f"-{n}")), label="from")
+        arg = (f"-{data.draw(st.integers(1, 5), label='last')}" if data.draw(st.booleans(), label="-N")
+               else str(between(data, max(p.start - 1, 0), p.leo + 1, "from")))
         start, res = self.settled(name, lambda: sh(f"cat {name}/from/{arg}/values", self.m.path))
         if arg.startswith("-"):
             first = max(start, p.leo + int(arg))
