@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -22,6 +23,12 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 _VERSION = 0
 _FIELDS = re.compile(r"\s+")
+# One lock per checkpoint file: the mount's retention job and its periodic job both write
+# log-start-offset-checkpoint from worker threads, and two writers would share its .tmp
+# (Kafka's CheckpointFile.write is synchronized). Checkpoint names are fixed per directory, so
+# the table stays small.
+_FILE_LOCKS: dict[str, threading.Lock] = {}
+_FILE_LOCKS_GUARD = threading.Lock()
 
 T = TypeVar("T")
 
@@ -58,9 +65,13 @@ def fsync_directory(directory: Path) -> None:
 
 
 def write_checkpoint(path: Path, entries: Iterable[str]) -> None:
-    """Write entry lines (already formatted) as a version-0 checkpoint file."""
+    """Write entry lines (already formatted) as a version-0 checkpoint file; writers of one
+    file from several threads take turns."""
     lines = list(entries)
-    write_atomically(path, "".join(f"{line}\n" for line in [str(_VERSION), str(len(lines)), *lines]))
+    with _FILE_LOCKS_GUARD:
+        lock = _FILE_LOCKS.setdefault(os.path.abspath(path), threading.Lock())
+    with lock:
+        write_atomically(path, "".join(f"{line}\n" for line in [str(_VERSION), str(len(lines)), *lines]))
 
 
 def read_checkpoint(path: Path, parse: Callable[[list[str]], T]) -> list[T]:

@@ -126,3 +126,31 @@ def test_clean_start_recovers_nothing_and_force_recovery_everything(tmp_path, mo
     assert recovered == []
     LogManager(tmp_path, force_recovery=True).close()
     assert recovered == [0, 3, 6]
+
+
+def test_one_checkpoint_written_by_two_threads_at_once(tmp_path):
+    """The mount's retention job and its periodic checkpoint job both write
+    log-start-offset-checkpoint from worker threads: writes of one file take turns (as Kafka's
+    CheckpointFile.write is synchronized), never sharing its .tmp."""
+    import threading
+
+    path = tmp_path / "log-start-offset-checkpoint"
+    start = threading.Barrier(4)
+    errors = []
+
+    def writer(n):
+        start.wait()
+        try:
+            for i in range(25):
+                write_offsets(path, {f"t-{n}": i, "other-0": 7})
+        except OSError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert read_offsets(path)["other-0"] == 7
+    assert not (tmp_path / "log-start-offset-checkpoint.tmp").exists()
