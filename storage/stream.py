@@ -27,6 +27,7 @@ segments their entries go; a stream starting below the new log start offset star
 from __future__ import annotations
 
 import bisect
+import contextlib
 import enum
 import itertools
 import json
@@ -48,6 +49,7 @@ from storage.segment import LogSegment
 
 CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4
+BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers (one per rendering thread at a time)
 STARTS_KEPT = 256  # window starts remembered (each a segment and a text position)
 
 
@@ -121,7 +123,7 @@ class LogStream:
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
         self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
         self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
-        self._buffers = threading.local()  # each rendering thread's .log block
+        self._buffers: list[bytearray] = []  # .log blocks to render from, reused
         self._starts: dict[tuple[LogSegment, int], int] = {}
         self._layout_cache: tuple | None = None  # see _layout; None after the index changed
         self._indexed_end = -1  # the visible end offset the index reached
@@ -196,37 +198,42 @@ class LogStream:
         first batch, or -1 when none)."""
         if self._coordinator is not None:
             return self._decode_coordinator(segment, position, size, end)
-        block = self._read_block(segment, position, size)
         jsonl = self.format is StreamFormat.JSONL
         builder = _codec.ColumnBuilder(jsonl, values_text=not jsonl)
-        skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
-                if self.read_committed and len(block) >= 8 else None)
-        pos, done = 0, False
-        while pos < len(block) and not done:
-            consumed, done = builder.add_run(block, pos, 0, end, crc32c, decompress, skip)
-            if not consumed and not done:
-                consumed, done = self._decode_other(segment, position + pos, builder, end,
-                                                    skip)
-                if not consumed:
-                    break
-            pos += consumed
-        text, row_ends, offsets = builder.render(jsonl,
-                                                 self._prefix)
-        first = _base_offset(block) if pos else -1
+        with self._block(segment, position, size) as block:
+            skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
+                    if self.read_committed and len(block) >= 8 else None)
+            pos, done = 0, False
+            while pos < len(block) and not done:
+                consumed, done = builder.add_run(block, pos, 0, end, crc32c, decompress, skip)
+                if not consumed and not done:
+                    consumed, done = self._decode_other(segment, position + pos, builder, end,
+                                                        skip)
+                    if not consumed:
+                        break
+                pos += consumed
+            first = _base_offset(block) if pos else -1
+        text, row_ends, offsets = builder.render(jsonl, self._prefix)
         return _Chunk(memoryview(text), memoryview(row_ends).cast("q"),
                       memoryview(offsets).cast("q")), pos, first
 
-    def _read_block(self, segment: LogSegment, position: int, size: int):
-        """``size`` .log bytes from ``position`` (fewer at the segment's end), read into this
-        thread's reused buffer when they fit (fresh pages cost more than the copy); valid
-        until this thread's next read."""
+    @contextlib.contextmanager
+    def _block(self, segment: LogSegment, position: int, size: int):
+        """``size`` .log bytes from ``position`` (fewer at the segment's end) for the span of a
+        ``with``: read into a pooled buffer when they fit (fresh pages cost more than the
+        copy; the pool keeps BLOCK_BUFFERS_KEPT however many threads render)."""
         size = min(size, segment.size - position)
-        buffer = getattr(self._buffers, "block", None)
         if size > CHUNK_LOG_BYTES:
-            return segment.read_at(position, size)
-        if buffer is None:
-            buffer = self._buffers.block = bytearray(CHUNK_LOG_BYTES)
-        return segment.read_into(memoryview(buffer)[:size], position)
+            yield segment.read_at(position, size)
+            return
+        with self._lock:
+            buffer = self._buffers.pop() if self._buffers else bytearray(CHUNK_LOG_BYTES)
+        try:
+            yield segment.read_into(memoryview(buffer)[:size], position)
+        finally:
+            with self._lock:
+                if len(self._buffers) < BLOCK_BUFFERS_KEPT:
+                    self._buffers.append(buffer)
 
     def _decode_coordinator(self, segment: LogSegment, position: int, size: int, end: int
                             ) -> tuple[_Chunk, int, int]:
