@@ -42,12 +42,18 @@ FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.RECORDS_JSONL: StreamFormat.JS
 
 
 class StreamHandle:
-    """An open stream file: the stream and the offset it starts at."""
+    """An open stream file: the stream, the offset it starts at, and what its byte positions
+    are counted from (the first offset left at or after ``start`` and the stream's
+    generation)."""
 
-    __slots__ = ("stream", "start")
+    __slots__ = ("stream", "start", "origin")
 
     def __init__(self, stream: LogStream, start: int) -> None:
         self.stream, self.start = stream, start
+        self.origin = self.current_origin()
+
+    def current_origin(self) -> tuple[int, int]:
+        return self.stream.start_offset(self.start), self.stream.generation
 
 
 class Streams:
@@ -149,11 +155,29 @@ class Streams:
                 return stream.read(handle.start, offset, size)
 
             data = await trio.to_thread.run_sync(run)
+        self._check_positions(handle, offset)
         last = offset + len(data) - 1  # the next read starts in its chunk or the one after
         if data and stream not in self._reading_ahead and \
                 stream.wants_read_ahead(handle.start, last):
             self._read_ahead(stream, handle.start, last)
         return data
+
+    @staticmethod
+    def _check_positions(handle: StreamHandle, offset: int) -> None:
+        """EIO for a read inside the stream after text went from under the reader (retention
+        moved the log start, the cleaner removed records): its position no longer names the
+        bytes it was reading, and serving the new ones there would splice lines. A read from
+        byte 0 starts over (``tail -f`` after the truncation it saw in ``st_size``)."""
+        origin = handle.current_origin()
+        if origin == handle.origin:
+            return
+        if offset:
+            stream = handle.stream
+            log.warning("%s: %s read at byte %d after records under it were removed; EIO "
+                        "(read it again from the start)", stream.log.name, stream.format.value,
+                        offset)
+            raise pyfuse3.FUSEError(errno.EIO)
+        handle.origin = origin
 
     def _read_ahead(self, stream: LogStream, start: int, offset: int) -> None:
         self._reading_ahead.add(stream)

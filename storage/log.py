@@ -145,6 +145,7 @@ class Log:
         self.damage = loaded.damage
         # (base offsets, segments), replaced whole so readers always see a matching pair
         self._view: tuple[list[int], list[LogSegment]] = ([], [])
+        self.segment_version = 0  # +1 whenever segments come or go (roll, retention, cleaner)
         self._set_segments(loaded.segments)
         self._log_start_offset = loaded.log_start_offset
         self._leo = loaded.log_end_offset
@@ -159,6 +160,7 @@ class Log:
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # Readers take the view without the lock: publish new lists, never mutate old ones.
         self._view = ([s.base_offset for s in segments], segments)
+        self.segment_version += 1
 
     @property
     def _segments(self) -> list[LogSegment]:

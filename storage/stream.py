@@ -127,6 +127,11 @@ class LogStream:
         self._starts: dict[tuple[LogSegment, int], int] = {}
         self._layout_cache: tuple | None = None  # see _layout; None after the index changed
         self._indexed_end = -1  # the visible end offset the index reached
+        self._segment_version = -1  # the log's segment_version the index was built over
+        # +1 each time text the stream had went away (retention moved the log start, the
+        # cleaner removed records, recovery cut a tail): byte positions read before then no
+        # longer name the same bytes
+        self.generation = 0
         self._lock = threading.Lock()  # the index and the rendered chunks
         self._build_lock = threading.Lock()  # one builder at a time
         self.closed = False
@@ -140,7 +145,7 @@ class LogStream:
         """Whether the index reaches the log's visible end over the log's current segments (the
         cleaner swaps segments in without moving the end; sizes need no I/O)."""
         return self._indexed_end == self._visible_end() and \
-            all(s in self._indexes for s in self.log.log_segments())
+            self._segment_version == self.log.segment_version
 
     def unindexed_bytes(self) -> int:
         """.log bytes the index does not cover yet (no I/O): what a :meth:`refresh` reads."""
@@ -152,12 +157,16 @@ class LogStream:
         """Index every segment up to the log's visible end (the new batches only, for segments
         indexed before). Stops early, leaving the rest for later, once :attr:`closed`."""
         with self._build_lock:
-            end = self._visible_end()
+            version, end = self.log.segment_version, self._visible_end()
             segments = self.log.log_segments()
             with self._lock:
                 # a segment cut back below what was indexed (a rolled-back append) starts over
-                self._indexes = {s: i if (i := self._indexes.get(s)) is not None and
-                                 i.file_position <= s.size else _SegmentIndex() for s in segments}
+                present = set(segments)
+                kept = {s: i for s, i in self._indexes.items() if s in present and
+                        i.file_position <= s.size}
+                if len(kept) < len(self._indexes):
+                    self.generation += 1  # text went from the front or the middle
+                self._indexes = {s: kept.get(s) or _SegmentIndex() for s in segments}
                 self._starts = {k: v for k, v in self._starts.items() if k[0] in self._indexes}
                 self._layout_cache = None
             for i, segment in enumerate(segments):
@@ -166,7 +175,7 @@ class LogStream:
                     return
                 if i + 1 < len(segments) and index.file_position >= segment.size:
                     index.complete = True  # rolled: its text is final
-            self._indexed_end = end
+            self._indexed_end, self._segment_version = end, version
 
     def _extend(self, segment: LogSegment, index: _SegmentIndex, end: int) -> bool:
         """Index ``segment`` from where its index stopped up to ``end``; a short last chunk is

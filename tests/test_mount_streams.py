@@ -185,3 +185,28 @@ class ScreenReader:
             assert ready, f"{text!r} not shown within {timeout} s; last: {self.seen[-300:]!r}"
             self.seen += os.read(self.fd, 4096)
         self.seen = self.seen[self.seen.index(text) + len(text):]
+
+
+def test_a_reader_whose_records_retention_removed_gets_eio_not_spliced_lines(tmp_path, mount):
+    """Byte positions name the text the reader was reading: once retention removed records
+    under it, a read inside the stream is EIO, and reading again from byte 0 starts at the
+    new log start (as tail -f does after it sees st_size shrink)."""
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "server.properties").write_text("log.retention.check.interval.ms=200\n")
+    (backing / "r.topic.properties").write_text("retention.bytes=2048\nsegment.bytes=1024\n")
+    m = mount(backing)
+    sh("mkdir r-0 && seq -f 'line-%03g' 0 9 >> r-0/append", m.path)  # one segment: kept
+    with open(m.path / "r-0" / "values", "rb", buffering=0) as f:
+        assert f.read(9) == b"line-000\n"
+        sh("seq -f 'line-%03g' 10 299 >> r-0/append", m.path)  # now retention.bytes deletes
+        while int(os.getxattr(m.path / "r-0", "user.kafka.logStartOffset")) == 0:
+            pass  # the retention check runs every 200 ms
+        with pytest.raises(OSError) as info:
+            f.read(9)
+        assert info.value.errno == errno.EIO
+        f.seek(0)
+        start = int(os.getxattr(m.path / "r-0", "user.kafka.logStartOffset"))
+        assert f.read(9) == b"line-%03d\n" % start
+        assert f.read(9) == b"line-%03d\n" % (start + 1)
+    assert "read at byte 9 after records under it were removed" in m.log_text()
