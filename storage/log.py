@@ -87,29 +87,42 @@ _OVERHEAD_BY_BITS = [_overhead_bound(bits) for bits in range(32)]
 
 class _BatchCache:
     """The decoded records of recently read batches, so that a lookup followed by reads of
-    neighbouring offsets (``ls``, ``cat`` in a loop) decodes each batch once."""
+    neighbouring offsets (``ls``, ``cat`` in a loop) decodes each batch once. Bounded by
+    batches and by an estimate of the memory its records take (a batch of a megabyte of small
+    records decodes to a few megabytes of objects)."""
 
-    def __init__(self, capacity: int = 256):
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[int, int], list[Record]] = OrderedDict()
+    RECORD_COST = 200  # bytes of a Record's objects besides its key and value
+
+    def __init__(self, capacity: int = 256, max_bytes: int = 8 << 20):
+        self._capacity, self._max_bytes = capacity, max_bytes
+        self._entries: OrderedDict[tuple[int, int], tuple[list[Record], int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: tuple[int, int]) -> list[Record] | None:
         with self._lock:
-            records = self._entries.get(key)
-            if records is not None:
-                self._entries.move_to_end(key)
-            return records
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
 
     def put(self, key: tuple[int, int], records: list[Record]) -> None:
+        cost = sum(self.RECORD_COST + len(r.key or b"") + len(r.value or b"") for r in records)
         with self._lock:
-            self._entries[key] = records
-            if len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._entries[key] = (records, cost)
+            self._bytes += cost
+            while len(self._entries) > 1 and (len(self._entries) > self._capacity
+                                              or self._bytes > self._max_bytes):
+                self._bytes -= self._entries.popitem(last=False)[1][1]
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._bytes = 0
 
 
 class Log:

@@ -745,3 +745,20 @@ def test_short_writes_are_continued(tmp_path, monkeypatch):
     reopened = open_log(tmp_path / "t-0")
     assert reopened.log_end_offset == 300
     reopened.close()
+
+
+def test_the_decoded_batch_cache_is_bounded_by_memory_as_well_as_batches():
+    from storage.log import _BatchCache
+    from storage.records import Record
+
+    def batch(n, size):
+        return [Record(offset=i, timestamp=0, timestamp_type=0, key=None, value=b"x" * size,
+                       headers=(), sequence=-1) for i in range(n)]
+
+    cache = _BatchCache(capacity=256, max_bytes=1 << 20)
+    for base in range(10):
+        cache.put((0, base), batch(1000, 300))  # about 500 KB each
+    kept = [base for base in range(10) if cache.get((0, base)) is not None]
+    assert kept == [8, 9]  # the newest that fit in a megabyte
+    cache.put((0, 99), batch(10, 1 << 20))  # alone over the bound: still kept
+    assert cache.get((0, 99)) is not None and cache.get((0, 9)) is None
