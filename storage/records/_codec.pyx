@@ -2150,6 +2150,23 @@ def map_section(SkimpyOffsetMap m, section, int32_t count, int64_t base_offset, 
     return read, bool(full)
 
 
+cdef inline Py_ssize_t plain_v2_batch(const uint8_t* p, Py_ssize_t pos, Py_ssize_t n, crc,
+                                      int* stop) except -2:
+    """The size of the whole, CRC-checked v2 data batch at ``pos`` that the cleaner's loops take
+    themselves, or 0 with ``stop`` set: 0 at a partial batch, 1 for what the caller handles (a
+    legacy entry, a control or transactional batch). Raises as :func:`whole_v2_batch` and
+    CorruptRecordError for a bad CRC."""
+    cdef Py_ssize_t size = whole_v2_batch(p, pos, n)
+    if size <= 0:
+        stop[0] = 0 if size == 0 else 1
+        return 0
+    if be16(p + pos + 21) & 0x30:
+        stop[0] = 1
+        return 0
+    check_crc(p, pos, size, be64(p + pos), crc)
+    return size
+
+
 def map_run(SkimpyOffsetMap m, buf, Py_ssize_t position, int64_t start, Py_ssize_t max_entries,
             crc, decompress):
     """Map the keys of the whole v2 batches of ``buf`` from ``position`` (a block of a
@@ -2171,16 +2188,11 @@ def map_run(SkimpyOffsetMap m, buf, Py_ssize_t position, int64_t start, Py_ssize
         p = <const uint8_t*>view.buf
         n = view.len
         while pos + 61 <= n:
-            size = whole_v2_batch(p, pos, n)
-            if size <= 0:
-                stop = 0 if size == 0 else 1
+            size = plain_v2_batch(p, pos, n, crc, &stop)
+            if not size:
                 break
             attributes = be16(p + pos + 21)
-            if attributes & 0x30:
-                stop = 1
-                break
             base_offset = be64(p + pos)
-            check_crc(p, pos, size, base_offset, crc)
             count = be32(p + pos + 57)
             if count:
                 if attributes & 0x07:
@@ -2434,23 +2446,16 @@ cdef class RecordFilter:
         cdef const uint8_t* p
         cdef Py_ssize_t n, pos = position, size
         cdef int64_t base_offset, last_offset, producer_id
-        cdef int16_t attributes
         cdef int stop = 0, retention
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             p = <const uint8_t*>view.buf
             n = view.len
             while pos + 61 <= n:
-                size = whole_v2_batch(p, pos, n)
-                if size <= 0:
-                    stop = 0 if size == 0 else 1
-                    break
-                attributes = be16(p + pos + 21)
-                if attributes & 0x30:
-                    stop = 1
+                size = plain_v2_batch(p, pos, n, self.crc, &stop)
+                if not size:
                     break
                 base_offset = be64(p + pos)
-                check_crc(p, pos, size, base_offset, self.crc)
                 last_offset = base_offset + be32(p + pos + 23)
                 producer_id = be64(p + pos + 43)
                 retention = DELETE_EMPTY
