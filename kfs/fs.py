@@ -80,6 +80,8 @@ RECORD_TIMEOUT = 3600.0
 # Directory names and attributes are fixed for the mount's life (see KafkaFs._fixed_attr);
 # caching them saves a LOOKUP and a GETATTR per directory on every path walk.
 DIR_TIMEOUT = 3600.0
+# A read-only mount catches a partition up with its directory at most this often (seconds).
+FOLLOW_INTERVAL_S = 0.1
 # by-time/ names remembered per partition so retention can invalidate them (bounds memory).
 TIME_NAMES_KEPT = 65536
 # by-offset/ listing: records fetched per worker-thread call, bounded by their value bytes.
@@ -398,6 +400,7 @@ class KafkaFs(pyfuse3.Operations):
         self._damage = DamageNotes()
         self._views = CoordinatorViews(mgr)
         self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
+        self._followed: dict[int, float] = {}  # pid -> monotonic time of its last catch-up
 
     def close_streams(self) -> None:
         """Stop background indexing of the stream files (before the logs close)."""
@@ -412,14 +415,52 @@ class KafkaFs(pyfuse3.Operations):
         except (KeyError, serr.UnknownTopicOrPartitionError):
             raise _fail(errno.ENOENT) from None
 
-    def _lookup_partition(self, name: bytes) -> int:
+    async def _lookup_partition(self, name: bytes) -> int:
         """The pid of an existing partition called ``name``; ENOENT otherwise."""
         try:
             text = name.decode("utf-8")
-            self._mgr.get(text)
+            if text not in self._mgr.partition_names():
+                await self._follow_partitions()
+            await trio.to_thread.run_sync(self._mgr.get, text)  # opened on first use
         except (UnicodeDecodeError, serr.UnknownTopicOrPartitionError):
             raise _fail(errno.ENOENT) from None
         return self._ids.id_for(text)
+
+    # ---- following a running broker's directory (read-only mounts)
+
+    async def _follow_partitions(self) -> None:
+        """Partitions the broker created or deleted since the last look (one ``stat``)."""
+        if self._read_only:
+            await trio.to_thread.run_sync(self._mgr.catch_up_partitions)
+
+    async def _follow(self, pid: int) -> None:
+        """On a read-only mount, bring partition ``pid`` up to date with what another
+        process (a running broker) wrote (``LogManager.catch_up``: a ``stat`` and an
+        ``fstat``, and only new bytes read), at most every FOLLOW_INTERVAL_S; the offsets
+        retention or the cleaner removed there read ENOENT at once. A writable mount is the
+        only writer of its directory: nothing to follow."""
+        if not self._read_only:
+            return
+        now = time.monotonic()
+        if now - self._followed.get(pid, -FOLLOW_INTERVAL_S) < FOLLOW_INTERVAL_S:
+            return
+        self._followed[pid] = now
+        try:
+            name = self._ids.name_of(pid)
+        except KeyError:
+            return
+
+        def catch_up() -> tuple[int, Any]:
+            before = self._mgr.get(name).log_start_offset
+            return before, self._mgr.catch_up(name)
+
+        try:
+            before, plog = await trio.to_thread.run_sync(catch_up)
+        except serr.UnknownTopicOrPartitionError:
+            return  # (gone: the handlers answer ENOENT)
+        if plog.log_start_offset > before:
+            self._cache.drop_below(pid, plog.log_start_offset)
+            await trio.to_thread.run_sync(self._invalidate_below, pid, plog.log_start_offset)
 
     async def _record(self, pid: int, offset: int) -> Any:
         """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent, EIO
@@ -582,10 +623,12 @@ class KafkaFs(pyfuse3.Operations):
             return self._view_attr(await self._in_views(self._views.lookup, view, name))
         parent = self._node(parent_inode)
         kind = parent.kind
+        if kind is not Kind.ROOT:
+            await self._follow(parent.pid)
         if kind is Kind.ROOT and name.decode("utf-8", "replace") in ROOT_NAMES:
             return self._view_attr(await self._in_views(self._views.lookup, (), name))
         if kind is Kind.ROOT:
-            pid = self._lookup_partition(name)
+            pid = await self._lookup_partition(name)
             return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
         if kind is Kind.PARTITION:
             child = inodes.PARTITION_ENTRY_KINDS.get(name)
@@ -629,6 +672,8 @@ class KafkaFs(pyfuse3.Operations):
         if view is not None:
             return self._view_attr(await self._in_views(self._views.entry, view))
         node = self._node(inode)
+        if node.kind is not Kind.ROOT:
+            await self._follow(node.pid)
         if node.kind is Kind.RECORD:
             return self._record_attr(node.pid, await self._record(node.pid, node.offset))
         if node.kind is Kind.TIME_LINK:
@@ -738,6 +783,10 @@ class KafkaFs(pyfuse3.Operations):
         node = self._node(inode)
         if node.kind not in inodes.DIR_KINDS:
             raise _fail(errno.ENOTDIR)
+        if node.kind is Kind.ROOT:
+            await self._follow_partitions()
+        else:
+            await self._follow(node.pid)
         fh = next(self._next_fh)
         self._handles[fh] = _DirHandle(node)
         return fh
@@ -902,6 +951,8 @@ class KafkaFs(pyfuse3.Operations):
             # direct_io: the content follows the logs; no page cache to go stale
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
         node = self._node(inode)
+        if node.kind is not Kind.ROOT:
+            await self._follow(node.pid)
         if node.kind is Kind.RECORD:
             if accmode != os.O_RDONLY:
                 raise _fail(errno.EROFS if self._read_only else errno.EACCES)
@@ -1053,6 +1104,8 @@ class KafkaFs(pyfuse3.Operations):
         if view is not None:
             return (await self._in_views(self._views.entry, view)).xattrs
         node = self._node(inode)
+        if node.kind is not Kind.ROOT:
+            await self._follow(node.pid)
         if node.kind is Kind.RECORD:
             record = await self._record(node.pid, node.offset)
             plog = self._log_by_pid(node.pid)

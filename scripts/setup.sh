@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 
 extras="${1:-}"
 debs=(fuse3 libfuse3-dev pkg-config gcc attr libssl-dev)
-[ "$extras" = test ] && debs+=(xxd jq)
+[ "$extras" = test ] && debs+=(xxd jq less)
+# Kafka's own jars (the tests' broker and tools) come from Maven Central through Maven.
+[ "$extras" = test ] && ! command -v mvn >/dev/null 2>&1 && debs+=(maven)
 # Spark runs on a JVM: install one only when no java is on the PATH.
 if [ "$extras" = test ] || [ "$extras" = spark ]; then
   command -v java >/dev/null 2>&1 || debs+=(openjdk-17-jre-headless)
@@ -42,4 +44,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".${pip_extras:+[$pip_extras]}"
   touch "$stamp"
+fi
+
+# The tests' Kafka peer: the pinned release's jars (scripts/kafka/pom.xml) and their dependencies,
+# fetched once into .cache/kafka (ignored by git); again only when the pom changes.
+if [ "$extras" = test ]; then
+  kafka=.cache/kafka
+  if [ ! -f "$kafka/.fetched" ] || [ scripts/kafka/pom.xml -nt "$kafka/.fetched" ]; then
+    echo "kfs setup: fetching Kafka's jars with Maven into $kafka" >&2
+    rm -rf "$kafka/lib"
+    mvn -q -B -f scripts/kafka/pom.xml dependency:copy-dependencies \
+      -DoutputDirectory="$PWD/$kafka/lib" -Dmaven.repo.local="$PWD/$kafka/m2" >&2
+    touch "$kafka/.fetched"
+  fi
 fi

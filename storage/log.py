@@ -11,7 +11,9 @@ import bisect
 import errno
 import itertools
 import logging
+import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -21,6 +23,7 @@ from crc32c import crc32c
 from storage import log_loader
 from storage.checkpoint import fsync_directory
 from storage.config import LogConfig
+from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.errors import (
     CorruptRecordError,
     DamagedLogError,
@@ -165,6 +168,10 @@ class Log:
         self.recovery_point = loaded.recovery_point
         self._last_flush_ms = now_ms()
         self._pending_deletes: list[tuple[int, list[Path]]] = []  # (due epoch ms, files)
+        # following another writer (read-only): its directory, and segments out of the view,
+        # closed once no reader can still be in them
+        self._dir_watch = DirectoryWatch(self.dir)
+        self._retired: list[tuple[float, LogSegment]] = []
 
     @property
     def name(self) -> str:
@@ -782,6 +789,90 @@ class Log:
         for segment in due:
             segment.delete()
 
+    # -- following another writer (a read-only log of a running broker's directory) ---------
+
+    def catch_up(self, log_start_offset: int = 0) -> bool:
+        """Bring a read-only log up to date with the files another process (a running broker)
+        writes in its directory, as a reader of Kafka's files must: the whole batches appended
+        to the active segment since (a torn last batch waits), segments rolled, segments that
+        retention deleted or renamed ``.deleted`` (the log start offset moves past them) and
+        segments a cleaner swapped in. A cleaner's swap in progress (``.swap`` files) is left
+        for a later call, so readers see the old segments or the new ones whole.
+        ``log_start_offset`` is the broker's checkpointed one (DeleteRecords moves it inside a
+        segment). Returns whether anything changed. What a call costs: a ``stat`` of the
+        directory and an ``fstat`` of the active ``.log``; the directory is listed only when
+        its mtime moved (or moved within the last second, which a coarse clock may hide); new
+        bytes are the only ones read. A writable log (kfs is the writer) never changes here.
+        Raises nothing for a directory that is gone (the manager drops the partition)."""
+        if self.writable:
+            return False
+        with self._lock:
+            try:
+                listing = self._dir_watch.names()
+                changed = listing is not None and self._follow_segment_files(listing)
+                changed = self._follow_active_segment() or changed
+            except FileNotFoundError:  # a segment or the directory vanished meanwhile
+                return False
+            except (CorruptRecordError, InvalidRecordError) as exc:
+                log.warning("%s: new bytes that are not whole batches: %s", self.name, exc)
+                return False
+            if log_start_offset > self._log_start_offset:
+                self._log_start_offset = min(log_start_offset, self._leo)
+                self._cache.clear()
+                changed = True
+            self._close_retired()
+            return changed
+
+    def _follow_segment_files(self, names: list[str]) -> bool:
+        """Take in rolled, deleted and swapped segments; False when nothing changed."""
+        if log_loader.swap_in_progress(names):
+            self._dir_watch.again()
+            return False
+        bases = log_loader.bases_of(names)
+        old = {s.base_offset: s for s in self._segments}
+        kept = {b: old[b] for b in bases if b in old and old[b].is_file_on_disk()}
+        if len(kept) == len(old) == len(bases) or not bases:
+            return False  # (no .log at all: a listing mid-roll; Kafka keeps an active segment)
+        segments = [kept.get(b) or LogSegment(self.dir, b, self.config, writable=False)
+                    for b in bases]
+        for segment in segments[:-1]:  # finished segments: read to their end
+            if segment.size < segment.file_size():
+                segment.catch_up()
+        active = segments[-1]
+        if active.base_offset not in kept:
+            active.size = active.last_whole_batch_end()
+        now_in = {id(s) for s in segments}
+        gone = [s for s in old.values() if id(s) not in now_in]
+        self._retired.extend((time.monotonic() + RETIRED_S, s) for s in gone)
+        self._set_segments(segments)
+        self._cache.clear()
+        self._log_start_offset = max(self._log_start_offset, segments[0].base_offset)
+        self._leo = max(active.read_next_offset(), self._log_start_offset)
+        self._replay_producers()
+        log.info("%s follows its directory: segments %s..%s, offsets %d..%d", self.name,
+                 bases[0], bases[-1], self._log_start_offset, self._leo)
+        return True
+
+    def _follow_active_segment(self) -> bool:
+        next_offset = self._segments[-1].catch_up()
+        if next_offset is None:
+            return False
+        self._leo = max(self._leo, next_offset)
+        self._replay_producers()
+        return True
+
+    def _replay_producers(self) -> None:
+        """The producer state (the last stable offset for read_committed) after new batches."""
+        log_loader.replay_producer_batches(self.producer_state, self._segments, self._leo)
+
+    def _close_retired(self) -> None:
+        """Close segments taken out of the view a while ago (readers may still hold them)."""
+        now = time.monotonic()
+        due = [s for t, s in self._retired if t <= now]
+        self._retired = [(t, s) for t, s in self._retired if t > now]
+        for segment in due:
+            segment.close()
+
     # -- reading ----------------------------------------------------------------------------
 
     def _segment_for(self, offset: int) -> LogSegment | None:
@@ -1031,6 +1122,9 @@ class Log:
                     segment.close()
                 except OSError as e:
                     errors.append(e)
+            for _, segment in self._retired:
+                segment.close()
+            self._retired = []
             self._set_segments([])
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
             if errors:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,9 +63,20 @@ class LoadedLog:
 
 def segment_bases(directory: Path) -> list[int]:
     """Base offsets of the ``<20 digits>.log`` files of ``directory``, ascending."""
-    return sorted(int(m.group(1)) for p in directory.iterdir()
-                  if (m := _SEGMENT_FILE.fullmatch(p.name)) and m.group(2) == LOG_SUFFIX
+    return bases_of(os.listdir(directory))
+
+
+def bases_of(names: list[str]) -> list[int]:
+    """Base offsets of the ``<20 digits>.log`` names among ``names``, ascending."""
+    return sorted(int(m.group(1)) for name in names
+                  if (m := _SEGMENT_FILE.fullmatch(name)) and m.group(2) == LOG_SUFFIX
                   and not m.group(3))
+
+
+def swap_in_progress(names: list[str]) -> bool:
+    """Whether ``names`` hold a cleaner's ``.swap`` file: a swap is under way (old segments
+    renamed ``.deleted``, the new ones not yet renamed to their final names)."""
+    return any(name.endswith(SWAP_SUFFIX) for name in names)
 
 
 def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdown: bool,
@@ -227,6 +239,8 @@ def _log_end_offset(segment: LogSegment) -> tuple[int, LogDamage | None]:
     be read to the end, the offset after the last intact one, the segment's size is cut
     there for readers (the file is left as it is) and the damage returned."""
     try:
+        if not segment.writable:  # another process may be mid-append: its torn batch waits
+            segment.size = segment.last_whole_batch_end()
         return segment.read_next_offset(), None
     except (CorruptRecordError, InvalidRecordError) as e:
         size = segment.size
@@ -248,6 +262,17 @@ def rebuild_producer_state(state: ProducerStateManager, segments: list[LogSegmen
     recovered = recovered or {}
     start = min(recovered, default=log_end_offset)
     state.truncate_and_reload(log_start_offset, start, force=True)
+    replay_producer_batches(state, segments, log_end_offset, recovered)
+
+
+def replay_producer_batches(state: ProducerStateManager, segments: list[LogSegment],
+                            log_end_offset: int, recovered: dict[int, list[int]] | None = None
+                            ) -> None:
+    """Apply to ``state`` the producer batches from its map end offset to ``log_end_offset``
+    (the replay of :func:`rebuild_producer_state`; also how a read-only log follows the
+    batches a broker appends). ``recovered`` gives, per recovered segment, its producer batch
+    positions, and has their transaction indexes written again."""
+    recovered = recovered or {}
     bases = [s.base_offset for s in segments]
     first = max(bisect.bisect_right(bases, state.map_end_offset) - 1, 0)
     for segment in segments[first:] if state.map_end_offset < log_end_offset else []:

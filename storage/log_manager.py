@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ from storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from storage.damage import LogDamage
+from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.file_lock import FileLock
 from storage.log import Log
 from storage.quarantine import Quarantine, QuarantineError, default_root
@@ -85,38 +87,64 @@ class LogManager:
         self._broker_config = load_broker_config(self.dir)
         self.config = load_manager_config(self.dir)
         self._file_lock = None if read_only else FileLock(self.dir, lock_timeout_s)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._logs: dict[str, Log] = {}
+        # read-only: partitions listed but not opened yet ({name: (topic, partition)})
+        self._unopened: dict[str, tuple[str, int]] = {}
+        self._accepts = partitions
         # (recovery point, log start offset) of partitions left out: kept in the checkpoints
         self._left_out: dict[str, tuple[int, int]] = {}
+        # following another writer (read-only): what the directory and checkpoint looked like,
+        # and logs of deleted partitions waiting to close
+        self._retired: list[tuple[float, Log]] = []
+        self._dir_watch = DirectoryWatch(self.dir)
+        self._start_offsets_stamp: tuple[int, int] | None = None
         try:
-            clean = self._consume_clean_shutdown_marker() and not force_recovery
-            recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-            start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
-            for child in sorted(self.dir.iterdir()):
-                if child.name in _NOT_DATA_LOGS or not child.is_dir():
-                    continue
-                try:
-                    topic, partition = parse_partition_dir_name(child.name)
-                except InvalidTopicError:
-                    continue
-                if partitions is not None and not partitions(topic, partition):
-                    continue
-                opened = self._open_damaged_too(
-                    child, topic, partition, had_clean_shutdown=clean,
-                    recovery_point=0 if force_recovery else recovery_points.get(child.name, 0),
-                    log_start_offset=start_offsets.get(child.name, 0))
-                if opened is not None:
-                    self._logs[child.name] = opened
+            self._clean = self._consume_clean_shutdown_marker() and not force_recovery
+            self._recovery_points_read = ({} if force_recovery else
+                                          self._read_checkpoint(RECOVERY_POINT_CHECKPOINT))
+            self._start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+            for name, topic_partition in self._partition_dirs(os.listdir(self.dir)).items():
+                if read_only:  # opened when first asked for: memory and descriptors follow use
+                    self._unopened[name] = topic_partition
                 else:
-                    self._left_out[child.name] = (recovery_points.get(child.name, 0),
-                                                  start_offsets.get(child.name, 0))
+                    self._open(name, *topic_partition)
         except BaseException:
             for log_ in self._logs.values():
                 log_.close()
             if self._file_lock is not None:
                 self._file_lock.release()
             raise
+
+    def _partition_dirs(self, names: list[str]) -> dict[str, tuple[str, int]]:
+        """``{name: (topic, partition)}`` of the partition directories among ``names`` that
+        this manager serves (not KRaft's metadata log, nor what ``partitions`` refuses)."""
+        found = {}
+        for name in sorted(names):
+            if name in _NOT_DATA_LOGS:
+                continue
+            try:
+                topic, partition = parse_partition_dir_name(name)
+            except InvalidTopicError:
+                continue
+            if (self._accepts is None or self._accepts(topic, partition)) and \
+                    (self.dir / name).is_dir():
+                found[name] = (topic, partition)
+        return found
+
+    def _open(self, name: str, topic: str, partition: int) -> Log | None:
+        """Open partition ``name`` into ``_logs`` (None, noted as left out, when it cannot
+        be read)."""
+        opened = self._open_damaged_too(
+            self.dir / name, topic, partition, had_clean_shutdown=self._clean,
+            recovery_point=self._recovery_points_read.get(name, 0),
+            log_start_offset=self._start_offsets.get(name, 0))
+        if opened is None:
+            self._left_out[name] = (self._recovery_points_read.get(name, 0),
+                                    self._start_offsets.get(name, 0))
+        else:
+            self._logs[name] = opened
+        return opened
 
     def _read_checkpoint(self, name: str) -> dict[str, int]:
         try:
@@ -162,15 +190,74 @@ class LogManager:
 
     def partition_names(self) -> list[str]:
         """Sorted ``<topic>-<N>`` names of the partitions (in memory: no disk)."""
-        return sorted(self._logs)
+        return sorted([*self._logs, *self._unopened])
 
     def get(self, name: str) -> Log:
-        """The log of partition ``name`` (in memory: no disk); raises
-        UnknownTopicOrPartitionError."""
+        """The log of partition ``name``, opened on first use by a read-only manager (in memory
+        after that); raises UnknownTopicOrPartitionError (also for a partition that cannot be
+        read: logged, and left out from then on)."""
+        log_ = self._logs.get(name)
+        if log_ is not None:
+            return log_
+        with self._lock:
+            topic_partition = self._unopened.pop(name, None)
+            log_ = self._logs.get(name) or (
+                self._open(name, *topic_partition) if topic_partition else None)
+        if log_ is None:
+            raise UnknownTopicOrPartitionError(f"no partition {name!r} in {self.dir}")
+        return log_
+
+    # -- following another writer (a read-only manager of a running broker's directory) -----
+
+    def catch_up_partitions(self) -> bool:
+        """Take in the partitions another process (a running broker) created or deleted in
+        the backing directory since the last call: one ``stat`` of the directory, and a listing
+        only when its mtime moved (see ``Log.catch_up``). A deleted partition's log closes a
+        minute later (readers may be in it). Returns whether the set changed. A writable
+        manager (kfs is the only writer) never changes here."""
+        if not self.read_only:
+            return False
+        names = self._dir_watch.names()
+        if names is None:
+            return False
+        found = self._partition_dirs(names)
+        with self._lock:
+            known = set(self._logs) | set(self._unopened) | set(self._left_out)
+            for name in known - set(found):
+                log.info("%s: partition %s is gone", self.dir, name)
+                self._unopened.pop(name, None)
+                self._left_out.pop(name, None)
+                gone = self._logs.pop(name, None)
+                if gone is not None:
+                    self._retired.append((time.monotonic() + RETIRED_S, gone))
+            for name in set(found) - known:
+                log.info("%s: new partition %s", self.dir, name)
+                self._unopened[name] = found[name]
+            due = [l for t, l in self._retired if t <= time.monotonic()]
+            self._retired = [(t, l) for t, l in self._retired if l not in due]
+        for log_ in due:
+            log_.close()
+        return bool(known ^ set(found))
+
+    def catch_up(self, name: str) -> Log:
+        """The log of ``name`` (as :meth:`get`) brought up to date with the files another
+        process writes (``Log.catch_up``), with the log start offset the broker checkpointed
+        (``log-start-offset-checkpoint``, read again when it changed)."""
+        log_ = self.get(name)
+        if self.read_only:
+            log_.catch_up(self._checkpointed_start_offsets().get(name, 0))
+        return log_
+
+    def _checkpointed_start_offsets(self) -> dict[str, int]:
         try:
-            return self._logs[name]
-        except KeyError:
-            raise UnknownTopicOrPartitionError(f"no partition {name!r} in {self.dir}") from None
+            st = os.stat(self.dir / LOG_START_OFFSET_CHECKPOINT)
+        except FileNotFoundError:
+            return self._start_offsets
+        stamp = (st.st_ino, st.st_mtime_ns)
+        if stamp != self._start_offsets_stamp:
+            self._start_offsets_stamp = stamp
+            self._start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        return self._start_offsets
 
     def create(self, name: str) -> Log:
         """Create partition ``name`` (``<topic>-<N>``): its directory, ``partition.metadata``
@@ -302,9 +389,10 @@ class LogManager:
                                      json.dumps({"version": 0, "brokerEpoch": 0},
                                                 separators=(",", ":")))
             finally:
-                for log_ in self._logs.values():
+                for log_ in [*self._logs.values(), *(l for _, l in self._retired)]:
                     log_.close()
                 self._logs.clear()
+                self._retired.clear()
                 if self._file_lock is not None:
                     self._file_lock.release()
                     self._file_lock = None

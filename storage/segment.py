@@ -340,6 +340,45 @@ class LogSegment:
                     return record
         return None
 
+    # -- following another writer (read-only segments) -----------------------------------------
+
+    def file_size(self) -> int:
+        """The .log's length on disk now: past ``size`` while another process appends."""
+        return os.fstat(self._fd).st_size
+
+    def is_file_on_disk(self) -> bool:
+        """Whether ``log_path`` still names the file this segment reads (not deleted, renamed
+        ``.deleted`` or replaced by a cleaner's swap)."""
+        try:
+            return os.stat(self.log_path).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def reload_indexes(self) -> None:
+        """Read the offset and time indexes again (read-only): the entries another process
+        (a broker) appended since. Call it before reading the .log's new size: a broker writes
+        a batch before its index entries, so every entry read names bytes already there."""
+        prefix = self.log_path.with_suffix("")
+        self.offset_index = OffsetIndex(prefix.with_suffix(INDEX_SUFFIX), self.base_offset,
+                                        self.config.segment_index_bytes, False)
+        self.time_index = TimeIndex(prefix.with_suffix(TIME_INDEX_SUFFIX), self.base_offset,
+                                    self.config.segment_index_bytes, False)
+
+    def catch_up(self) -> int | None:
+        """Take in the whole batches another process appended to the .log since ``size``
+        (a torn last batch waits for the next call): reread the indexes, then move ``size`` to
+        the end of the last whole batch. Returns the next offset after the new batches, or
+        None when nothing whole was added. Raises CorruptRecordError for bytes that are not
+        batches (``size`` then stays before them)."""
+        if self.file_size() <= self.size:
+            return None
+        self.reload_indexes()
+        end, next_offset = self.size, None
+        for position, batch in self.scan_batches(self.size, self.file_size()):
+            end, next_offset = position + batch.size_in_bytes, batch.next_offset
+        self.size = end
+        return next_offset
+
     # -- lifecycle --------------------------------------------------------------------------
 
     def on_become_inactive(self) -> None:

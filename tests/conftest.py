@@ -32,6 +32,7 @@ from typing import NoReturn
 
 import pytest
 
+from kafka_broker import KafkaBroker, kafka_missing
 from kfs.mounts import alive as _alive
 from kfs.mounts import serving_processes
 
@@ -83,6 +84,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fuse: drives a real FUSE mount (needs /dev/fuse and fusermount3)")
     config.addinivalue_line("markers", "needs_fixture(*paths): reads these paths under tests/fixtures")
     config.addinivalue_line("markers", "root: needs to run as root")
+    config.addinivalue_line("markers", "kafka: runs Kafka's own jars (a broker or its tools)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -99,6 +101,8 @@ def pytest_runtest_setup(item):
             fixture_path(part)
     if item.get_closest_marker("fuse") is not None:
         require_fuse()
+    if item.get_closest_marker("kafka") is not None and kafka_missing() is not None:
+        unavailable(kafka_missing())
     if item.get_closest_marker("root") is not None and os.geteuid() != 0:
         unavailable("needs root")
 
@@ -231,6 +235,35 @@ def mount(tmp_path):
         yield mounter
     finally:
         mounter.close_all()
+
+
+@pytest.fixture
+def kafka_broker(tmp_path):
+    """Factory: ``kafka_broker(log_dir=None, **server_properties)`` -> a started
+    ``KafkaBroker`` (``tests/kafka_broker.py``) on loopback with ``log.dirs`` under
+    ``tmp_path``; every broker it started is stopped in teardown, even on failure (killed if a
+    clean shutdown hangs), and its log printed (pytest shows it for a failed test)."""
+    missing = kafka_missing()
+    if missing:
+        unavailable(missing)
+    brokers: list[KafkaBroker] = []
+
+    def start(log_dir: Path | None = None, **overrides: str) -> KafkaBroker:
+        n = len(brokers)
+        broker = KafkaBroker(log_dir or tmp_path / f"kafka-logs{n}", tmp_path / f"broker{n}",
+                             {k.replace("_", "."): str(v) for k, v in overrides.items()})
+        brokers.append(broker)
+        return broker.start()
+
+    try:
+        yield start
+    finally:
+        for broker in brokers:
+            try:
+                broker.stop()
+            finally:
+                broker.kill()
+            print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
 
 
 @pytest.fixture
