@@ -1,0 +1,248 @@
+"""A running Kafka broker writes, kfs reads: every record the broker's own consumer returns
+(read_uncommitted and read_committed) equals what kfs serves from the broker's log directory,
+through the engine while the broker runs and after it stops, and through a ``--read-only``
+mount that follows the broker live (new batches, rolled and deleted segments, new
+partitions), never writing a byte of the broker's directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafka_broker import KafkaBroker
+from storage import LogManager
+
+pytestmark = pytest.mark.kafka
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+DEADLINE_S = 60.0  # a wait on a condition gives up after this (a loaded machine is slow)
+
+
+def sh(script: str, cwd: Path | None = None, check: bool = True) -> str:
+    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, check=check,
+                          timeout=120).stdout.decode()
+
+
+def wait_until(condition, what: str):
+    """Poll ``condition`` until it returns something true; fail after DEADLINE_S."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def producer(broker: KafkaBroker, **config) -> Producer:
+    return Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0, "linger.ms": 5,
+                     **{k.replace("_", "."): v for k, v in config.items()}})
+
+
+def consume_all(broker: KafkaBroker, topic: str, partition: int, isolation: str) -> list[tuple]:
+    """Every record Kafka's consumer returns for the partition, as comparable tuples, read
+    until its position reaches the high watermark."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex,
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "log_level": 0, "auto.offset.reset": "earliest"})
+    try:
+        tp = TopicPartition(topic, partition)
+        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out, deadline = [], time.monotonic() + DEADLINE_S
+        while consumer.position([tp])[0].offset < high:
+            if time.monotonic() > deadline:
+                pytest.fail(f"consumer stuck at {consumer.position([tp])} below {high}")
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            ts_type, ts = message.timestamp()
+            out.append((message.offset(), ts, ts_type - 1, message.key(), message.value(),
+                        tuple((k, v) for k, v in message.headers() or ())))
+        return out
+    finally:
+        consumer.close()
+
+
+def kfs_records(log, read_committed: bool) -> list[tuple]:
+    return [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, tuple(r.headers))
+            for batch in log.record_lists(log.log_start_offset, read_committed=read_committed)
+            for r in batch]
+
+
+def produce_everything(broker: KafkaBroker) -> dict[str, int]:
+    """Through the broker: every codec with keys, null values and headers; an idempotent
+    producer; transactions committed and aborted; a LogAppendTime topic. Returns
+    {partition name: records produced}."""
+    broker.create_topic("mixed", 1, {"segment.bytes": "1048576"})
+    broker.create_topic("appendtime", 1, {"message.timestamp.type": "LogAppendTime"})
+    for codec in CODECS:
+        p = producer(broker, compression_type=codec, enable_idempotence=codec == "zstd")
+        for i in range(600):
+            p.produce("mixed", key=None if i % 5 == 0 else b"k%d" % (i % 13),
+                      value=None if i % 50 == 7 else (b"%s-%d-" % (codec.encode(), i)) * (i % 40),
+                      headers=[("codec", codec.encode()), ("n", None)] if i % 3 else None)
+        p.flush(60)
+    txn = producer(broker, transactional_id="t1", compression_type="lz4")
+    txn.init_transactions(60)
+    for commit in (True, False, True):
+        txn.begin_transaction()
+        for i in range(200):
+            txn.produce("mixed", key=b"t", value=b"txn-%s-%d" % (b"c" if commit else b"a", i))
+        txn.flush(60)  # (an abort drops what was not sent yet: the aborted records must land)
+        (txn.commit_transaction if commit else txn.abort_transaction)(60)
+    p = producer(broker)
+    for i in range(100):
+        p.produce("appendtime", value=b"lat-%d" % i, timestamp=1)
+    p.flush(60)
+    return {"mixed-0": 3600, "appendtime-0": 100}
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory):
+    """One broker for the module, with produce_everything() done."""
+    from kafka_broker import kafka_missing
+    from conftest import unavailable
+
+    if kafka_missing():
+        unavailable(kafka_missing())
+    root = tmp_path_factory.mktemp("kafka")
+    broker = KafkaBroker(root / "logs", root / "work")
+    try:
+        broker.start()
+        produce_everything(broker)
+        yield broker
+    finally:
+        broker.stop()
+        broker.kill()
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_the_engine_reads_what_the_brokers_consumer_reads(everything, isolation):
+    manager = LogManager(everything.log_dir, read_only=True)
+    try:
+        assert "__cluster_metadata-0" not in manager.partition_names()
+        for topic in ("mixed", "appendtime"):
+            expected = consume_all(everything, topic, 0, isolation)
+            got = kfs_records(manager.catch_up(f"{topic}-0"), isolation == "read_committed")
+            assert got == expected, topic
+        mixed = consume_all(everything, "mixed", 0, isolation)
+        assert len(mixed) == 3000 + (400 if isolation == "read_committed" else 600)
+        assert {r[2] for r in consume_all(everything, "appendtime", 0, isolation)} == {1}
+    finally:
+        manager.close()
+
+
+def test_a_live_log_follows_the_broker_through_rolls(everything):
+    manager = LogManager(everything.log_dir, read_only=True)
+    try:
+        log = manager.catch_up("mixed-0")
+        before_end, before_segments = log.log_end_offset, log.segment_count
+        p = producer(everything)
+        for i in range(3000):
+            p.produce("mixed", value=b"late-%d-" % i + b"x" * 500)
+        p.flush(60)
+        log = manager.catch_up("mixed-0")
+        assert log.log_end_offset == before_end + 3000
+        assert log.segment_count > before_segments  # 1.5 MB more than a 1 MiB segment
+        assert kfs_records(log, False) == consume_all(everything, "mixed", 0, "read_uncommitted")
+        everything.create_topic("newer", 2)
+        assert manager.catch_up_partitions()
+        assert {"newer-0", "newer-1"} <= set(manager.partition_names())
+    finally:
+        manager.close()
+
+
+def tree_digest(directory: Path) -> dict[str, str]:
+    """{relative path: sha256 (or 'dir')} of everything under ``directory``, mtimes aside."""
+    out = {}
+    for path in sorted(directory.rglob("*")):
+        rel = str(path.relative_to(directory))
+        out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
+    broker = kafka_broker(log_retention_check_interval_ms=200)
+    broker.create_topic("orders", 1, {"segment.bytes": "1048576", "file.delete.delay.ms": "1000"})
+    p = producer(broker)
+
+    def produce(n: int, tag: str, size: int = 0) -> None:
+        for i in range(n):
+            p.produce("orders", key=b"k%d" % (i % 7), value=f"{tag}-{i}".encode() + b"x" * size)
+        p.flush(60)
+
+    produce(100, "a")
+    m = mount(broker.log_dir, "--read-only")
+    part = m.path / "orders-0"
+    assert sh("ls", m.path).split() == ["orders-0"]  # not __cluster_metadata-0
+    assert len(os.listdir(part / "by-offset")) == 100
+    tail = subprocess.Popen(["tail", "-n", "0", "-f", str(part / "values")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        produce(10, "b")
+        wait_until(lambda: len(os.listdir(part / "by-offset")) == 110, "ls by-offset to grow")
+        assert (part / "by-offset" / "105").read_bytes() == b"b-5"
+        assert sh("getfattr --only-values -n user.kafka.logEndOffset .", part) == "110"
+        assert sh("tail -n 2 values", part) == "b-8\nb-9\n"
+        assert sh("jq -r .payload records.jsonl | tail -n 1", part) == "b-9\n"
+        assert sh("cat from/-3/values", part) == "b-7\nb-8\nb-9\n"
+        got = [tail.stdout.readline() for _ in range(10)]  # tail -f follows the broker
+        assert got == [f"b-{i}\n" for i in range(10)]
+    finally:
+        tail.kill()
+        tail.wait()
+    # a partition the broker creates appears
+    broker.create_topic("later", 1)
+    wait_until(lambda: "later-0" in os.listdir(m.path), "the new partition in ls")
+    # rolls, then retention by size deleting the first segments: the log start moves on
+    produce(3000, "c", 1000)
+    wait_until(lambda: int(sh("getfattr --only-values -n user.kafka.segmentCount .", part)) >= 3,
+               "rolled segments")
+    sh("test -s by-offset/3109", part)
+    admin_config(broker, "orders", {"retention.bytes": "1048576"})
+    start = wait_until(lambda: int(sh("getfattr --only-values -n user.kafka.logStartOffset .",
+                                      part)) or None, "retention to move the log start")
+    missing = subprocess.run(["cat", str(part / "by-offset" / "0")], capture_output=True)
+    assert missing.returncode == 1 and b"No such file" in missing.stderr
+    lines = sh("cat values", part).splitlines()
+    assert lines[0] == f"c-{start - 110}" + "x" * 1000 and lines[-1] == "c-2999" + "x" * 1000
+    assert len(lines) == 3110 - start
+    assert "Traceback" not in m.log_text()
+
+
+def admin_config(broker: KafkaBroker, topic: str, config: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(60)
+
+
+def test_the_mount_never_changes_the_brokers_directory(everything, mount, tmp_path):
+    """After the broker stopped: a read-only mount read through and through leaves every file
+    as it was, and serves what the consumer read."""
+    everything.stop()
+    before = tree_digest(everything.log_dir)
+    m = mount(everything.log_dir, "--read-only")
+    part = m.path / "mixed-0"
+    sh("cat values records.jsonl > /dev/null; ls -l by-offset > /dev/null; getfattr -d . ; "
+       "cat by-offset/1 > /dev/null", part)
+    manager = LogManager(everything.log_dir, read_only=True)
+    try:
+        values = [r[4] for r in kfs_records(manager.get("mixed-0"), False)]
+    finally:
+        manager.close()
+    assert sh("wc -l < values", part).strip() == str(len(values))
+    assert tree_digest(everything.log_dir) == before
+    assert not (everything.log_dir / ".kfs").exists()
