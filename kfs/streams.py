@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import pyfuse3
@@ -34,6 +35,7 @@ from .inodes import Kind
 
 log = logging.getLogger(__name__)
 
+STREAMS_KEPT = 64  # streams (with their indexes and rendered chunks) kept for partitions
 STAT_INDEX_BYTES = 16 << 20  # .log bytes a stat indexes before answering; more: background
 
 FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.RECORDS_JSONL: StreamFormat.JSONL,
@@ -61,7 +63,9 @@ class Streams:
 
     def __init__(self, read_committed: bool) -> None:
         self._read_committed = read_committed
-        self._streams: dict[tuple[int, StreamFormat], LogStream] = {}
+        # most recently used last; a stream keeps rendered chunks and its position index, so
+        # memory follows the streams in use, not every partition ever read
+        self._streams: OrderedDict[tuple[int, StreamFormat], LogStream] = OrderedDict()
         self._indexing: set[LogStream] = set()
         self._reading_ahead: set[LogStream] = set()  # one chunk rendered ahead per stream
         self._index_lock = trio.Lock()
@@ -72,6 +76,9 @@ class Streams:
         stream = self._streams.get(key)
         if stream is None or stream.log is not plog:
             stream = self._streams[key] = LogStream(plog, key[1], self._read_committed)
+            while len(self._streams) > STREAMS_KEPT:  # open handles keep theirs alive
+                self._streams.popitem(last=False)
+        self._streams.move_to_end(key)
         return stream
 
     @staticmethod
@@ -194,7 +201,7 @@ class Streams:
 
     def close(self) -> None:
         """Stop background indexing (at unmount, before the logs close)."""
-        for stream in self._streams.values():
+        for stream in {*self._streams.values(), *self._indexing, *self._reading_ahead}:
             stream.close()
 
 

@@ -24,6 +24,7 @@ from crc32c import crc32c
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import OffsetIndex
+from storage.open_files import PooledFile
 from storage.records import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -76,16 +77,17 @@ class LogSegment:
         self.config = config
         self.writable = writable
         prefix = Path(directory) / filename_prefix(base_offset)
-        self.log_path = prefix.with_suffix(LOG_SUFFIX)
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        self._fd = os.open(self.log_path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(
-            prefix.with_suffix(INDEX_SUFFIX), base_offset, config.segment_index_bytes, writable
-        )
-        self.time_index = TimeIndex(
-            prefix.with_suffix(TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes, writable
-        )
+        # the .log's descriptor: opened when used, closed when idle (storage.open_files)
+        self._file = PooledFile(prefix.with_suffix(LOG_SUFFIX), flags)
+        with self._file as fd:
+            self.size = os.fstat(fd).st_size
+        # A writable segment's indexes are mapped now (the loader checks them); a read-only
+        # one's are read when first looked up (Kafka's LazyIndex): opening a log reads no index.
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        if writable:
+            self.reload_indexes()
         # created on the first aborted transaction, as Kafka's
         self.txn_index = TransactionIndex(prefix.with_suffix(TXN_INDEX_SUFFIX), base_offset, writable)
         self._bytes_since_last_index_entry = 0
@@ -94,6 +96,34 @@ class LogSegment:
         self.created_ms = now_ms()
         jitter = min(config.segment_jitter_ms, config.segment_ms)
         self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+
+    @property
+    def log_path(self) -> Path:
+        return self._file.path
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:  # (renamed .deleted: the same file, a new name)
+        self._file.path = path
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self.reload_indexes()
+        return self._offset_index
+
+    @offset_index.setter
+    def offset_index(self, index: OffsetIndex) -> None:
+        self._offset_index = index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self.reload_indexes()
+        return self._time_index
+
+    @time_index.setter
+    def time_index(self, index: TimeIndex) -> None:
+        self._time_index = index
 
     # -- timestamps -------------------------------------------------------------------------
 
@@ -113,7 +143,8 @@ class LogSegment:
         ts = self.max_timestamp_and_offset_so_far[0]
         if ts >= 0:
             return ts
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        with self._file as fd:
+            return os.fstat(fd).st_mtime_ns // 1_000_000
 
     def _load_first_batch_timestamp(self) -> int:
         if self._rolling_based_timestamp is None:
@@ -193,7 +224,8 @@ class LogSegment:
         copy); on OSError the .log is cut back to ``position`` first."""
         try:
             while buffers:
-                written = os.pwritev(self._fd, buffers, position)
+                with self._file as fd:
+                    written = os.pwritev(fd, buffers, position)
                 position += written
                 while buffers and written >= len(buffers[0]):
                     written -= len(buffers[0])
@@ -201,7 +233,8 @@ class LogSegment:
                 if written:
                     buffers = [memoryview(buffers[0])[written:], *buffers[1:]]
         except OSError:
-            os.ftruncate(self._fd, self.size)
+            with self._file as fd:
+                os.ftruncate(fd, self.size)
             raise
 
     # -- reading ----------------------------------------------------------------------------
@@ -212,10 +245,14 @@ class LogSegment:
         ``nowait=True`` is for callers on an event loop: it raises BlockingIOError instead of
         waiting for the disk when the bytes are not all in the page cache (``RWF_NOWAIT``)."""
         if not nowait:
-            return os.pread(self._fd, size, position)
+            with self._file as fd:
+                return os.pread(fd, size, position)
         buf = bytearray(size)
         try:
-            n = os.preadv(self._fd, [buf], position, _RWF_NOWAIT)
+            with self._file as fd:
+                n = os.preadv(fd, [buf], position, _RWF_NOWAIT)
+        except FileNotFoundError:
+            raise
         except OSError as e:  # EAGAIN, or a file system without RWF_NOWAIT
             raise BlockingIOError(errno.EAGAIN, f"{self.log_path}: {e.strerror}") from None
         if n < size and position + n < self.size:
@@ -226,7 +263,8 @@ class LogSegment:
         """Up to ``len(buffer)`` bytes of the .log from ``position``, up to the segment size,
         read into ``buffer`` (reused by bulk readers: fresh pages cost more than the copy)."""
         view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
-        return view[:os.preadv(self._fd, [view], position)]
+        with self._file as fd:
+            return view[:os.preadv(fd, [view], position)]
 
     def scan_batches(self, position: int, end: int | None = None,
                      nowait: bool = False) -> Iterator[tuple[int, Batch]]:
@@ -344,25 +382,24 @@ class LogSegment:
 
     def file_size(self) -> int:
         """The .log's length on disk now: past ``size`` while another process appends."""
-        return os.fstat(self._fd).st_size
+        with self._file as fd:
+            return os.fstat(fd).st_size
 
     def is_file_on_disk(self) -> bool:
         """Whether ``log_path`` still names the file this segment reads (not deleted, renamed
         ``.deleted`` or replaced by a cleaner's swap)."""
-        try:
-            return os.stat(self.log_path).st_ino == os.fstat(self._fd).st_ino
-        except FileNotFoundError:
-            return False
+        return self._file.is_same_file(self.log_path)
 
     def reload_indexes(self) -> None:
-        """Read the offset and time indexes again (read-only): the entries another process
-        (a broker) appended since. Call it before reading the .log's new size: a broker writes
-        a batch before its index entries, so every entry read names bytes already there."""
+        """Open the offset and time indexes (again): a read-only segment reads the entries
+        another process (a broker) appended since. Call it before reading the .log's new size:
+        a broker writes a batch before its index entries, so every entry read names bytes
+        already there."""
         prefix = self.log_path.with_suffix("")
-        self.offset_index = OffsetIndex(prefix.with_suffix(INDEX_SUFFIX), self.base_offset,
-                                        self.config.segment_index_bytes, False)
-        self.time_index = TimeIndex(prefix.with_suffix(TIME_INDEX_SUFFIX), self.base_offset,
-                                    self.config.segment_index_bytes, False)
+        self._offset_index = OffsetIndex(prefix.with_suffix(INDEX_SUFFIX), self.base_offset,
+                                         self.config.segment_index_bytes, self.writable)
+        self._time_index = TimeIndex(prefix.with_suffix(TIME_INDEX_SUFFIX), self.base_offset,
+                                     self.config.segment_index_bytes, self.writable)
 
     def catch_up(self) -> int | None:
         """Take in the whole batches another process appended to the .log since ``size``
@@ -414,7 +451,7 @@ class LogSegment:
         carry a producer id or are control batches (what a producer-state replay needs).
         ``before_cut(position, next offset, problem or None for a torn batch)`` is called
         before a tail is cut (e.g. to keep it); what it raises leaves the segment untouched."""
-        self.size = os.fstat(self._fd).st_size
+        self.size = self.file_size()
         scan = SegmentScan(self.base_offset, crc32c, self.base_offset, stop_at_problem=True)
         self.scan_whole_batches(scan)
         valid_bytes = scan.valid_end
@@ -432,7 +469,8 @@ class LogSegment:
             self.offset_index.relative_offset(scan.overflow_offset)  # raises, as Kafka
         if truncated > 0:
             log.warning("truncating %s from %d to %d bytes", self.log_path, self.size, valid_bytes)
-            os.ftruncate(self._fd, valid_bytes)
+            with self._file as fd:
+                os.ftruncate(fd, valid_bytes)
             self.size = valid_bytes
         offset_entries, time_entries = scan.index_entries(self.config.index_interval_bytes)
         self.offset_index.append_entries(offset_entries)
@@ -504,7 +542,8 @@ class LogSegment:
             return 0
         position = found[0]
         truncated = self.size - position
-        os.ftruncate(self._fd, position)
+        with self._file as fd:
+            os.ftruncate(fd, position)
         self.size = position
         if position == 0:
             self.created_ms = now_ms()
@@ -524,7 +563,8 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the .log and the indexes."""
-        os.fsync(self._fd)
+        with self._file as fd:
+            os.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -537,8 +577,7 @@ class LogSegment:
             self.offset_index.close()
             self.time_index.close()
         self.txn_index.close()
-        os.close(self._fd)
-        self._fd = -1
+        self._file.close()
 
     def rename_to_deleted(self) -> None:
         """Rename every file of the segment to ``<name>.deleted`` (``LogSegment
@@ -555,8 +594,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
-        os.close(self._fd)
-        self._fd = -1
+        self._file.close()
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()

@@ -123,8 +123,13 @@ class TransactionIndex:
             fd = self._open(create=False)
             if fd is None:
                 return b""
-            size = os.fstat(fd).st_size
-            return os.pread(fd, size, 0)
+            try:
+                size = os.fstat(fd).st_size
+                return os.pread(fd, size, 0)
+            finally:
+                if not self.writable:  # read whole each time: keep no descriptor per segment
+                    os.close(fd)
+                    self._fd = None
 
     def _check_writable(self) -> None:
         if not self.writable:

@@ -1,0 +1,117 @@
+"""Segment files opened when first needed and closed when idle, so that a directory of any
+size is served within a process's descriptor limit (a workstation's default is 1,024; a
+broker's directory holds tens of thousands of segments). Kafka keeps every segment's
+``FileRecords`` channel open and opens indexes lazily (``LazyIndex``); kfs also closes
+``.log`` descriptors nobody uses, least recently used first, once more than ``limit`` are open.
+
+A file is used inside ``with file as fd:``; a descriptor in use is never closed. Reopening
+checks that the path still names the same file (same device and inode): a file that another
+process deleted, renamed or replaced (a cleaner's swap puts new bytes under the old name)
+raises FileNotFoundError instead of serving other bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+DEFAULT_LIMIT = 512  # open .log descriptors per process, beside the few the rest needs
+
+
+class FilePool:
+    """The open descriptors of every ``PooledFile`` made from it."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._open: OrderedDict[int, PooledFile] = OrderedDict()  # id -> file, LRU first
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def _opened(self, file: PooledFile) -> None:
+        """Note ``file`` as used now; close idle ones past the limit (lock held)."""
+        self._open[id(file)] = file
+        self._open.move_to_end(id(file))
+        if len(self._open) <= self.limit:
+            return
+        for key, idle in list(self._open.items()):
+            if len(self._open) <= self.limit:
+                break
+            if idle.users == 0 and idle is not file:
+                del self._open[key]
+                idle.close_fd()
+
+    def _closed(self, file: PooledFile) -> None:
+        self._open.pop(id(file), None)
+
+
+POOL = FilePool(int(os.environ.get("KFS_OPEN_FILES", DEFAULT_LIMIT)))
+
+
+class PooledFile:
+    """``path`` opened with ``flags`` on demand. The first open may create it (``O_CREAT`` in
+    ``flags``); later ones reopen the same file only. ``close()`` closes it for good."""
+
+    def __init__(self, path: Path, flags: int, pool: FilePool = POOL) -> None:
+        self.path = Path(path)
+        self._flags = flags | os.O_CLOEXEC
+        self._pool = pool
+        self._fd = -1
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the first open
+        self.users = 0
+        self.closed = False
+
+    def __enter__(self) -> int:
+        pool = self._pool
+        with pool._lock:
+            if self.closed:
+                raise ValueError(f"{self.path} is closed")
+            if self._fd < 0:
+                self._reopen()
+            self.users += 1
+            pool._opened(self)
+            return self._fd
+
+    def __exit__(self, *exc) -> None:
+        with self._pool._lock:
+            self.users -= 1
+
+    def _reopen(self) -> None:
+        flags = self._flags if self._identity is None else self._flags & ~os.O_CREAT
+        fd = os.open(self.path, flags, 0o644)
+        st = os.fstat(fd)
+        identity = (st.st_dev, st.st_ino)
+        if self._identity is not None and identity != self._identity:
+            os.close(fd)
+            raise FileNotFoundError(f"{self.path} was replaced by another file")
+        self._identity = identity
+        self._fd = fd
+
+    def open_now(self) -> None:
+        """Open (or create) the file at once: errors surface here, not at the first read."""
+        with self:
+            pass
+
+    def is_same_file(self, path: Path) -> bool:
+        """Whether ``path`` names the file this one reads."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return False
+        return (st.st_dev, st.st_ino) == self._identity
+
+    def close_fd(self) -> None:
+        """Close the descriptor (idle); the next use reopens it."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def close(self) -> None:
+        with self._pool._lock:
+            self.closed = True
+            self._pool._closed(self)
+            self.close_fd()
