@@ -36,12 +36,17 @@ class FilePool:
         """Note ``file`` as used now; close idle ones past the limit (lock held)."""
         self._open[id(file)] = file
         self._open.move_to_end(id(file))
+        self._trim()
+
+    def _trim(self) -> None:
+        """Close idle descriptors, least recently used first, down to the limit (lock held);
+        those in use stay open, and go when the last use ends past the limit."""
         if len(self._open) <= self.limit:
             return
         for key, idle in list(self._open.items()):
             if len(self._open) <= self.limit:
                 break
-            if idle.users == 0 and idle is not file:
+            if idle.users == 0:
                 del self._open[key]
                 idle.close_fd()
 
@@ -79,6 +84,7 @@ class PooledFile:
     def __exit__(self, *exc) -> None:
         with self._pool._lock:
             self.users -= 1
+            self._pool._trim()
 
     def _reopen(self) -> None:
         flags = self._flags if self._identity is None else self._flags & ~os.O_CREAT
