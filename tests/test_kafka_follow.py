@@ -246,3 +246,100 @@ def test_the_mount_never_changes_the_brokers_directory(everything, mount, tmp_pa
     assert sh("wc -l < values", part).strip() == str(len(values))
     assert tree_digest(everything.log_dir) == before
     assert not (everything.log_dir / ".kfs").exists()
+
+
+def test_a_torn_batch_is_not_there_yet_then_whole(everything, tmp_path):
+    """Bytes appended to the active segment as a broker appends them, a batch at a time, but
+    stopped halfway: the half batch is not served; once whole, it is."""
+    copy = tmp_path / "logs"
+    (copy / "t-0").mkdir(parents=True)
+    source = everything.log_dir / "appendtime-0"
+    for f in source.iterdir():
+        (copy / "t-0" / f.name).write_bytes(f.read_bytes())
+    log_file = copy / "t-0" / "00000000000000000000.log"
+    data = log_file.read_bytes()
+    from storage.records import iter_batches
+    batches = list(iter_batches(data))
+    first = sum(b.size_in_bytes for b in batches[:-1])
+    log_file.write_bytes(data[:first])  # the last batch is not written yet
+    manager = LogManager(copy, read_only=True)
+    try:
+        log = manager.catch_up("t-0")
+        end = log.log_end_offset
+        assert end == batches[-1].base_offset
+        with open(log_file, "ab") as f:
+            f.write(data[first:first + 30])  # half a header: a broker mid-write
+            f.flush()
+            assert manager.catch_up("t-0").log_end_offset == end
+            f.write(data[first + 30:])
+        log = manager.catch_up("t-0")
+        assert log.log_end_offset == batches[-1].last_offset + 1
+        assert [r[4] for r in kfs_records(log, False)] == [b"lat-%d" % i for i in range(100)]
+    finally:
+        manager.close()
+
+
+def test_a_broker_killed_mid_write_under_a_live_mount(kafka_broker, mount):
+    """kill -9 of the broker while it takes writes: the mount serves every acknowledged
+    record, whole, and changes nothing in the directory it follows."""
+    broker = kafka_broker()
+    broker.create_topic("events", 1)
+    m = mount(broker.log_dir, "--read-only")
+    acked: list[int] = []
+    p = producer(broker, acks="all", linger_ms=1)
+
+    def delivered(err, msg):
+        if err is None:
+            acked.append(int(msg.value().split(b"-")[1]))
+
+    i = 0
+    while len(acked) < 5000:
+        p.produce("events", value=b"event-%d-" % i + b"y" * 200, on_delivery=delivered)
+        p.poll(0)
+        i += 1
+    broker.kill()
+    p.flush(1)  # (whatever was in flight stays unacknowledged)
+    before = tree_digest(broker.log_dir)
+    part = m.path / "events-0"
+    lines = sh("cat values", part).splitlines()
+    numbers = [int(line.split("-")[1]) for line in lines]
+    assert all(line == f"event-{n}-" + "y" * 200 for line, n in zip(lines, numbers))
+    assert numbers == list(range(len(numbers)))  # in order, nothing torn or spliced
+    assert set(acked) <= set(numbers)
+    assert sh("ls by-offset | wc -l", part).strip() == str(len(numbers))
+    assert tree_digest(broker.log_dir) == before
+    assert "Traceback" not in m.log_text()
+
+
+def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
+    """A compacted topic cleaned by the broker's own log cleaner under a live mount: readers
+    see the old segments or the cleaned ones, never a mix, and then exactly what Kafka's
+    consumer reads."""
+    broker = kafka_broker(log_cleaner_backoff_ms=100)
+    broker.create_topic("latest", 1, {"cleanup.policy": "compact", "segment.bytes": "1048576",
+                                      "min.cleanable.dirty.ratio": "0.01",
+                                      "delete.retention.ms": "0"})
+    m = mount(broker.log_dir, "--read-only")
+    part = m.path / "latest-0"
+    p = producer(broker)
+    for i in range(4000):
+        p.produce("latest", key=b"key-%d" % (i % 20), value=b"v-%d-" % i + b"z" * 1000)
+    p.flush(60)
+    log_dir = broker.log_dir / "latest-0"
+    cleaned = 0
+    deadline = time.monotonic() + DEADLINE_S
+    while cleaned < 2 or not (broker.log_dir / "cleaner-offset-checkpoint").read_text().count(
+            "latest 0"):
+        lines = sh("cat values", part).splitlines()
+        offsets = [int(x) for x in sh("ls -U by-offset", part).split()]
+        assert all(line.startswith("v-") and line.endswith("z" * 1000) for line in lines)
+        assert offsets == sorted(offsets)
+        if len(offsets) < 4000:  # the cleaner removed records: count the passes seen
+            cleaned += 1
+        if time.monotonic() > deadline:
+            pytest.fail("the broker's cleaner did not clean within the deadline")
+    assert any(name.endswith(".log") for name in os.listdir(log_dir))
+    expected = consume_all(broker, "latest", 0, "read_uncommitted")
+    got = sh("jq -c '[.offset, .payload]' records.jsonl", part).splitlines()
+    assert got == [f'[{o},"{v.decode()}"]' for o, _, _, _, v, _ in expected]
+    assert "Traceback" not in m.log_text()
