@@ -626,6 +626,7 @@ class KafkaFs(pyfuse3.Operations):
         if kind is not Kind.ROOT:
             await self._follow(parent.pid)
         if kind is Kind.ROOT and name.decode("utf-8", "replace") in ROOT_NAMES:
+            await self._follow_partitions()
             return self._view_attr(await self._in_views(self._views.lookup, (), name))
         if kind is Kind.ROOT:
             pid = await self._lookup_partition(name)

@@ -118,7 +118,7 @@ class CoordinatorViews:
         for name in self._mgr.partition_names():
             if parse_partition_dir_name(name)[0] != topic:
                 continue
-            log = self._mgr.get(name)
+            log = self._mgr.catch_up(name)  # (a read-only mount follows a running broker)
             with self._lock:
                 replay = self._replays.get(name)
                 if replay is None or replay.log is not log:
@@ -137,7 +137,7 @@ class CoordinatorViews:
 
     def _log_end_offset(self, topic: str, partition: int) -> int | None:
         try:
-            return self._mgr.get(f"{topic}-{partition}").log_end_offset
+            return self._mgr.catch_up(f"{topic}-{partition}").log_end_offset
         except KafkaStorageError:  # not in this directory: lag unknown
             return None
 

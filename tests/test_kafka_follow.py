@@ -343,3 +343,38 @@ def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
     got = sh("jq -c '[.offset, .payload]' records.jsonl", part).splitlines()
     assert got == [f'[{o},"{v.decode()}"]' for o, _, _, _, v, _ in expected]
     assert "Traceback" not in m.log_text()
+
+
+def test_consumer_groups_as_kafka_consumer_groups_describes_them(kafka_broker, mount):
+    """A consumer group commits offsets through the broker; the live mount's
+    ``consumer-groups/<group>/describe`` has the rows ``kafka-consumer-groups --describe``
+    prints (columns split on whitespace: the tool pads to its own widths)."""
+    from kafka_broker import run_tool
+
+    broker = kafka_broker()
+    broker.create_topic("orders", 2)
+    p = producer(broker)
+    for i in range(300):
+        p.produce("orders", value=b"o-%d" % i, partition=i % 2)
+    p.flush(60)
+    m = mount(broker.log_dir, "--read-only")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "billing",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "log_level": 0})
+    consumer.assign([TopicPartition("orders", 0, 0), TopicPartition("orders", 1, 0)])
+    seen = 0
+    while seen < 200:
+        message = consumer.poll(1.0)
+        if message is not None and not message.error():
+            seen += 1
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    tool = run_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                    "--bootstrap-server", broker.bootstrap, "--describe", "--group", "billing")
+    expected = [line.split() for line in tool.stdout.decode().splitlines()
+                if line.startswith(("GROUP ", "billing "))]
+    assert len(expected) == 3
+    describe = m.path / "consumer-groups" / "billing" / "describe"
+    got = wait_until(lambda: [line.split() for line in describe.read_text().splitlines()]
+                     if describe.exists() else None, "the group's describe file")
+    assert got == expected
