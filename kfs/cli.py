@@ -28,7 +28,7 @@ import tempfile
 import time
 from typing import Callable, TextIO
 
-from . import compact
+from . import adopt, compact
 from .append import parse_separator
 from .mounts import alive, fsname_for, mounted_at, serving_processes
 
@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify_parser(sub)
     _add_transactions_parser(sub)
     compact.add_parser(sub)
+    adopt.add_parser(sub)
     return parser
 
 
@@ -559,6 +560,9 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
         child.wait()
         raise CliError(f"the mount did not become ready within {READY_TIMEOUT_S:.0f} s")
     if message.startswith(READY):
+        notices = message[1:].decode("utf-8", "replace").strip()
+        if notices:  # (what the user must hear of: a salvage at recovery)
+            print(notices, file=sys.stderr)
         return 0
     if message.startswith(FAILED):
         child.wait()
@@ -595,10 +599,12 @@ def _setup_logging(level: str, log_file: str | None) -> None:
 
 
 class _Reporter:
-    """Tells the launcher (if any) how start-up went: one READY byte, or FAILED + text."""
+    """Tells the launcher (if any) how start-up went: READY + notices for stderr, or FAILED +
+    text. Without a launcher (``--foreground``), notices go to stderr at once."""
 
     def __init__(self, fd: int | None) -> None:
         self._fd = fd
+        self.notices: list[str] = []
 
     def _send(self, data: bytes) -> None:
         if self._fd is None:
@@ -612,7 +618,10 @@ class _Reporter:
             self._fd = None
 
     def ready(self) -> None:
-        self._send(READY)
+        text = "".join(f"kfs: {line}\n" for line in self.notices)
+        if self._fd is None and text:
+            print(text, end="", file=sys.stderr)
+        self._send(READY + text.encode("utf-8", "replace"))
 
     def failed(self, message: str) -> None:
         self._send(FAILED + message.encode("utf-8", "replace"))
@@ -659,6 +668,7 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         reporter.failed(message)
         raise CliError(message) from None
 
+    reporter.notices.extend(mgr.notices)
     fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator,
                  isolation_level=args.isolation_level)
     # The source column of mount/findmnt names the backing directory, as sshfs names user@host:path.

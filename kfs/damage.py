@@ -41,6 +41,8 @@ class DamageNotes:
             text = str(plog.damage)
             if writable:
                 text += "; appends are refused until `kfs verify --repair`"
+        elif plog.salvaged:  # recovery at open kept every intact batch around the damage
+            text = "; ".join(plog.salvaged)
         elif self._found.get(pid):
             texts = list(self._found[pid])
             text = texts[0] + (f" (and {len(texts) - 1} more found)" if len(texts) > 1 else "")

@@ -138,12 +138,15 @@ class Log:
     ``log-start-offset-checkpoint``. ``writable=False`` never changes a byte. ``quarantine``
     (a ``storage.quarantine.Quarantine``) keeps what recovery cuts while intact data follows.
     A log whose end cannot be read opens up to it: ``damage`` (a ``storage.damage.LogDamage``)
-    says where, and appends raise DamagedLogError.
+    says where, and appends raise DamagedLogError. ``salvage=True``: recovery that would cut
+    intact batches after damage raises ``log_loader.IntactDataAfterDamageError`` instead
+    (see ``LogManager``). ``salvaged`` says what a salvage at open took out (empty: none).
     """
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
                  writable: bool = True, *, had_clean_shutdown: bool = True,
-                 recovery_point: int = 0, log_start_offset: int = 0, quarantine=None):
+                 recovery_point: int = 0, log_start_offset: int = 0, quarantine=None,
+                 salvage: bool = False):
         self.dir = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -156,9 +159,10 @@ class Log:
         loaded = log_loader.load(self.dir, config, writable, had_clean_shutdown=had_clean_shutdown,
                                  recovery_point=recovery_point, log_start_offset=log_start_offset,
                                  epochs=self.epochs, producer_state=self.producer_state,
-                                 quarantine=quarantine)
+                                 quarantine=quarantine, salvage=salvage)
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
+        self.salvaged: list[str] = []  # what a salvage before this open cut (LogManager)
         # (base offsets, segments), replaced whole so readers always see a matching pair
         self._view: tuple[list[int], list[LogSegment]] = ([], [])
         self.segment_version = 0  # +1 whenever segments come or go (roll, retention, cleaner)
@@ -459,8 +463,32 @@ class Log:
                          self.name, duplicate.first_offset, duplicate.last_offset)
                 return duplicate.first_offset, duplicate.last_offset
             producers = self.producer_state.analyze(headers, origin)
-            self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers)
+            if len(headers) > 1 and (len(buf) > self.config.segment_bytes or
+                                     self.active_segment.should_roll(len(buf), max_ts,
+                                                                     offset - 1, now)):
+                self._append_as_requests(buf, headers, origin, first)
+            else:
+                self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers)
             return first, offset - 1
+
+    def _append_as_requests(self, buf: bytearray, headers: list[RecordBatch],
+                            origin: AppendOrigin, first: int) -> None:
+        """Several stamped batches whose append rolls the segment, appended one by one as a
+        broker gets them (Kafka 4 takes one batch per partition in a produce request): each has
+        its own roll check, so the segments break between batches where the broker's do, and
+        the producer snapshot of a roll holds the batches before it. Published once, all or
+        nothing (the log is truncated back to ``first`` on error)."""
+        try:
+            for batch in headers:
+                last, end = batch.last_offset, batch.position + batch.size_in_bytes
+                self._append_chunk(memoryview(buf)[batch.position:end], batch.base_offset, last,
+                                   batch.max_timestamp, last)
+                self.producer_state.apply(self.producer_state.analyze([batch], origin),
+                                          self.active_segment.txn_index)
+        except BaseException:
+            self.truncate_to(first)  # also reloads the producer state from before the append
+            raise
+        self._after_append(first, headers[-1].last_offset + 1)
 
     def _validate_produced(self, buf: bytearray) -> list[tuple[int, int]]:
         """(position, offset count) of each batch in ``buf``, checked as LogValidator does."""
@@ -1115,6 +1143,8 @@ class Log:
                 try:
                     self.flush()
                     self.producer_state.take_snapshot()  # Kafka: a producer snapshot at close
+                    self.producer_state.remove_snapshots_a_load_deletes(  # a broker adopting
+                        self._view[0], self._log_start_offset, self._leo)  # it deletes none
                 except OSError as e:
                     errors.append(e)
             for segment in self._segments:

@@ -48,6 +48,16 @@ _SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)((?:\
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
+class IntactDataAfterDamageError(Exception):
+    """Recovery found damage with intact batches after it (in its segment or later ones): a
+    salvage (``storage.salvage``) keeps them, where Kafka's truncation would cut them all.
+    Raised before anything of the partition is cut."""
+
+    def __init__(self, path: Path, position: int, problem: str) -> None:
+        super().__init__(f"{path} at byte {position}: {problem}, with intact batches after it")
+        self.path, self.position, self.problem = path, position, problem
+
+
 @dataclass
 class LoadedLog:
     """What loading found: the segments (the last is active), the log start offset, the
@@ -81,11 +91,14 @@ def swap_in_progress(names: list[str]) -> bool:
 
 def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdown: bool,
          recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache,
-         producer_state: ProducerStateManager, quarantine: Quarantine | None = None) -> LoadedLog:
+         producer_state: ProducerStateManager, quarantine: Quarantine | None = None,
+         salvage: bool = False) -> LoadedLog:
     """Load ``directory`` (``LogLoader.load``). ``recovery_point`` and ``log_start_offset``
     come from the log-dir checkpoints (0 when absent). Read-only loads change no byte: they skip
     leftover files and recovery. ``quarantine`` keeps what recovery removes (see the module's
     text). A log whose end cannot be read loads up to the damage (``LoadedLog.damage``).
+    ``salvage=True``: damage with intact batches after it raises IntactDataAfterDamageError
+    (nothing cut), for the caller to salvage the partition and load it again.
     Raises OSError, IndexOffsetOverflowError, QuarantineError (nothing removed)."""
     if writable:
         _finish_interrupted_operations(directory, quarantine)
@@ -107,7 +120,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         recovered: dict[int, list[int]] = {}  # base offset -> its producer batch positions
         if writable:
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
-                                recovery_point, epochs, recovered, quarantine)
+                                recovery_point, epochs, recovered, quarantine, salvage)
             if not segments:
                 segments = [LogSegment(directory, log_start_offset, config, writable=True)]
         if not segments:
@@ -127,6 +140,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         elif writable:
             epochs.truncate_from_end(log_end_offset)
             epochs.truncate_from_start(log_start_offset)
+            producer_state.remove_stray_snapshots(s.base_offset for s in segments)  # as Kafka
         try:
             rebuild_producer_state(producer_state, segments, log_start_offset, log_end_offset,
                                    recovered)
@@ -146,7 +160,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
 
 def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[int],
              had_clean_shutdown: bool, recovery_point: int, epochs: LeaderEpochFileCache,
-             recovered: dict[int, list[int]], quarantine: Quarantine | None) -> list[LogSegment]:
+             recovered: dict[int, list[int]], quarantine: Quarantine | None,
+             salvage: bool = False) -> list[LogSegment]:
     """Recover the segments that need it (``LogLoader.recoverLog``): after an unclean shutdown
     every segment from the one holding the recovery point; always those with bad indexes and an
     active segment whose last batch is torn. When an unflushed segment loses bytes, the segments
@@ -164,7 +179,8 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
         recovered[segment.base_offset] = positions = []
         later = segments[i + 1:] if segment.base_offset in unflushed else []
         truncated = segment.recover(epochs, positions,
-                                    _keeper(segment, quarantine, i < len(segments) - 1))
+                                    _keeper(segment, quarantine, i < len(segments) - 1,
+                                            salvage))
         segment.flush()  # what recovery kept becomes the new recovery point: make it durable
         if truncated and later:
             for gone in later:
@@ -188,15 +204,20 @@ def _torn_at_end(segment: LogSegment) -> bool:
         return False
 
 
-def _keeper(segment: LogSegment, quarantine: Quarantine | None, later: bool):
+def _keeper(segment: LogSegment, quarantine: Quarantine | None, later: bool,
+            salvage: bool = False):
     """The ``before_cut`` of ``segment.recover``: keep the tail it cuts in ``quarantine`` when
     the quarantine keeps everything, when ``later`` segments follow, or when intact batches
-    follow the damage in the segment; a torn tail alone is cut, as Kafka does."""
+    follow the damage in the segment; a torn tail alone is cut, as Kafka does. With
+    ``salvage``, damage that intact batches follow raises IntactDataAfterDamageError instead."""
     if quarantine is None:
         return None
 
     def keep(position: int, next_offset: int, problem: str | None) -> None:
         resume = next_intact_batch(segment, position + 1, next_offset)
+        if salvage and (later or resume is not None):
+            raise IntactDataAfterDamageError(segment.log_path, position,
+                                             problem or "a torn batch")
         if not (quarantine.keep_all or later or resume is not None):
             return
         what = problem or f"a torn batch at byte {position}"

@@ -37,7 +37,9 @@ from storage.damage import LogDamage
 from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.file_lock import FileLock
 from storage.log import Log
+from storage.log_loader import IntactDataAfterDamageError
 from storage.quarantine import Quarantine, QuarantineError, default_root
+from storage.salvage import plan_partition, salvage_partition
 from storage.topic_partition import parse_partition_dir_name
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,8 @@ class LogManager:
         # read-only: partitions listed but not opened yet ({name: (topic, partition)})
         self._unopened: dict[str, tuple[str, int]] = {}
         self._accepts = partitions
+        # what opening found that a user must hear of (a salvage at recovery), one line each
+        self.notices: list[str] = []
         # (recovery point, log start offset) of partitions left out: kept in the checkpoints
         self._left_out: dict[str, tuple[int, int]] = {}
         # following another writer (read-only): what the directory and checkpoint looked like,
@@ -163,9 +167,28 @@ class LogManager:
         return clean
 
     def _open_log(self, path: Path, topic: str, partition: int, writable: bool, **offsets) -> Log:
+        """The log of ``path``. A writable open whose recovery meets damage with intact
+        batches after it salvages the partition first (``storage.salvage``: only the bytes
+        that are not intact batches go to the quarantine, every intact batch stays, the offsets
+        keep a gap and are never reused), then recovers it, and says so (``notices``, the log,
+        ``Log.salvaged``): kfs has no replica to fetch the rest from, as a Kafka follower
+        truncating there would."""
         config = load_log_config(self.dir, topic, self._broker_config)
-        return Log(path, topic, partition, config, writable=writable,
-                   quarantine=self.quarantine if writable else None, **offsets)
+        if not writable:
+            return Log(path, topic, partition, config, writable=False, **offsets)
+        try:
+            return Log(path, topic, partition, config, quarantine=self.quarantine, salvage=True,
+                       **offsets)
+        except IntactDataAfterDamageError as damage:
+            plan = plan_partition(path)
+            salvage_partition(plan, self.quarantine)
+            offsets.update(had_clean_shutdown=False, recovery_point=0)
+            log_ = Log(path, topic, partition, config, quarantine=self.quarantine, **offsets)
+            log_.salvaged = _salvage_summary(plan, damage, self.quarantine.directory)
+            for line in log_.salvaged:
+                log.error("%s: %s", path.name, line)
+            self.notices.extend(f"{path.name}: {line}" for line in log_.salvaged)
+            return log_
 
     def _open_damaged_too(self, path: Path, topic: str, partition: int, **offsets) -> Log | None:
         """The log of ``path``; when its data stops even a recovering open, the log opened
@@ -396,3 +419,20 @@ class LogManager:
                 if self._file_lock is not None:
                     self._file_lock.release()
                     self._file_lock = None
+
+
+def _salvage_summary(plan, damage: IntactDataAfterDamageError, quarantine: Path | None
+                     ) -> list[str]:
+    """What a salvage at open did, for the user: the damage, each run of offsets cut into the
+    quarantine, and that the intact batches after it stayed."""
+    lines = [f"recovery found {damage.problem} at byte {damage.position} of {damage.path.name}"]
+    for segment in plan.segments:
+        for cut in segment.cuts:
+            first, last = plan.lost_offsets(segment, cut)
+            kept = plan.kept_after(segment, cut)
+            lines.append(
+                f"offsets {first}-{'end' if last is None else last} ({cut.end - cut.start} bytes "
+                f"of {segment.path.name}) were cut into the quarantine {quarantine}"
+                + (f"; offsets {kept[0]}-{kept[1]} after them are kept where they were (an "
+                   "offset gap remains; no offset is reused)" if kept else ""))
+    return lines

@@ -328,11 +328,16 @@ def flip_inside(path: Path, position: int, batch: RecordBatch) -> None:
 
 
 @pytest.mark.parametrize("where", ["active", "middle", "middle-bad-checkpoint"])
-def test_flipped_byte_after_the_recovery_point_cuts_from_that_batch(tmp_path, where):
+def test_flipped_byte_after_the_recovery_point_cuts_that_batch_only(tmp_path, where):
+    """Kafka truncates at the first bad batch after the recovery point (a follower fetches the
+    rest from the leader); kfs has no replica, so recovery at open salvages instead: the bad
+    batch goes to the quarantine, every intact batch after it stays at its offsets (an offset
+    gap, never a reused offset), and the next append goes after the old log end."""
     directory = build_log(tmp_path / "data", props="segment.bytes=1500\nindex.interval.bytes=150\n",
                           batches=30)
     mgr = LogManager(directory.parent)
     expected = records_of(mgr.get("t-0"))
+    end = mgr.get("t-0").log_end_offset
     mgr.close()
     bases = sorted(int(p.stem) for p in directory.glob("*.log"))
     base = bases[-1] if where == "active" else bases[1]
@@ -348,15 +353,21 @@ def test_flipped_byte_after_the_recovery_point_cuts_from_that_batch(tmp_path, wh
         checkpoint.write_text("0\n1\nt 0\n")
     mgr = LogManager(directory.parent)
     log = mgr.get("t-0")
-    kept = [r for r in expected if r[0] < bad.base_offset]
-    assert log.log_end_offset == bad.base_offset and records_of(log) == kept
-    assert seg(directory, base, ".log").stat().st_size == position
-    # the segments written after the lost batch are gone with it
-    assert sorted(int(p.stem) for p in directory.glob("*.log")) == [b for b in bases if b <= base]
-    assert log.append([b"next"]) == bad.base_offset
+    kept = [r for r in expected if not bad.base_offset <= r[0] <= bad.last_offset]
+    assert log.log_end_offset == end and records_of(log) == kept
+    assert seg(directory, base, ".log").stat().st_size == \
+        sum(b.size_in_bytes for _, b in batches) - bad.size_in_bytes
+    assert sorted(int(p.stem) for p in directory.glob("*.log")) == bases
+    assert any(f"offsets {bad.base_offset}-{bad.last_offset}" in line for line in mgr.notices)
+    assert log.salvaged and mgr.notices
+    (run,) = (directory.parent.parent / "data.quarantine").iterdir()
+    (piece,) = (run / "t-0").iterdir()
+    assert piece.stat().st_size == bad.size_in_bytes
+    assert log.append([b"next"]) == end
     mgr.close()
     mgr = LogManager(directory.parent)
     assert records_of(mgr.get("t-0"))[:-1] == kept
+    assert mgr.notices == []  # nothing more to salvage
     mgr.close()
 
 

@@ -8,8 +8,10 @@ batch in the middle gives every offset that can be read, then EIO."""
 import hashlib
 import os
 import subprocess
+import sys
 
 import pytest
+from conftest import REPO, kfs_env
 from test_repair import (
     FIRST,
     LAST,
@@ -144,16 +146,34 @@ def test_listing_gives_every_readable_offset_around_a_corrupt_batch(mount, tmp_p
 
 
 @needs_fixtures
-def test_a_mount_after_a_crash_keeps_what_follows_a_corrupt_batch_in_the_quarantine(
-        mount, tmp_path):
+def test_a_mount_after_a_crash_keeps_every_intact_batch_around_a_corrupt_one(mount, tmp_path):
+    """kfs has no replica to fetch from, so a writable mount after a crash never truncates at
+    a corrupt batch as Kafka would: only the corrupt batch goes to the quarantine, offsets
+    26-4999 stay where they were, the next append lands after 4999 (no offset reused), and
+    the mount says so on stderr, in its log and in ``user.kfs.damage``."""
     backing = copy_partitions(tmp_path / "data", "plain-0", clean_shutdown=False)
     flip_bit(backing / "plain-0" / FIRST, 1032 + 100)
     logs = {p.name: p.read_bytes() for p in (backing / "plain-0").glob("*.log")}
-    m = mount(backing)
+    (tmp_path / "first").mkdir()
+    launched = subprocess.run(
+        [sys.executable, "-m", "kfs", "mount", f"--log-file={tmp_path / 'first.log'}",
+         str(backing), str(tmp_path / "first")], capture_output=True, text=True, timeout=150,
+        env=kfs_env(), cwd=REPO)
+    try:
+        assert launched.returncode == 0, launched.stderr
+        assert "plain-0: offsets 8-25" in launched.stderr
+        assert "26-4999 after them are kept" in launched.stderr
+    finally:
+        subprocess.run([sys.executable, "-m", "kfs", "umount", str(tmp_path / "first")],
+                       env=kfs_env(), cwd=REPO, timeout=150)
+    m = mount(backing)  # (recovered already: the second mount finds nothing to salvage)
     status, offsets, _ = listed(m.path / "plain-0" / "by-offset")
-    assert status == 0 and offsets == list(range(8))  # Kafka's recovery: the log ends there
-    assert "instead of deleting" in m.log_text()
+    assert status == 0 and offsets == [*range(8), *range(26, 5000)]
+    assert "offsets 8-25" in (tmp_path / "first.log").read_text()
     (run,) = (tmp_path / "data.quarantine").iterdir()
     kept = {p.name: p.read_bytes() for p in (run / "plain-0").iterdir()}
-    assert kept.pop(f"{FIRST}.1032-{len(logs[FIRST])}") == logs.pop(FIRST)[1032:]
-    assert kept == logs  # the 20 segments after it, whole
+    assert sorted(kept) == [f"{FIRST}.1032-9421"]  # the corrupt bytes only
+    assert kept[f"{FIRST}.1032-9421"] == logs[FIRST][1032:9421]
+    status, _, err = sh('echo next >> "$F"', F=str(m.path / "plain-0" / "append"))
+    assert status == 0, err
+    assert (m.path / "plain-0" / "by-offset" / "5000").read_bytes() == b"next"

@@ -207,24 +207,28 @@ def test_repair_of_a_clean_directory_asks_nothing_and_keeps_nothing(tmp_path):
 
 
 @needs_fixtures
-def test_recovery_keeps_what_follows_a_corrupt_batch_in_the_quarantine(tmp_path, caplog):
+def test_recovery_keeps_every_intact_batch_after_a_corrupt_one(tmp_path, caplog):
+    """Recovery after a crash salvages, where Kafka's rule would end the log before the
+    corrupt batch: only its bytes go to the quarantine, the 20 segments after it stay."""
     backing = copy_partitions(tmp_path / "data", "plain-0", clean_shutdown=False)
     part = backing / "plain-0"
     flip_bit(part / FIRST, 1032 + 100)
     originals = {p.name: p.read_bytes() for p in part.glob("*.log")}
     mgr = LogManager(backing)
     try:
-        assert mgr.get("plain-0").log_end_offset == 8  # Kafka's rule: the log ends before it
+        log = mgr.get("plain-0")
+        assert log.log_end_offset == 5000
+        assert [r.offset for r in log.records_from(0, 30)] == [*range(8), *range(26, 48)]
     finally:
         mgr.close()
     entries, run = manifest(tmp_path / "data.quarantine")
-    assert entries[0]["source"] == f"plain-0/{FIRST}" and entries[0]["start"] == 1032
-    assert (run / entries[0]["file"]).read_bytes() == originals[FIRST][1032:]
-    moved = {e["source"].split("/")[1]: run / e["file"] for e in entries[1:]}
-    assert sorted(moved) == sorted(n for n in originals if n != FIRST)  # the 20 after it
-    for name, path in moved.items():
-        assert path.read_bytes() == originals[name]
-    assert "instead of deleting" in caplog.text
+    assert [(e["source"], e["start"], e["end"]) for e in entries] == [
+        (f"plain-0/{FIRST}", 1032, 9421)]
+    assert (run / entries[0]["file"]).read_bytes() == originals[FIRST][1032:9421]
+    assert (part / FIRST).read_bytes() == originals[FIRST][:1032] + originals[FIRST][9421:]
+    assert all((part / name).read_bytes() == data for name, data in originals.items()
+               if name != FIRST)
+    assert "offsets 8-25" in caplog.text and "26-4999 after them are kept" in caplog.text
 
 
 @needs_fixtures
