@@ -517,16 +517,18 @@ class KafkaFs(pyfuse3.Operations):
             mode = stat.S_IFDIR | (0o555 if self._read_only else 0o755)
             return self._attr(inodes.ROOT_INO, mode, DIR_TIMEOUT)
         ino = inodes.fixed_ino(node.pid, node.kind)
-        if node.kind in inodes.APPEND_KINDS:
-            return self._attr(ino, stat.S_IFREG | 0o220, 0)
+        if node.kind in inodes.APPEND_KINDS:  # readable as empty: cp -r, tar, rsync copy a
+            return self._attr(ino, stat.S_IFREG | 0o644, 0)  # partition without an error
         if node.kind in inodes.STREAM_KINDS:
             return self._stream_attr(ino, 0)  # (listings: a stat asks for the size)
         return self._attr(ino, stat.S_IFDIR | 0o555, DIR_TIMEOUT)
 
-    def _stream_attr(self, ino: int, size: int) -> pyfuse3.EntryAttributes:
+    def _stream_attr(self, ino: int, size: int, mtime_ns: int | None = None
+                     ) -> pyfuse3.EntryAttributes:
         """A stream file: its name is fixed, its size follows the log (attributes never
-        cached by the kernel)."""
-        attr = self._attr(ino, stat.S_IFREG | 0o444, 0, size, time.time_ns())
+        cached by the kernel); its times are the log's last change, stable while nothing is
+        appended (``tar``, ``rsync`` and ``make`` compare them)."""
+        attr = self._attr(ino, stat.S_IFREG | 0o444, 0, size, mtime_ns)
         attr.entry_timeout = DIR_TIMEOUT
         return attr
 
@@ -548,7 +550,8 @@ class KafkaFs(pyfuse3.Operations):
         stream, start = self._stream_of(node)
         ino = (inodes.fixed_ino(node.pid, node.kind) if node.offset is None
                else inodes.offset_ino(node.pid, node.kind, node.offset))
-        return self._stream_attr(ino, await self._streams.size(stream, start))
+        return self._stream_attr(ino, await self._streams.size(stream, start),
+                                 stream.log.last_modified_ms() * 1_000_000)
 
     def _content(self, pid: int, record: Any) -> bytes:
         """A record file's content: its value, or for a coordinator topic's record the
@@ -653,10 +656,11 @@ class KafkaFs(pyfuse3.Operations):
             record = await self._record(parent.pid, offset)
             self._served(parent.pid, offset)
             return self._record_attr(parent.pid, record)
-        if kind is Kind.BY_TIME:
-            timestamp = inodes.parse_timestamp_name(name)
+        if kind is Kind.BY_TIME:  # the grammar and errnos of from/'s times
+            timestamp = inodes.parse_timestamp_name(name[1:] if name[:1] == b"@" else name)
             if timestamp is None:
-                raise _fail(errno.ENOENT)
+                log.info("by-time/%r is not a time (epoch ms, @ms or ISO-8601)", name)
+                raise _fail(errno.EINVAL)
             plog = self._log_by_pid(parent.pid)
             record = await _cached_first(plog.find_offset_by_timestamp, timestamp,
                                          self._read_committed)
@@ -971,6 +975,10 @@ class KafkaFs(pyfuse3.Operations):
             # direct_io: no page cache, so nothing stale after retention moves the log start
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
         if node.kind in inodes.APPEND_KINDS:
+            if accmode == os.O_RDONLY:  # nothing to read: an empty file, as /dev/null reads
+                fh = next(self._next_fh)
+                self._handles[fh] = _RecordHandle(b"")
+                return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
             if accmode != os.O_WRONLY:
                 raise _fail(errno.EACCES)
             if self._read_only:

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 extras="${1:-}"
 debs=(fuse3 libfuse3-dev pkg-config gcc attr libssl-dev)
-[ "$extras" = test ] && debs+=(xxd jq less)
+[ "$extras" = test ] && debs+=(xxd jq less rsync)
 # Kafka's own jars (the tests' broker and tools) come from Maven Central through Maven.
 [ "$extras" = test ] && ! command -v mvn >/dev/null 2>&1 && debs+=(maven)
 # Spark runs on a JVM: install one only when no java is on the PATH.

@@ -224,6 +224,14 @@ class Log:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
+    def last_modified_ms(self) -> int:
+        """When the log last changed on disk: its active segment's ``.log`` mtime (epoch ms),
+        which moves only with appends and rolls (0 when it cannot be read)."""
+        try:
+            return self.active_segment.modified_ms()
+        except (OSError, IndexError, ValueError):
+            return 0
+
     @property
     def segment_count(self) -> int:
         return len(self._segments)

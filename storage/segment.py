@@ -53,6 +53,8 @@ _HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1  # fewer bytes left: nothing more to
 _CURRENT_MAGIC = 2
 _LENGTH_OFFSET = 8  # batchLength / messageSize, after the offset
 _INT32 = struct.Struct(">i")
+# a v2 batch header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
+_V2_OFFSETS_AND_MAX_TS = struct.Struct(">qi11xi8xq")
 Batch = RecordBatch | LegacyRecordBatch
 
 
@@ -141,8 +143,10 @@ class LogSegment:
         """The largest record timestamp, or the .log mtime when no record has one
         (``LogSegment.largestTimestamp``); epoch ms."""
         ts = self.max_timestamp_and_offset_so_far[0]
-        if ts >= 0:
-            return ts
+        return ts if ts >= 0 else self.modified_ms()
+
+    def modified_ms(self) -> int:
+        """The .log's mtime, epoch ms."""
         with self._file as fd:
             return os.fstat(fd).st_mtime_ns // 1_000_000
 
@@ -180,23 +184,30 @@ class LogSegment:
                shallow_offset_of_max_timestamp: int, data: bytes) -> None:
         """Append whole record batches (``LogSegment.append``).
 
-        ``data`` holds one or more batches; ``largest_offset`` is the last offset in it;
-        ``shallow_offset_of_max_timestamp`` the last offset of the first batch carrying
-        ``largest_timestamp``. Adds an index entry (largest offset → position before the
-        append) when more than ``index.interval.bytes`` were appended since the last one.
+        ``data`` holds one or more v2 batches; ``largest_offset`` is the last offset in it
+        (checked against the index's 32-bit range); ``largest_timestamp`` and
+        ``shallow_offset_of_max_timestamp`` describe the whole append, but the indexes follow
+        each batch's own header, as Kafka 4.1's ``LogSegment.append`` does: for each batch, the
+        largest timestamp so far is updated from its maxTimestamp (with its last offset), and
+        when more than ``index.interval.bytes`` were appended since the last entry, the offset
+        index gets (the batch's last offset → its position) and the time index the largest
+        timestamp so far. (Kafka at commit 1eb7644, October 2024, which wrote the older
+        fixtures, made one entry per append: the append's last offset at the position of its
+        first batch; 4.1.1, the pinned broker, indexes per batch.)
         Raises IndexOffsetOverflowError, ValueError (the segment would pass 2 GiB) and OSError
         (the .log is cut back to its old size first, so nothing half-written remains)."""
         self.append_each([(data, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)])
 
     def index_room(self) -> int:
-        """Index entries either index can still take (appends add at most one each)."""
+        """Index entries either index can still take (an append adds at most one per batch)."""
         return min(self.offset_index.max_entries - self.offset_index.entries,
                    self.time_index.max_entries - self.time_index.entries - 1)
 
     def append_each(self, appends: list[tuple[bytes, int, int, int]]) -> None:
         """:meth:`append` of each ``(data, largest offset, largest timestamp, shallow offset of
-        the max timestamp)`` in turn, index entries exactly as so many appends make them, with
-        the bytes written at once. Raises as :meth:`append` (nothing of any stays on error)."""
+        the max timestamp)`` in turn, index entries exactly as so many appends make them (one
+        rule per batch, so the grouping changes none), with the bytes written at once. Raises as
+        :meth:`append` (nothing of any stays on error)."""
         position = self.size
         total = sum(len(a[0]) for a in appends)
         if not total:
@@ -204,20 +215,27 @@ class LogSegment:
         self.offset_index.relative_offset(appends[-1][1])
         if position + total > _INT32_MAX:
             raise ValueError(f"segment {self.log_path} would exceed 2 GiB")
-        if position == 0:
-            self._rolling_based_timestamp = appends[0][2]
+        if position == 0:  # Kafka 4.1: the first batch's maxTimestamp (loadFirstBatchTimestamp)
+            self._rolling_based_timestamp = _V2_OFFSETS_AND_MAX_TS.unpack_from(appends[0][0])[3]
         self._write_at([a[0] for a in appends], position)
         self.size = position + total
         interval = self.config.index_interval_bytes
-        for data, largest_offset, largest_timestamp, shallow in appends:
-            if largest_timestamp > self.max_timestamp_and_offset_so_far[0]:
-                self._max_ts_and_offset = (largest_timestamp, shallow)
-            if self._bytes_since_last_index_entry > interval:
-                self.offset_index.append(largest_offset, position)
-                self.time_index.maybe_append(*self.max_timestamp_and_offset_so_far)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += len(data)
-            position += len(data)
+        header = _V2_OFFSETS_AND_MAX_TS.unpack_from
+        max_so_far = self.max_timestamp_and_offset_so_far
+        for data, _, _, _ in appends:
+            at, end = 0, len(data)
+            while at < end:  # each batch, as Kafka 4.1's LogSegment.append
+                base, length, last_delta, max_timestamp = header(data, at)
+                last, size = base + last_delta, LOG_OVERHEAD + length
+                if max_timestamp > max_so_far[0]:
+                    max_so_far = self._max_ts_and_offset = (max_timestamp, last)
+                if self._bytes_since_last_index_entry > interval:
+                    self.offset_index.append(last, position)
+                    self.time_index.maybe_append(*max_so_far)
+                    self._bytes_since_last_index_entry = 0
+                self._bytes_since_last_index_entry += size
+                position += size
+                at += size
 
     def _write_at(self, buffers: list[bytes], position: int) -> None:
         """Write ``buffers`` one after the other from ``position`` (one pwritev, no joined

@@ -494,14 +494,13 @@ def test_full_disk_is_enospc_and_every_stored_line_is_whole(small_disk, mount, t
     mount.unmount(m)
 
 
-def test_append_files_are_write_only_and_truncation_is_a_no_op(mount):
+def test_append_files_read_empty_and_truncation_is_a_no_op(mount):
     m = mount()
     new_partition(m)
     sh("printf 'a\\nb\\n' >> orders-0/append", m.path)
     assert out("stat -c '%A %s' orders-0/append orders-0/append-keyed", m.path).split() == [
-        "--w--w----", "0", "--w--w----", "0"]
-    fails_with("cat orders-0/append", m.path, "Permission denied")
-    fails_with("cat orders-0/append-keyed", m.path, "Permission denied")
+        "-rw-r--r--", "0", "-rw-r--r--", "0"]
+    assert out("cat orders-0/append orders-0/append-keyed", m.path) == ""
     sh("echo c > orders-0/append", m.path)  # O_TRUNC: appends, destroys nothing
     sh("truncate -s 0 orders-0/append && : > orders-0/append", m.path)
     assert [sh(f"cat orders-0/by-offset/{o}", m.path).stdout for o in range(3)] == [b"a", b"b", b"c"]
@@ -768,3 +767,36 @@ def test_append_batches_transaction_is_hidden_from_read_committed_until_committe
     write_batches(part / "append-batches", build_control_batch(0, 42, 0, ControlRecordType.COMMIT))
     assert xattr("orders-0", "user.kafka.lastStableOffset", m.path) == b"3"
     assert out("ls orders-0/by-offset", m.path).split() == ["0", "1"]  # the marker is no record
+
+
+def test_a_partition_copies_with_cp_tar_and_rsync(mount, tmp_path):
+    """cp -r, tar and rsync -a of a partition directory exit 0 and carry its records; the
+    streams' times stay put while nothing is appended (tar's "file changed as we read it")."""
+    m = mount()
+    new_partition(m)
+    sh("printf 'a\\nb\\nc\\n' >> orders-0/append", m.path)
+    times = out("stat -c '%Y %Z' orders-0/values orders-0/records.jsonl", m.path)
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    sh(f"cp -r orders-0 {copies}/cp && tar -cf {copies}/o.tar orders-0 && "
+       f"rsync -a orders-0/ {copies}/rsync/", m.path)
+    sh(f"mkdir {copies}/tar && tar -xf {copies}/o.tar -C {copies}/tar", m.path)
+    for copy in (copies / "cp", copies / "tar" / "orders-0", copies / "rsync"):
+        assert (copy / "values").read_text() == "a\nb\nc\n"
+        assert sorted(os.listdir(copy / "by-offset")) == ["0", "1", "2"]
+        assert (copy / "by-offset" / "1").read_text() == "b"
+    assert out("stat -c '%Y %Z' orders-0/values orders-0/records.jsonl", m.path) == times
+    sh("echo d >> orders-0/append", m.path)
+    assert int(out("stat -c '%Y' orders-0/values", m.path)) >= int(times.split()[0])
+
+
+def test_by_time_takes_from_s_grammar_and_errnos(mount):
+    m = mount()
+    new_partition(m)
+    sh("echo a >> orders-0/append", m.path)
+    ts = int(xattr("orders-0/by-offset/0", "user.kafka.timestamp", m.path))
+    assert out(f"readlink orders-0/by-time/@{ts}", m.path) == "../by-offset/0\n"
+    assert out(f"readlink orders-0/by-time/{ts}", m.path) == "../by-offset/0\n"
+    fails_with("stat orders-0/by-time/abc", m.path, "Invalid argument")
+    fails_with("stat orders-0/from/abc", m.path, "Invalid argument")
+    fails_with(f"stat orders-0/by-time/{ts + 10**9}", m.path, "No such file")
