@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,6 +165,9 @@ class CleanedTransactionMetadata:
 
 # -- the segment being written ---------------------------------------------------------------
 
+# a v2 batch header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
+_V2_OFFSETS_AND_MAX_TS = struct.Struct(">qi11xi8xq")
+
 
 class CleanedSegment:
     """``<base>.log.cleaned`` and its indexes, written by appends as ``LogSegment.append``
@@ -197,7 +201,9 @@ class CleanedSegment:
 
     def append(self, largest_offset: int, largest_timestamp: int, shallow_offset: int,
                data: bytes | bytearray) -> None:
-        """Append whole batches (``LogSegment.append``)."""
+        """Append whole v2 batches (``LogSegment.append``), indexed per batch from their
+        headers as Kafka 4.1's ``LogSegment.append`` does (see ``storage.segment``; the
+        timestamp arguments, the whole append's, are not needed for it)."""
         if not data:
             return
         if not self.offset_index.can_append_offset(largest_offset):
@@ -209,13 +215,19 @@ class CleanedSegment:
             written = os.pwrite(self._fd, view, self.size)
             self.size += written
             view = view[written:]
-        if largest_timestamp > self._max_ts_and_offset[0]:
-            self._max_ts_and_offset = (largest_timestamp, shallow_offset)
-        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(*self._max_ts_and_offset)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(data)
+        at = 0
+        while at < len(data):  # each batch
+            base, length, last_delta, max_timestamp = _V2_OFFSETS_AND_MAX_TS.unpack_from(data, at)
+            last, size = base + last_delta, 12 + length
+            if max_timestamp > self._max_ts_and_offset[0]:
+                self._max_ts_and_offset = (max_timestamp, last)
+            if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+                self.offset_index.append(last, position)
+                self.time_index.maybe_append(*self._max_ts_and_offset)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += size
+            position += size
+            at += size
 
     def finish(self, last_modified_ns: int) -> None:
         """``onBecomeInactiveSegment``, flush, and the source segments' last modification time
