@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kfs",
         description="Kafka partition logs (Apache Kafka's own on-disk format) as plain files.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     mount = sub.add_parser(
         "mount",
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "can be mounted again at once."),
     )
     umount.add_argument("mountpoint", metavar="MOUNTPOINT")
-    umount.add_argument("--timeout", type=float, default=CLOSE_WAIT_S, metavar="SECONDS",
+    umount.add_argument("--timeout", type=_positive_float, default=CLOSE_WAIT_S, metavar="SECONDS",
                         help=f"how long to wait for the close (default {CLOSE_WAIT_S:g})")
     umount.set_defaults(func=cmd_umount)
 
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
             "log.retention.check.interval.ms; this takes the directory's lock, so run it "
             "while no writer has the directory."),
     )
-    retention.add_argument("backing_dir", metavar="BACKING_DIR")
+    retention.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
     retention.set_defaults(func=cmd_retention)
     _add_dump_parser(sub)
     _add_verify_parser(sub)
@@ -125,7 +126,7 @@ def _add_transactions_parser(sub) -> None:
             "mount aborts transactions open longer than transaction.timeout.ms by itself; "
             "abort writes through such a mount, else under the directory's lock."),
     )
-    txns.add_argument("backing_dir", metavar="BACKING_DIR")
+    txns.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
     verbs = txns.add_subparsers(dest="verb", metavar="VERB", required=True)
     for verb, help_text in (("list", "every open transaction"),
                             ("find-hanging", "open transactions whose producer has been "
@@ -196,7 +197,7 @@ def _add_verify_parser(sub) -> None:
             "what), then a summary. Exit status: 0 clean, 1 problems found, 2 usage error."
         ),
     )
-    verify.add_argument("backing_dir", metavar="BACKING_DIR")
+    verify.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
     verify.add_argument("partitions", metavar="PARTITION", nargs="*",
                         help="partition directories to check, e.g. orders-0 (default: all)")
     verify.add_argument("--repair", action="store_true",
@@ -215,6 +216,34 @@ def _add_verify_parser(sub) -> None:
                         help="show a progress bar on stderr (default: when stderr is a terminal "
                              "or there is more than 1 GiB to check)")
     verify.set_defaults(func=cmd_verify, more_positionals="partitions")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("kfs")
+    except PackageNotFoundError:  # run from a checkout without an install
+        return "(not installed)"
+
+
+def existing_directory(text: str) -> str:
+    """An argparse type: a backing directory that exists (one message and status 2 for a bad
+    path, whichever command was given it)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"backing directory {text} does not exist")
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"backing directory {text} is not a directory")
+    return text
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:

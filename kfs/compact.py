@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 
@@ -21,6 +20,8 @@ PROGRESS_BYTES = 1 << 30  # a progress bar even off a terminal from this many by
 
 
 def add_parser(sub) -> None:
+    from .cli import existing_directory  # (cli imports this module first)
+
     p = sub.add_parser(
         "compact",
         help="clean compacted partitions now, as Kafka's log cleaner does",
@@ -32,7 +33,7 @@ def add_parser(sub) -> None:
             "directory's lock: run it unmounted or beside a --read-only mount. Exit status: 0 "
             "done, 1 a partition could not be cleaned, 2 usage error."),
     )
-    p.add_argument("backing_dir", metavar="BACKING_DIR")
+    p.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
     p.add_argument("partitions", metavar="PARTITION", nargs="*",
                    help="partitions to clean, e.g. orders-0 (default: every compacted one)")
     p.add_argument("--now-ms", type=int, metavar="MS",
@@ -66,10 +67,6 @@ def fixed_clock(now_ms: int | None) -> Iterator[None]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not os.path.isdir(args.backing_dir):
-        print(f"kfs compact: error: backing directory {args.backing_dir} does not exist",
-              file=sys.stderr)
-        return 2
     with fixed_clock(args.now_ms):
         return _run(args)
 
@@ -91,6 +88,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"kfs compact: error: no partition {', '.join(unknown)} in {args.backing_dir}",
                   file=sys.stderr)
             return 2
+        if not names:
+            print(f"kfs compact: no partition of {args.backing_dir} has cleanup.policy=compact: "
+                  "nothing to clean", file=sys.stderr)
+            return 0
         return _clean_all(mgr, names, args)
     finally:
         mgr.close()

@@ -27,8 +27,10 @@ stderr (the exit status stays 0).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
+import functools
 import json
 import mmap
 import os
@@ -36,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from storage.coordinator.dumplog import offsets_key_payload, transaction_key_payload
+from storage.coordinator.dumplog import java_json, offsets_key_payload, transaction_key_payload
 from storage.coordinator.records import (
     CONSUMER_OFFSETS,
     TRANSACTION_STATE,
@@ -44,6 +46,7 @@ from storage.coordinator.records import (
     CoordinatorTopic,
     for_topic,
 )
+from storage.coordinator.schema import Message, MessageFormatError, Struct, Versions, _StructParser
 from storage.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
@@ -55,6 +58,10 @@ from storage.offset_index import OffsetIndex
 from storage.stream import jsonl_prefix
 from storage.producer_state import ProducerStateEntry, decode_snapshot
 from storage.records import Record, RecordBatch, iter_batches
+from storage.records.compression import decompress
+from storage.records.legacy import COMPRESSION_CODEC_MASK as LEGACY_CODEC_MASK
+from storage.records.legacy import LegacyRecordBatch
+from storage.records.legacy import _key_and_value as _legacy_key_and_value
 from storage.records._codec import ColumnBuilder
 from storage.records.control import (
     ControlRecordType,
@@ -68,6 +75,7 @@ from storage.transaction_index import TransactionIndex
 __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_line"]
 
 MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes default
+MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log's --max-message-size default
 RECORD_INDENT = "|"
 SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")
 
@@ -144,26 +152,119 @@ def _codec_name(batch: RecordBatch) -> str:
     return batch.compression_type.kafka_name  # InvalidRecordError for ids 5-7, as Kafka
 
 
-def batch_line(batch: RecordBatch, position: int) -> str:
-    """kafka-dump-log's line for a v2 batch at ``position`` in its file (``printBatchLevel``)."""
-    horizon = _delete_horizon(batch)
+def batch_line(batch: RecordBatch | LegacyRecordBatch, position: int) -> str:
+    """kafka-dump-log's line for the batch at ``position`` in its file (``printBatchLevel``):
+    a v2 batch's fields, or for a v0/v1 entry only its offset, then what both have."""
+    if batch.magic >= 2:
+        horizon = _delete_horizon(batch)
+        head = (
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
+            f"count: {batch.records_count} baseSequence: {batch.base_sequence} "
+            f"lastSequence: {batch.last_sequence} producerId: {batch.producer_id} "
+            f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {_java_bool(batch.is_transactional)} "
+            f"isControl: {_java_bool(batch.is_control_batch)} deleteHorizonMs: "
+            f"{'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'}")
+    else:
+        head = f"offset: {batch.last_offset}"
     return (
-        f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
-        f"count: {batch.records_count} baseSequence: {batch.base_sequence} "
-        f"lastSequence: {batch.last_sequence} producerId: {batch.producer_id} "
-        f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
-        f"isTransactional: {_java_bool(batch.is_transactional)} "
-        f"isControl: {_java_bool(batch.is_control_batch)} deleteHorizonMs: "
-        f"{'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'} "
-        f"position: {position} {batch.timestamp_type.kafka_name}: {batch.max_timestamp} "
+        f"{head} position: {position} {batch.timestamp_type.kafka_name}: {batch.max_timestamp} "
         f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: {_codec_name(batch)} "
         f"crc: {batch.crc} isvalid: {_java_bool(_is_valid(batch))}"
     )
 
 
+def _legacy_record_checks(batch: LegacyRecordBatch) -> list[tuple[bool, int]]:
+    """(isValid, crc) of each record of a v0/v1 entry, as kafka-dump-log prints them after a
+    legacy record: the entry's own for a plain message, each inner message's for a compressed
+    wrapper (whose records() already checked every inner CRC, so they are valid)."""
+    if not batch.attributes & LEGACY_CODEC_MASK:
+        return [(_is_valid(batch), batch.crc)]
+    # the wrapper's value, decompressed again for the inner messages' stored CRCs (the
+    # records do not keep them); LegacyRecordBatch has no public accessor for these bytes
+    _, compressed = _legacy_key_and_value(batch._message(), batch.magic, batch.offset)
+    data = decompress(batch.compression_type, compressed, magic=batch.magic)
+    checks, pos = [], 0
+    while len(data) - pos >= 12:  # the inner entries, as LegacyRecordBatch._inner_entries
+        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+        if pos + 12 + size > len(data):
+            break
+        checks.append((True, int.from_bytes(data[pos + 12:pos + 16], "big")))
+        pos += 12 + size
+    return checks
+
+
+# -- Java's String(bytes, UTF_8) ----------------------------------------------------------
+#
+# kafka-dump-log's StringDecoder makes text of keys and values with ``new String(bytes,
+# UTF_8)``, which replaces malformed input with U+FFFD in its own way (JDK 17's
+# ``String.decodeUTF8_UTF16``), not Python's "maximal subpart" way: a surrogate encoded in three
+# bytes (ED A0 80) is one U+FFFD for Java and three for Python; a sequence cut short at the end
+# of the bytes ends the text with one U+FFFD. Both take exactly the well-formed sequences as
+# text, so Python's decoder runs as it is and this error handler, called at the first byte
+# Python finds malformed, answers what Java does there: one U+FFFD, and the position Java goes
+# on from.
+
+_REPL = "\ufffd"
+
+
+def _not_continuation(b: int) -> bool:
+    return (b & 0xC0) != 0x80
+
+
+def _java_utf8_resume(data: bytes, sp: int) -> int:
+    """Where Java's UTF-8 decoder goes on after the one U+FFFD it emits for the malformed
+    input starting at ``data[sp]`` (``len(data)``: it stops there)."""
+    sl = len(data)
+    b1 = data[sp]
+    sp += 1
+    if 0xC2 <= b1 <= 0xDF:  # a 2-byte lead: the second byte is not a continuation
+        return sp if sp < sl else sl
+    if 0xE0 <= b1 <= 0xEF:  # 3-byte lead
+        if sp + 1 < sl:
+            b2, b3 = data[sp], data[sp + 1]
+            bad2 = (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or _not_continuation(b2)
+            if bad2 or _not_continuation(b3):
+                return sp + (0 if bad2 else 1)  # malformed3: 1 or 2 bytes
+            return sp + 2  # a surrogate: all three bytes
+        if sp < sl and ((b1 == 0xE0 and (data[sp] & 0xE0) == 0x80) or _not_continuation(data[sp])):
+            return sp
+        return sl
+    if 0xF0 <= b1 <= 0xF7:  # 4-byte lead (F5-F7 too, as Java reads them)
+        if sp + 2 < sl:  # not a supplementary code point, or a byte is not a continuation
+            b2 = data[sp]
+            if (b1 > 0xF4 or (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF)
+                    or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or _not_continuation(b2)):
+                return sp  # malformed4: 1 byte
+            return sp + 1 if _not_continuation(data[sp + 1]) else sp + 2
+        if b1 > 0xF4 or (sp < sl and ((b1 == 0xF0 and not 0x90 <= data[sp] <= 0xBF)
+                                      or (b1 == 0xF4 and (data[sp] & 0xF0) != 0x80)
+                                      or _not_continuation(data[sp]))):
+            return sp
+        sp += 1
+        if sp < sl and _not_continuation(data[sp]):
+            return sp
+        return sl
+    return sp  # a continuation byte, C0, C1, F8-FF: 1 byte
+
+
+def _java_utf8_errors(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return _REPL, _java_utf8_resume(exc.object, exc.start)
+
+
+codecs.register_error("kfs-java-utf8", _java_utf8_errors)
+
+
+def java_string(data: bytes) -> str:
+    """``new String(data, StandardCharsets.UTF_8)`` (JDK 17)."""
+    return str(data, "utf-8", "kfs-java-utf8")
+
+
 def _decode_text(data: bytes) -> str:
-    # kafka-dump-log's default StringDecoder: new String(bytes, UTF_8), malformed input replaced
-    return data.decode("utf-8", "replace")
+    # kafka-dump-log's default StringDecoder: new String(bytes, UTF_8)
+    return str(data, "utf-8", "kfs-java-utf8")
 
 
 def _control_fields(record: Record) -> tuple[ControlRecordType, int, int | None]:
@@ -174,11 +275,98 @@ def _control_fields(record: Record) -> tuple[ControlRecordType, int, int | None]
     return key.type, key.type_id, epoch
 
 
+# The values of KRaft's control records (clients' common/message/*.json, as Kafka 4.1.1 has
+# them): kafka-dump-log prints each as its JSON converter writes it.
+_KRAFT_CONTROL_SCHEMAS: dict[ControlRecordType, tuple[str, dict[str, Any]]] = {
+    ControlRecordType.LEADER_CHANGE: ("LeaderChange:", {
+        "name": "LeaderChangeMessage", "validVersions": "0-1", "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Version", "type": "int16", "versions": "0+"},
+            {"name": "LeaderId", "type": "int32", "versions": "0+"},
+            {"name": "Voters", "type": "[]Voter", "versions": "0+"},
+            {"name": "GrantingVoters", "type": "[]Voter", "versions": "0+"}],
+        "commonStructs": [{"name": "Voter", "versions": "0+", "fields": [
+            {"name": "VoterId", "type": "int32", "versions": "0+"},
+            {"name": "VoterDirectoryId", "type": "uuid", "versions": "1+"}]}]}),
+    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", {
+        "name": "SnapshotHeaderRecord", "validVersions": "0", "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Version", "type": "int16", "versions": "0+"},
+            {"name": "LastContainedLogTimestamp", "type": "int64", "versions": "0+"}]}),
+    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", {
+        "name": "SnapshotFooterRecord", "validVersions": "0", "flexibleVersions": "0+",
+        "fields": [{"name": "Version", "type": "int16", "versions": "0+"}]}),
+    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", {
+        "name": "KRaftVersionRecord", "validVersions": "0", "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Version", "type": "int16", "versions": "0+"},
+            {"name": "KRaftVersion", "type": "int16", "versions": "0+"}]}),
+    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", {
+        "name": "VotersRecord", "validVersions": "0", "flexibleVersions": "0+",
+        "fields": [
+            {"name": "Version", "type": "int16", "versions": "0+"},
+            {"name": "Voters", "type": "[]Voter", "versions": "0+", "fields": [
+                {"name": "VoterId", "type": "int32", "versions": "0+"},
+                {"name": "VoterDirectoryId", "type": "uuid", "versions": "0+"},
+                {"name": "Endpoints", "type": "[]Endpoint", "versions": "0+", "fields": [
+                    {"name": "Name", "type": "string", "versions": "0+"},
+                    {"name": "Host", "type": "string", "versions": "0+"},
+                    {"name": "Port", "type": "uint16", "versions": "0+"}]},
+                {"name": "KRaftVersionFeature", "type": "KRaftVersionFeature", "versions": "0+",
+                 "fields": [
+                     {"name": "MinSupportedVersion", "type": "int16", "versions": "0+"},
+                     {"name": "MaxSupportedVersion", "type": "int16", "versions": "0+"}]}]}]}),
+}
+
+
+@functools.cache
+def _kraft_control_message(control_type: ControlRecordType) -> tuple[str, Message]:
+    label, spec = _KRAFT_CONTROL_SCHEMAS[control_type]
+    name = spec["name"]
+    body = _StructParser(spec, name).struct(name, spec["fields"])
+    return label, Message(name, Versions.parse(spec["validVersions"]),
+                          Versions.parse(spec["flexibleVersions"]), body)
+
+
+def _written_at(message: Message, body: Struct, data: dict[str, Any], version: int) -> dict[str, Any]:
+    """What ``<Message>JsonConverter.write(message, version)`` makes of ``data`` (read at
+    version 0): the fields of ``version``, those not read at their defaults ("0+" fields are
+    written whatever the version)."""
+    out: dict[str, Any] = {}
+    for f in body.fields:
+        always = f.versions.low == 0 and f.versions.high is None
+        if not always and version not in f.versions:
+            continue
+        value = data[f.json_name] if f.json_name in data else message._default(f, version)
+        if f.struct is not None and value is not None:
+            if f.element is not None:
+                value = [_written_at(message, f.struct, v, version) for v in value]
+            else:
+                value = _written_at(message, f.struct, value, version)
+        out[f.json_name] = value
+    return out
+
+
+def _kraft_control_text(control_type: ControlRecordType, record: Record) -> str:
+    """`` LeaderChange: {...}``, `` SnapshotHeader {...}`` etc.: ControlRecordUtils reads the
+    value at version 0 and kafka-dump-log prints the JSON of the version its Version field
+    says. Raises InvalidRecordError for a value that does not decode."""
+    label, message = _kraft_control_message(control_type)
+    try:
+        data = message.read(record.value or b"", 0)
+    except MessageFormatError as e:
+        raise InvalidRecordError(f"{message.name} of the control record at offset "
+                                 f"{record.offset}: {e}") from None
+    data = _written_at(message, message.body, data, data["version"])
+    return f" {label} {java_json(data)}"
+
+
 def _control_text(record: Record) -> str:
     control_type, type_id, epoch = _control_fields(record)
     if epoch is not None:
         return f" endTxnMarker: {control_type.name} coordinatorEpoch: {epoch}"
-    # KRaft's snapshot/voter records are not decoded here: their type is named instead
+    if control_type in _KRAFT_CONTROL_SCHEMAS:
+        return _kraft_control_text(control_type, record)
     return f" controlType: {control_type.name}({type_id})"
 
 
@@ -187,23 +375,30 @@ def _text_key_payload(record: Record) -> tuple[str | None, str | None]:
             None if record.value is None else _decode_text(record.value))
 
 
-def record_line(batch: RecordBatch, record: Record, print_data: bool = False,
+def record_line(batch: RecordBatch | LegacyRecordBatch, record: Record, print_data: bool = False,
                 skip_metadata: bool = False,
-                parse: Callable[[Record], tuple[str | None, str | None]] = _text_key_payload) -> str:
-    """kafka-dump-log's deep-iteration line for one record of a v2 ``batch``: ``| offset: ...``,
-    with the control marker of a control record and, with ``print_data``, ``key:`` and
-    ``payload:``: what ``parse`` makes of the record (kafka-dump-log's MessageParser; by
-    default UTF-8 text, None for null, which is left out). Raises InvalidRecordError for a
-    malformed control record."""
+                parse: Callable[[Record], tuple[str | None, str | None]] = _text_key_payload,
+                legacy_check: tuple[bool, int] | None = None) -> str:
+    """kafka-dump-log's deep-iteration line for one record of ``batch``: ``| offset: ...``,
+    with, for a v2 batch, the sequence and header keys and the control marker of a control
+    record, for a v0/v1 record its ``legacy_check`` (isValid, crc) and, with ``print_data``,
+    ``key:`` and ``payload:``: what ``parse`` makes of the record (kafka-dump-log's
+    MessageParser; by default text as Java decodes UTF-8, None for null, which is left out).
+    Raises InvalidRecordError for a malformed control record."""
     parts = []
     prefix = f"{RECORD_INDENT} "
     if not skip_metadata:
         parts.append(
             f"{prefix}offset: {record.offset} {batch.timestamp_type.kafka_name}: {record.timestamp} "
             f"keySize: {-1 if record.key is None else len(record.key)} "
-            f"valueSize: {-1 if record.value is None else len(record.value)}"
-            f" sequence: {record.sequence} headerKeys: [{','.join(k for k, _ in record.headers)}]")
+            f"valueSize: {-1 if record.value is None else len(record.value)}")
         prefix = " "
+        if batch.magic >= 2:
+            parts.append(f" sequence: {record.sequence} headerKeys: "
+                         f"[{','.join(k for k, _ in record.headers)}]")
+        elif legacy_check is not None:
+            # the closing brace is Kafka's: its format string has one too many
+            parts.append(f" isValid: {_java_bool(legacy_check[0])} crc: {legacy_check[1]}}}")
         if batch.is_control_batch:
             parts.append(_control_text(record))
     if print_data and not batch.is_control_batch:
@@ -296,7 +491,7 @@ class _Reports:
 
     @staticmethod
     def add(table: dict[str, list], path: str, pair: tuple[int, int]) -> None:
-        table.setdefault(os.path.abspath(path), []).append(pair)
+        table.setdefault(java_absolute_path(path), []).append(pair)
 
     def print(self, err: TextIO) -> None:
         # Kafka prepends index mismatches and offset gaps to Scala lists, so it prints them
@@ -317,6 +512,23 @@ class _Reports:
         for path, pairs in self.non_consecutive.items():
             err.write(f"Non-consecutive offsets in {path}\n")
             err.writelines(f"  {a} is followed by {b}\n" for a, b in reversed(pairs))
+
+
+def java_path(path: str) -> str:
+    """``new File(path).toString()`` on Unix: repeated slashes collapsed, a trailing one
+    dropped (nothing else is resolved)."""
+    if "//" in path or (path.endswith("/") and path != "/"):
+        path = "/".join(p for i, p in enumerate(path.split("/")) if p or i == 0) or "/"
+    return path
+
+
+def java_absolute_path(path: str) -> str:
+    """``new File(path).getAbsolutePath()``: a relative path joined to the working directory,
+    without resolving ``.`` or ``..`` (as Kafka reports its mismatches' files)."""
+    path = java_path(path)
+    if path.startswith("/"):
+        return path
+    return java_path(os.getcwd() + "/" + path) if path else os.getcwd()
 
 
 def _base_offset(path: str) -> int:
@@ -390,7 +602,7 @@ class _Dumper:
 
     def dump(self, path: str) -> None:
         if not self.options.json:
-            self.line(f"Dumping {path}")
+            self.line(f"Dumping {java_path(path)}")
         name = os.path.basename(path)
         suffix = name[name.rfind("."):] if "." in name else ""
         handler: Callable[[str], None] | None = {
@@ -409,6 +621,8 @@ class _Dumper:
             self.error(path, str(e))
         except (KafkaStorageError, ValueError) as e:
             self.error(path, str(e))
+        except BrokenPipeError:
+            raise  # the reader went away (| head): the command ends quietly
         except OSError as e:
             self.error(path, e.strerror or str(e))
 
@@ -440,7 +654,7 @@ class _Dumper:
                 raise DumpError(f"at byte {valid_bytes}: {e}") from None
             trailing = end - valid_bytes
             if trailing > 0 and self.options.max_bytes == MAX_BYTES_DEFAULT:
-                self.note(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")
+                self.note(f"Found {trailing} invalid bytes at the end of {os.path.basename(java_path(path))}")
 
     def _dump_batch(self, path: str, batch: RecordBatch, position: int, last_offset: list[int]) -> None:
         options = self.options
@@ -461,8 +675,11 @@ class _Dumper:
                     lines = [_decoded_line(line, d) for line, d in zip(lines, decoded)]
             else:
                 parsers = [self._parser(d) for d in decoded] if decoded else [_text_key_payload] * len(records)
-                lines = [record_line(batch, record, options.print_data, options.skip_record_metadata, parse)
-                         for record, parse in zip(records, parsers)]
+                checks = (_legacy_record_checks(batch) if batch.magic < 2
+                          else [None] * len(records))
+                lines = [record_line(batch, record, options.print_data, options.skip_record_metadata,
+                                     parse, check)
+                         for record, parse, check in zip(records, parsers, checks)]
         except (CorruptRecordError, InvalidRecordError) as e:
             # Kafka's tool stops with a stack trace; the batch is skipped and the walk goes on.
             self.error(path, f"batch at position {position} (offset {batch.base_offset}): {e}")
@@ -497,11 +714,11 @@ class _Dumper:
         index = OffsetIndex(path, base, 0, writable=False)
         try:
             if index.entries == 0:
-                self.note(f"{path} is empty.")
+                self.note(f"{java_path(path)} is empty.")
                 return
             if self.options.index_sanity_check:
                 index.sanity_check()
-                self.note(f"{path} passed sanity check.")
+                self.note(f"{java_path(path)} passed sanity check.")
                 return
             with _mapped(log_path) as buf:
                 for slot in range(index.entries):
@@ -518,9 +735,12 @@ class _Dumper:
             index.close()
 
     def _check_index_entry(self, path: str, buf, offset: int, position: int) -> None:
-        """Kafka compares the entry's offset with the last offset of the batch at its position."""
+        """Kafka compares the entry's offset with the last offset of the batch at its position
+        (the first in ``--max-message-size``, 5 MiB, from there; a v2 batch or a v0/v1 entry)."""
         try:
-            batch = RecordBatch(buf, position)
+            batch = next(iter_batches(buf, position, position + MAX_MESSAGE_SIZE), None)
+            if batch is None:
+                raise CorruptRecordError("no whole batch within 5 MiB of it")
         except (CorruptRecordError, InvalidRecordError) as e:
             self.error(path, f"entry (offset {offset}, position {position}): no batch there: {e}")
             return
@@ -538,7 +758,7 @@ class _Dumper:
         try:
             if self.options.index_sanity_check:
                 time_index.sanity_check()
-                self.note(f"{path} passed sanity check.")
+                self.note(f"{java_path(path)} passed sanity check.")
                 return
             with _mapped(log_path) as buf:
                 previous = -1

@@ -84,6 +84,8 @@ def abort(backing_dir: Path, topic: str, partition: int, start_offset: int | Non
     ``start_offset`` (its producer's epochs from the log) or for ``producer`` (id, epoch,
     coordinator epoch). Returns the producer id. Raises TransactionsError when no such
     transaction is open, and the log's errors (e.g. InvalidProducerEpochError)."""
+    if not (Path(backing_dir) / f"{topic}-{partition}").is_dir():
+        raise TransactionsError(f"no partition {topic}-{partition} in {backing_dir}")
     if producer is None:
         txn = next((t for _, _, t in open_transactions(backing_dir, topic, partition)
                     if t.first_offset == start_offset), None)
