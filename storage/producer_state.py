@@ -928,6 +928,28 @@ class ProducerStateManager:
             if offset != keep:
                 self._remove_and_delete_snapshot(offset)
 
+    def remove_snapshots_a_load_deletes(self, segment_base_offsets: Iterable[int],
+                                        log_start_offset: int, log_end_offset: int) -> None:
+        """Delete now the snapshots Kafka's ``LogLoader`` would delete when it next opens the
+        directory after a clean shutdown, so that a broker adopting it changes no snapshot:
+        first the strays (:meth:`remove_stray_snapshots`: at no segment base offset and not
+        the newest), then those ``truncateAndReload`` drops (above the log end offset, or at
+        or below the log start offset). Call at a clean close, after the last
+        :meth:`take_snapshot`.
+
+        Kafka's own broker leaves such snapshots and deletes them at its next load: a
+        snapshot taken at one close is a stray once later appends move the log end and the
+        next close snapshots there; a roll's snapshot at the base of a segment that retention
+        made the first is at the log start offset. One case has no file set a load keeps as
+        it is: a log that retention emptied (log start offset = log end offset = the only
+        base offset > 0) loses its one snapshot at Kafka's load, or, without one, gets one
+        written (``rebuildProducerState`` snapshots a clean log that has none); kfs deletes
+        it here, as the load would."""
+        self.remove_stray_snapshots(segment_base_offsets)
+        for offset in [o for o in self._snapshots
+                       if o > log_end_offset or o <= log_start_offset]:
+            self._remove_and_delete_snapshot(offset)
+
     def remove_and_mark_snapshot_for_deletion(self, offset: int) -> Path | None:
         """Forget the snapshot at ``offset`` and rename it to ``….snapshot.deleted`` for
         asynchronous deletion (``removeAndMarkSnapshotForDeletion``); returns the new path, or
