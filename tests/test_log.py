@@ -459,7 +459,9 @@ def test_read_only_open_of_a_crashed_log_ignores_the_zero_filled_index_tail(tmp_
     assert [ro.read(i).timestamp for i in range(20)] == [5000 + i for i in range(20)]
 
 
-def test_recovery_cuts_at_a_batch_whose_offsets_go_backwards(tmp_path):
+def test_recovery_cuts_a_batch_whose_offsets_go_backwards_and_keeps_the_rest(tmp_path):
+    """Kafka would end the log there; without a replica, kfs salvages: only that batch goes
+    to the quarantine, the batches after it keep their offsets."""
     mgr = LogManager(tmp_path)
     log = mgr.create("t-0")
     for i in range(5):
@@ -473,7 +475,9 @@ def test_recovery_cuts_at_a_batch_whose_offsets_go_backwards(tmp_path):
     os.remove(tmp_path / ".kafka_cleanshutdown")
     mgr = LogManager(tmp_path)
     log = mgr.get("t-0")
-    assert log.log_end_offset == 2 and [log.read(i).value for i in range(2)] == [b"r0", b"r1"]
+    assert log.log_end_offset == 5 and log.read(2) is None
+    assert [log.read(i).value for i in (0, 1, 3, 4)] == [b"r0", b"r1", b"r3", b"r4"]
+    assert any("offsets 2-2" in line for line in mgr.notices)
     mgr.close()
 
 
