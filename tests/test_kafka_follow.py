@@ -6,7 +6,9 @@ partitions), never writing a byte of the broker's directory."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -227,6 +229,46 @@ def admin_config(broker: KafkaBroker, topic: str, config: dict[str, str]) -> Non
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(60)
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_spark_reads_what_the_brokers_consumer_reads(everything, spark, isolation):
+    """``format("kfs")`` over the running broker's log directory, both isolation levels."""
+    rows = (spark.read.format("kfs").option("path", str(everything.log_dir))
+            .option("subscribe", "mixed").option("includeHeaders", "true")
+            .option("isolation.level", isolation).load()
+            .select("offset", "key", "value", "timestampType", "headers").collect())
+    got = sorted((r.offset, r.key and bytes(r.key), r.value and bytes(r.value), r.timestampType,
+                  tuple((h.key, h.value and bytes(h.value)) for h in r.headers or ()))
+                 for r in rows)
+    expected = [(o, k, v, t, h) for o, _, t, k, v, h in consume_all(everything, "mixed", 0, isolation)]
+    assert got == expected
+
+
+def kcat_bytes(field):
+    """A records.jsonl key/payload/header value back to bytes (UTF-8 text or base64)."""
+    if field is None:
+        return None
+    if isinstance(field, dict):
+        return base64.b64decode(field["base64"])
+    return field.encode()
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_live_mount_serves_what_the_brokers_consumer_reads(everything, mount, isolation):
+    m = mount(everything.log_dir, "--read-only", f"--isolation-level={isolation}")
+    for topic in ("mixed", "appendtime"):
+        lines = (m.path / f"{topic}-0" / "records.jsonl").read_text().splitlines()
+        got = []
+        for line in lines:
+            r = json.loads(line)
+            flat = r["headers"]
+            got.append((r["offset"], r["ts"], r["tstype"] == "logappend", kcat_bytes(r["key"]),
+                        kcat_bytes(r["payload"]),
+                        tuple((flat[i], kcat_bytes(flat[i + 1])) for i in range(0, len(flat), 2))))
+        expected = [(o, ts, t == 1, k, v, h)
+                    for o, ts, t, k, v, h in consume_all(everything, topic, 0, isolation)]
+        assert got == expected, topic
 
 
 def test_the_mount_never_changes_the_brokers_directory(everything, mount, tmp_path):
