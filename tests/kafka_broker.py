@@ -187,5 +187,10 @@ class KafkaBroker:
 
     def topic_id(self, name: str) -> str:
         """The topic ID the cluster assigned, as ``partition.metadata`` spells it."""
-        text = (self.log_dir / f"{name}-0" / "partition.metadata").read_text()
-        return text.split("topic_id:")[1].split()[0]
+        path = self.log_dir / f"{name}-0" / "partition.metadata"
+        deadline = time.monotonic() + 60  # written by the broker shortly after the directory
+        while "topic_id:" not in (path.read_text() if path.exists() else ""):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{path} did not get a topic ID")
+            time.sleep(0.05)
+        return path.read_text().split("topic_id:")[1].split()[0]
