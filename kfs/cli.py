@@ -100,13 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
         "retention",
         help="apply retention.ms / retention.bytes now",
         description=(
-            "Delete the segments of BACKING_DIR that retention.ms / retention.bytes (and "
-            "log start offsets) no longer keep, as a broker's retention check does, and print "
-            "what moved. A running mount already does this every "
-            "log.retention.check.interval.ms; this takes the directory's lock, so run it "
-            "while no writer has the directory."),
+            "Say which segments of BACKING_DIR retention.ms / retention.bytes (and log start "
+            "offsets) no longer keep, as a broker's retention check would delete them, and "
+            "with --yes (or a yes on a terminal) delete them and print what moved. A running "
+            "mount already does this every log.retention.check.interval.ms; this takes the "
+            "directory's lock, so run it while no writer has the directory."),
     )
     retention.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
+    retention.add_argument("--yes", action="store_true",
+                           help="delete without asking (default: print the plan only)")
     retention.set_defaults(func=cmd_retention)
     _add_dump_parser(sub)
     _add_verify_parser(sub)
@@ -421,14 +423,23 @@ def _count(n: int, noun: str) -> str:
 def cmd_retention(args: argparse.Namespace) -> int:
     from storage import LogManager
     from storage.errors import KafkaStorageError
+    from storage.log_manager import describe_retention
 
-    if not os.path.isdir(args.backing_dir):
-        raise CliError(f"backing directory {args.backing_dir} does not exist")
     try:
         mgr = LogManager(args.backing_dir)
     except (KafkaStorageError, OSError) as exc:
         raise CliError(str(exc)) from None
     try:
+        plans = mgr.retention_plans()
+        if not plans:
+            print("retention deletes nothing now")
+            return 0
+        print("retention would delete (nothing has changed yet):")
+        for name, plan in sorted(plans.items()):
+            print(f"  {describe_retention(mgr.get(name), plan)}")
+        if not (args.yes or _confirm(sys.stdout, "delete now? [y/N] ")):
+            print("nothing changed: run with --yes to delete")
+            return 0
         before = {n: mgr.get(n).log_start_offset for n in mgr.partition_names()}
         for name, count in sorted(mgr.cleanup_logs().items()):
             print(f"{name}: deleted {count} segment(s); log start offset"
@@ -674,6 +685,25 @@ def _capture_stderr(sink: list[str]):
                 print(text, file=sys.stderr)
 
 
+def _retention_warnings(mgr) -> list[str]:
+    """Before a writable mount's first retention pass: the partitions of which it would delete
+    most (Kafka's rules applied to a directory the mount has not served before, e.g. data with
+    old timestamps copied in), so that nobody is surprised."""
+    from storage.log_manager import describe_retention
+
+    warnings = []
+    for name, plan in sorted(mgr.retention_plans().items()):
+        log_ = mgr.get(name)
+        if 2 * sum(s.size for s, _ in plan) > log_.size_in_bytes:
+            warnings.append(f"retention will delete most of {describe_retention(log_, plan)} "
+                            f"at its first pass, in log.retention.check.interval.ms="
+                            f"{mgr.config.retention_check_interval_ms} ms (set retention.ms / "
+                            "retention.bytes in <topic>.topic.properties to keep it)")
+    for line in warnings:
+        log.warning("%s", line)
+    return warnings
+
+
 def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: bytes) -> int:
     """Mount and serve until unmounted or signalled; returns the exit status."""
     _setup_logging(args.log_level, args.log_file)
@@ -698,6 +728,7 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         raise CliError(message) from None
 
     reporter.notices.extend(mgr.notices)
+    reporter.notices.extend(_retention_warnings(mgr))
     fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator,
                  isolation_level=args.isolation_level)
     # The source column of mount/findmnt names the backing directory, as sshfs names user@host:path.

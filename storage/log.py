@@ -658,16 +658,31 @@ class Log:
         segments deleted."""
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
-        now = now_ms() if now is None else now
         with self._lock:
-            deleted = self._delete_segments(self._deletable(self._below_log_start_offset))
-            if not self.config.deletes:
-                return deleted
-            deleted += self._delete_segments(self._deletable(self._size_breach()))
-            deleted += self._delete_segments(self._deletable(
-                lambda segment, _next: 0 <= self.config.retention_ms
-                < now - segment.largest_timestamp))
-            return deleted
+            return self._delete_segments([s for s, _ in self.retention_plan(now)])
+
+    def retention_plan(self, now: int | None = None) -> list[tuple[LogSegment, str]]:
+        """What :meth:`delete_old_segments` would delete now, oldest first, each with the rule
+        that deletes it (``below the log start offset``, ``retention.bytes=N``,
+        ``retention.ms=N``); nothing is changed."""
+        now = now_ms() if now is None else now
+        config = self.config
+        with self._lock:
+            remaining, plan = list(self._segments), []
+
+            def take(predicate, why: str) -> None:
+                nonlocal remaining
+                doomed = self._deletable(predicate, remaining)
+                plan.extend((segment, why) for segment in doomed)
+                remaining = remaining[len(doomed):]
+
+            take(self._below_log_start_offset, "below the log start offset")
+            if config.deletes:
+                take(self._size_breach(sum(s.size for s in remaining)),
+                     f"retention.bytes={config.retention_bytes}")
+                take(lambda segment, _next: 0 <= config.retention_ms
+                     < now - segment.largest_timestamp, f"retention.ms={config.retention_ms}")
+            return plan
 
     def remove_expired_producers(self, now: int | None = None) -> None:
         """Forget producers idle for ``producer.id.expiration.ms`` with no open transaction
@@ -713,10 +728,11 @@ class Log:
     def _below_log_start_offset(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
         return next_segment is not None and next_segment.base_offset <= self._log_start_offset
 
-    def _size_breach(self):
-        """The retention.bytes predicate: drop oldest segments while what remains stays at or
-        above the limit (``UnifiedLog.deleteRetentionSizeBreachedSegments``)."""
-        excess = self.size_in_bytes - self.config.retention_bytes
+    def _size_breach(self, size: int):
+        """The retention.bytes predicate over segments of ``size`` bytes in all: drop oldest
+        segments while what remains stays at or above the limit
+        (``UnifiedLog.deleteRetentionSizeBreachedSegments``)."""
+        excess = size - self.config.retention_bytes
         if self.config.retention_bytes < 0 or excess < 0:
             return lambda _segment, _next: False
 
@@ -728,11 +744,11 @@ class Log:
             return True
         return breached
 
-    def _deletable(self, predicate) -> list[LogSegment]:
-        """The oldest segments satisfying ``predicate(segment, next_segment)``, stopping at the
-        first that does not; an empty last segment is never returned. Nothing at or above the
-        high watermark goes: with one replica it is the log end offset, past every segment."""
-        segments = self._segments
+    def _deletable(self, predicate, segments: list[LogSegment]) -> list[LogSegment]:
+        """The oldest of ``segments`` satisfying ``predicate(segment, next_segment)``, stopping
+        at the first that does not; an empty last segment is never returned. Nothing at or
+        above the high watermark goes: with one replica it is the log end offset, past every
+        segment."""
         out = []
         for i, segment in enumerate(segments):
             following = segments[i + 1] if i + 1 < len(segments) else None

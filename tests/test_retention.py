@@ -149,13 +149,38 @@ def test_checkpointed_log_start_offset_above_the_first_segment_hides_lower_offse
     assert read_offsets(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {"t-0": 2}
 
 
-def test_cli_retention_prints_what_moved(tmp_path):
-    expiring_backing(tmp_path, "log.retention.hours").close()
+def kfs_retention(backing, *args):
     repo = str(Path(__file__).resolve().parents[1])
-    run = subprocess.run([sys.executable, "-m", "kfs", "retention", str(tmp_path)],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": repo})
+    return subprocess.run([sys.executable, "-m", "kfs", "retention", str(backing), *args],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONPATH": repo})
+
+
+def test_cli_retention_plans_first_and_deletes_with_yes(tmp_path):
+    expiring_backing(tmp_path, "log.retention.hours").close()
+    files = sorted(p.name for p in (tmp_path / "t-0").iterdir())
+    plan = kfs_retention(tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines()[0] == "retention would delete (nothing has changed yet):"
+    assert plan.stdout.splitlines()[1].startswith("  t-0: 1 of 2 segment(s), offsets 0-2 (")
+    assert "retention.ms=" in plan.stdout and "run with --yes to delete" in plan.stdout
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == files  # nothing deleted
+    run = kfs_retention(tmp_path, "--yes")
     assert run.returncode == 0, run.stderr
-    assert run.stdout == "t-0: deleted 1 segment(s); log start offset 0 -> 3\n"
+    assert run.stdout.splitlines()[-1] == "t-0: deleted 1 segment(s); log start offset 0 -> 3"
+    assert kfs_retention(tmp_path).stdout == "retention deletes nothing now\n"
+
+
+def test_retention_plan_is_what_retention_deletes(tmp_path):
+    log = follower_log(tmp_path / "t-0", [1000 * i for i in range(12)], retention_ms=DAY_MS,
+                       retention_bytes=5 * 1100)
+    plan = log.retention_plan(now=DAY_MS + 9000)  # 4 segments of 3 records, 1 s apart
+    assert [(s.base_offset, why) for s, why in plan] == [
+        (0, "retention.bytes=5500"), (3, "retention.bytes=5500"), (6, "retention.ms=86400000")]
+    doomed = [s.base_offset for s, _ in plan]
+    assert log.delete_old_segments(now=DAY_MS + 9000) == len(doomed)
+    assert log.log_start_offset == log.log_segments()[0].base_offset > doomed[-1]
+    log.close()
 
 
 @pytest.mark.parametrize("retention", ["retention.ms=-2", "retention.bytes=x"])
@@ -168,3 +193,28 @@ def test_bad_retention_settings_are_refused(tmp_path, retention):
         mgr.create("t-0")
     assert not (tmp_path / "t-0").exists()
     mgr.close()
+
+
+@pytest.mark.fuse
+@pytest.mark.needs_fixture("kafka-written/plain-0")
+def test_a_writable_mount_warns_before_retention_deletes_most_of_a_partition(tmp_path):
+    """Kafka-written data from 2023 against the 7-day default: the mount says, on stderr and in
+    its log, that its first retention pass will delete most of the partition."""
+    import shutil
+
+    from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env, require_fuse
+
+    require_fuse()
+    backing, mnt = tmp_path / "data", tmp_path / "mnt"
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", backing / "plain-0")
+    mnt.mkdir()
+    run = subprocess.run(kfs_command("mount", f"--log-file={tmp_path / 'kfs.log'}", str(backing),
+                                     str(mnt)), capture_output=True, text=True, cwd=REPO,
+                         env=kfs_env(), timeout=150)
+    try:
+        assert run.returncode == 0, run.stderr
+        assert "retention will delete most of plain-0: 21 of 21 segment(s), offsets 0-4999" in run.stderr
+        assert "retention.ms=604800000" in run.stderr
+        assert "retention will delete most of plain-0" in (tmp_path / "kfs.log").read_text()
+    finally:
+        subprocess.run(kfs_command("umount", str(mnt)), cwd=REPO, env=kfs_env(), timeout=150)
