@@ -390,13 +390,20 @@ def _verify_run(out: TextIO, partitions, progress: bool | None) -> list:
 
     from . import verify
 
+    from storage.file_lock import held_elsewhere
+
+    in_use = bool(partitions) and held_elsewhere(partitions[0].parent)
+    if in_use:
+        out.write(f"{partitions[0].parent} is in use (a kfs mount or a Kafka broker holds its "
+                  ".lock): its active segments are checked as Kafka checks a running log "
+                  "(preallocated indexes and a batch being written are not problems)\n")
     total = verify.log_bytes(partitions)
     show = progress if progress is not None else (sys.stderr.isatty() or total > PROGRESS_BYTES)
     problems = []
     started = time.monotonic()
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="verify",
               disable=not show, file=sys.stderr, leave=False) as bar:
-        for item in verify.verify_partitions(partitions, bar.update):
+        for item in verify.verify_partitions(partitions, bar.update, in_use):
             if isinstance(item, verify.VerifyStats):
                 stats = item
                 continue

@@ -153,13 +153,14 @@ def log_bytes(partitions: Iterable[Path]) -> int:
 
 
 def verify_partitions(partitions: Sequence[Path], on_bytes: Callable[[int], None] = lambda n: None,
-                      ) -> Iterator[Problem | VerifyStats]:
+                      in_use: bool = False) -> Iterator[Problem | VerifyStats]:
     """Problems of every partition in order, then the VerifyStats of the whole run.
-    ``on_bytes(n)`` is called as .log bytes are checked."""
+    ``on_bytes(n)`` is called as .log bytes are checked. ``in_use``: a writer (a kfs mount,
+    a broker) holds the directory: see :func:`verify_partition`."""
     stats = VerifyStats()
     for directory in partitions:
         stats.partitions += 1
-        yield from verify_partition(directory, stats, on_bytes)
+        yield from verify_partition(directory, stats, on_bytes, in_use)
     yield stats
 
 
@@ -167,8 +168,12 @@ def verify_partitions(partitions: Sequence[Path], on_bytes: Callable[[int], None
 
 
 def verify_partition(directory: Path, stats: VerifyStats | None = None,
-                     on_bytes: Callable[[int], None] = lambda n: None) -> Iterator[Problem]:
-    """Every problem of one partition directory, segment by segment (read-only)."""
+                     on_bytes: Callable[[int], None] = lambda n: None,
+                     in_use: bool = False) -> Iterator[Problem]:
+    """Every problem of one partition directory, segment by segment (read-only). ``in_use``:
+    a running writer holds the directory, so its active segment is checked as Kafka checks a
+    running log: indexes preallocated (zero-filled past their entries) and a batch still
+    being written at the end of the ``.log`` are not problems."""
     stats = stats if stats is not None else VerifyStats()
     partition = directory.name
     names = sorted(p.name for p in directory.iterdir())
@@ -188,7 +193,8 @@ def verify_partition(directory: Path, stats: VerifyStats | None = None,
     previous_end: int | None = None  # the offset after the last batch of the earlier segments
     for base in bases:
         stats.segments += 1
-        scan = _LogScan(directory, base, previous_end, on_bytes)
+        scan = _LogScan(directory, base, previous_end, on_bytes,
+                        active=in_use and base == bases[-1])
         yield from scan.run()
         stats.bytes += scan.size
         yield from _check_offset_index(scan)
@@ -204,8 +210,9 @@ class _LogScan:
     checked there, a block at a time; legacy v0/v1 entries here, one by one)."""
 
     def __init__(self, directory: Path, base: int, previous_end: int | None,
-                 on_bytes: Callable[[int], None]) -> None:
+                 on_bytes: Callable[[int], None], active: bool = False) -> None:
         self.partition = directory.name
+        self.active = active  # the segment a running writer appends to
         self.base = base
         self.prefix = directory / filename_prefix(base)
         self.file = self.prefix.name + LOG_SUFFIX
@@ -237,7 +244,7 @@ class _LogScan:
             self._read(fd)
             for position, what in self.batches.problems:
                 yield self.problem(position, what)
-            if self.readable and self.valid_end < self.size:
+            if self.readable and self.valid_end < self.size and not self.active:
                 yield self.problem(self.valid_end, f"{self.size - self.valid_end} bytes after "
                                    "the last whole batch (a torn write, or a corrupt batch size)")
             self.on_bytes(self.size - self.valid_end)
@@ -303,9 +310,9 @@ class _LogScan:
 # -- indexes -------------------------------------------------------------------------------
 
 
-def _zero_tail(index, name: str) -> str | None:
+def _zero_tail(index, name: str, active: bool) -> str | None:
     unused = index.max_entries - index.entries
-    if unused <= 0:
+    if unused <= 0 or active:  # (an active segment's index is preallocated, as Kafka's)
         return None
     return (f"{unused} zero-filled slots after the last entry: the {name} was not trimmed "
             "(Kafka would read them as entries)")
@@ -323,7 +330,7 @@ def _check_offset_index(scan: _LogScan) -> Iterator[Problem]:
             index.sanity_check()
         except ValueError as e:
             yield Problem(scan.partition, file, None, str(e))
-        if (tail := _zero_tail(index, "index")) is not None:
+        if (tail := _zero_tail(index, "index", scan.active)) is not None:
             yield Problem(scan.partition, file, index.entries * 8, tail)
         beyond = None
         for slot, what in scan.batches.check_offset_index(index.raw_entries(), scan.readable):
@@ -357,13 +364,14 @@ def _check_time_index(scan: _LogScan) -> Iterator[Problem]:
             index.sanity_check()
         except ValueError as e:
             yield Problem(scan.partition, file, None, str(e))
-        if (tail := _zero_tail(index, "time index")) is not None:
+        if (tail := _zero_tail(index, "time index", scan.active)) is not None:
             yield Problem(scan.partition, file, index.entries * 12, tail)
         for slot, what in scan.batches.check_time_index(index.raw_entries(), scan.readable):
             timestamp, offset = index.entry(slot)
             yield Problem(scan.partition, file, slot * 12,
                           f"entry (timestamp {timestamp}, offset {offset}): {what}")
-        if scan.readable and largest[0] >= 0:
+        if scan.readable and largest[0] >= 0 and not scan.active:
+            # (a running log keeps its largest timestamp in memory until the roll or close)
             last = index.last_entry if index.entries else None
             if last is None or last[0] != largest[0]:
                 what = "empty" if last is None else f"last entry (timestamp {last[0]}, offset {last[1]})"

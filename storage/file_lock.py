@@ -25,6 +25,20 @@ def _flock_struct(lock_type: int) -> bytes:
     return struct.pack("hhqqi", lock_type, os.SEEK_SET, 0, 0, 0)
 
 
+def held_elsewhere(directory: Path) -> bool:
+    """Whether another writer (a kfs mount, a Kafka broker) holds ``directory/.lock`` now;
+    asks without taking it and without creating the file."""
+    try:
+        fd = os.open(Path(directory) / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        found = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _flock_struct(fcntl.F_WRLCK))
+        return struct.unpack("hhqqi", found)[0] != fcntl.F_UNLCK
+    finally:
+        os.close(fd)
+
+
 class FileLock:
     """An exclusive lock on ``directory/.lock``, held until :meth:`release` (or the process
     ends: the kernel drops it with the file description, so a crash never leaves it stale)."""

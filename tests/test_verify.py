@@ -352,3 +352,21 @@ def test_corrupt_snapshot_and_transaction_index(tmp_path):
         "txn-0/00000000000000000184.txnindex:34: last offset 262 does not follow the entry before "
         "(262): entries must strictly increase",
         "txn-0/00000000000000000184.txnindex:68: 5 bytes of a partial entry at the end"]
+
+
+def test_a_directory_a_writable_mount_holds_is_checked_as_a_running_log(tmp_path, mount):
+    """Beside a writable mount (which holds .lock, as a broker does), the active segments'
+    preallocated indexes are not problems, and verify says the directory is in use; once the
+    mount is gone, the same directory is clean too (its indexes trimmed at close)."""
+    m = mount()
+    for name in ("a-0", "b-0"):
+        os.mkdir(m.path / name)
+        with open(m.path / name / "append", "w") as f:
+            f.write("x\ny\n")
+    res = kfs_verify(str(m.backing))
+    assert res.returncode == 0, res.stdout
+    assert "is in use (a kfs mount or a Kafka broker holds its .lock)" in res.stdout
+    assert "no problems" in res.stdout
+    mount.unmount(m)
+    res = kfs_verify(str(m.backing))
+    assert res.returncode == 0 and "in use" not in res.stdout, res.stdout
