@@ -1038,6 +1038,9 @@ class Bench:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from needs import require
+
+    require("bench.py", "kafka")
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--records", type=int, default=1_000_000, help="records in the big partition (default 1M)")
     p.add_argument("--quick", action="store_true", help="10k records, fewer reads (for development)")

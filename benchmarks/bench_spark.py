@@ -185,6 +185,9 @@ def timed(fn):
 
 
 def main() -> int:
+    from needs import require
+
+    require("bench_spark.py", "pyspark", "pyarrow")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of each figure")

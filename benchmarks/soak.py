@@ -535,6 +535,9 @@ def run(args) -> int:
 
 
 def main() -> int:
+    from needs import require
+
+    require("soak.py", "kafka")
     if len(sys.argv) > 1 and sys.argv[1] == "--batch-worker":
         batch_worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         return 0
