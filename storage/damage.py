@@ -46,11 +46,13 @@ class LogDamage:
     position: int | None
     offset: int
     reason: str
+    last_offset: int | None = None  # the last offset lost, when readable offsets follow
 
     def __str__(self) -> str:
         where = self.file if self.position is None else f"{self.file}:{self.position}"
-        return (f"{where}: " if where else "") + \
-            f"{self.reason} (offsets from {self.offset} cannot be read)"
+        lost = (f"offsets from {self.offset} cannot be read" if self.last_offset is None else
+                f"offsets {self.offset}-{self.last_offset} cannot be read; those after them can")
+        return (f"{where}: " if where else "") + f"{self.reason} ({lost})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,7 +213,7 @@ def readable_record_lists(log, start: int, read_committed: bool = False
                     records = segment.read_records(position, header)
                 except (CorruptRecordError, InvalidRecordError) as e:
                     yield LogDamage(segment.log_path.name, position, max(header.base_offset, start),
-                                    str(e))
+                                    str(e), header.last_offset)
                 else:
                     records = [r for r in records if start <= r.offset < stop]
                     if records:

@@ -41,7 +41,10 @@ from dataclasses import dataclass, field
 from crc32c import crc32c
 
 from storage.coordinator.records import decoded_line, for_topic
+from storage.damage import LogDamage, next_intact_batch
+from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import _codec
+from storage.records._codec import SegmentScan
 from storage.records.record import TimestampType
 from storage.records.batch import RecordBatch, batch_at
 from storage.records.compression import decompress
@@ -78,6 +81,9 @@ class _SegmentIndex:
     stream_ends: array = field(default_factory=lambda: array("q"))
     first_offsets: array = field(default_factory=lambda: array("q"))
     complete: bool = False  # rolled and indexed to its end: never changes again
+    # chunks of bytes that are not intact batches (no text): {chunk: (damage, the offset
+    # after the records lost there)}
+    damaged: dict[int, tuple[LogDamage, int]] = field(default_factory=dict)
 
     @property
     def file_position(self) -> int:
@@ -98,6 +104,7 @@ class _SegmentIndex:
                 self.file_ends[-1] - self.chunk_start(len(self.file_ends) - 1)[0] < log_bytes:
             for column in (self.file_ends, self.stream_ends, self.first_offsets):
                 column.pop()
+            self.damaged.pop(len(self.file_ends), None)
 
 
 @dataclass
@@ -189,7 +196,11 @@ class LogStream:
                 return False
             start, text_start = index.file_position, index.text_size
             time.sleep(0)  # let other threads have the GIL between chunks (an event loop)
-            chunk, consumed, first = self._decode(segment, start, CHUNK_LOG_BYTES, end)
+            try:
+                chunk, consumed, first = self._decode(segment, start, CHUNK_LOG_BYTES, end)
+            except (CorruptRecordError, InvalidRecordError) as exc:
+                self._index_damage(segment, index, start, end, exc)
+                continue
             if not consumed:
                 break
             with self._lock:
@@ -199,6 +210,40 @@ class LogStream:
                 self._layout_cache = None
                 self._keep(segment, start, start + consumed, chunk)
         return True
+
+    def _index_damage(self, segment: LogSegment, index: _SegmentIndex, start: int, end: int,
+                      exc: Exception) -> None:
+        """A chunk from ``start`` has bytes that are not intact batches: index the intact
+        batches before them as a chunk, then the damaged bytes, up to the next intact batch
+        (or the segment's end), as a chunk without text that readers crossing it get EIO
+        from (see :meth:`read`)."""
+        expected = _base_offset(segment.read_at(start, 8))
+        scan = SegmentScan(segment.base_offset, crc32c, expected, stop_at_problem=True)
+        segment.scan_whole_batches(scan, start)
+        bad = scan.valid_end if scan.valid_end > start else start
+        if bad > start:  # the intact batches first, as a chunk of their own
+            chunk, consumed, first = self._decode(segment, start, bad - start, end)
+            with self._lock:
+                index.file_ends.append(start + consumed)
+                index.stream_ends.append(index.text_size + len(chunk.text))
+                index.first_offsets.append(first)
+                self._layout_cache = None
+            return
+        low = index.first_offsets[-1] if index.first_offsets else segment.base_offset
+        resume = next_intact_batch(segment, bad + 1, low)
+        stop = segment.size if resume is None else resume
+        after = None if resume is None else _base_offset(segment.read_at(resume, 8))
+        # the first offset lost: the damaged header's, when it is believable
+        lost = expected if low <= expected <= (after if after is not None else expected) else low
+        problem = scan.problems[0][1] if scan.problems else str(exc)
+        damage = LogDamage(segment.log_path.name, bad, lost, problem,
+                           None if after is None else after - 1)
+        with self._lock:
+            index.damaged[len(index.file_ends)] = (damage, 2**63 - 1 if after is None else after)
+            index.file_ends.append(stop)
+            index.stream_ends.append(index.text_size)
+            index.first_offsets.append(lost)
+            self._layout_cache = None
 
     def _decode(self, segment: LogSegment, position: int, size: int, end: int
                 ) -> tuple[_Chunk, int, int]:
@@ -400,13 +445,18 @@ class LogStream:
         with self._lock:
             if self._layout_cache is None:
                 indexed = [(s, i) for s, i in self._indexes.items() if i.file_ends]
-                self._layout_cache = (indexed, [s.base_offset for s, _ in indexed],
-                                      list(itertools.accumulate(i.text_size for _, i in indexed)))
+                ends = list(itertools.accumulate(i.text_size for _, i in indexed))
+                # (text position, damage, offset after it) of every damaged chunk
+                damage = [((ends[k - 1] if k else 0) + index.chunk_start(i)[1], *found)
+                          for k, (_, index) in enumerate(indexed)
+                          for i, found in sorted(index.damaged.items())]
+                self._layout_cache = (indexed, [s.base_offset for s, _ in indexed], ends,
+                                      damage)
             return self._layout_cache
 
     def _start(self, offset: int, layout, nowait: bool = False) -> int:
         """Where the record at or after ``offset`` starts in the text of all segments."""
-        indexed, bases, ends = layout
+        indexed, bases, ends, _ = layout
         if not indexed:
             return 0
         k = max(bisect.bisect_right(bases, offset) - 1, 0)
@@ -420,7 +470,7 @@ class LogStream:
         at = self._starts.get(key)
         if at is None:
             i = bisect.bisect_right(index.first_offsets, offset) - 1
-            if i < 0 or offset <= index.first_offsets[i]:
+            if i < 0 or offset <= index.first_offsets[i] or i in index.damaged:
                 at = index.chunk_start(max(i, 0))[1]  # at a chunk's start: nothing to render
             else:
                 chunk = self._chunk(segment, index, i, nowait)
@@ -450,9 +500,18 @@ class LogStream:
         ``nowait=True`` (for event loops) raises BlockingIOError instead of rendering a chunk
         (reading the disk)."""
         layout = self._layout()
-        here = self._start(self.start_offset(offset), layout, nowait) + position
+        start = self.start_offset(offset)
+        here = self._start(start, layout, nowait) + position
         out = []
-        while size > 0 and (at := self._locate(layout, here)) is not None:
+        while size > 0:
+            damage = _crossed(layout[3], here, start)
+            if damage is not None:  # the reader reached bytes that are not intact batches
+                if out:
+                    break
+                raise CorruptRecordError(str(damage))
+            at = self._locate(layout, here)
+            if at is None:
+                break
             segment, index, i, inside = at
             piece = self._chunk(segment, index, i, nowait).text[inside:inside + size]
             out.append(piece)
@@ -464,7 +523,7 @@ class LogStream:
     def _locate(layout, here: int) -> tuple[LogSegment, _SegmentIndex, int, int] | None:
         """(segment, its index, chunk, byte within the chunk's text) of text position
         ``here`` of all segments; None at or past the indexed end."""
-        indexed, _, ends = layout
+        indexed, _, ends, _ = layout
         k = bisect.bisect_right(ends, here)
         if k >= len(indexed):
             return None
@@ -480,3 +539,13 @@ class LogStream:
 
 def _base_offset(block) -> int:
     return int.from_bytes(block[:8], "big")
+
+
+def _crossed(damage: list, here: int, start: int) -> LogDamage | None:
+    """The damage a reader of the stream from offset ``start`` meets at text position
+    ``here``: a damaged chunk there whose lost records are not all before ``start`` (a window
+    starting after them reads on)."""
+    for position, found, after in damage:
+        if position == here and start < after:
+            return found
+    return None

@@ -177,3 +177,31 @@ def test_a_mount_after_a_crash_keeps_every_intact_batch_around_a_corrupt_one(mou
     status, _, err = sh('echo next >> "$F"', F=str(m.path / "plain-0" / "append"))
     assert status == 0, err
     assert (m.path / "plain-0" / "by-offset" / "5000").read_bytes() == b"next"
+
+@needs_fixtures
+@pytest.mark.parametrize("mode", ["--read-only", "writable"])
+def test_streams_serve_up_to_the_damage_then_eio_and_every_window_after_it(
+        mount, tmp_path, mode):
+    """A corrupt batch (offsets 8-25) in the middle: ``values`` and ``records.jsonl`` open and
+    read up to it, then EIO; a window starting after it reads to the end; the damage note names
+    the offsets lost and says those after them can be read."""
+    backing = copy_partitions(tmp_path / "data", "plain-0")
+    flip_bit(backing / "plain-0" / FIRST, 1032 + 100)
+    m = mount(backing, *([mode] if mode == "--read-only" else []))
+    part = m.path / "plain-0"
+    plain = expected()
+    line = lambda o: (b"null" if plain[o][1] is None else plain[o][1]) + b"\n"  # noqa: E731
+    res = subprocess.run(["cat", str(part / "values")], capture_output=True, timeout=120)
+    assert res.returncode == 1 and b"Input/output error" in res.stderr
+    assert res.stdout == b"".join(line(o) for o in range(8))
+    res = subprocess.run(["cat", str(part / "records.jsonl")], capture_output=True, timeout=120)
+    assert res.returncode == 1 and len(res.stdout.splitlines()) == 8
+    after = subprocess.run(["cat", str(part / "from" / "26" / "values")], capture_output=True,
+                           timeout=120)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout == b"".join(line(o) for o in sorted(plain) if o >= 26)
+    jsonl = subprocess.run(["cat", str(part / "from" / "4000" / "records.jsonl")],
+                           capture_output=True, timeout=120)
+    assert jsonl.returncode == 0 and len(jsonl.stdout.splitlines()) == 1000
+    damage = os.getxattr(part, "user.kfs.damage").decode()
+    assert "offsets 8-25 cannot be read; those after them can" in damage, damage
