@@ -26,8 +26,18 @@ rounds, ratios printed. One sub-command per figure:
 
     .venv/bin/python benchmarks/bench_kafka_peer.py spark [--records 1000000] [--rounds 3]
     .venv/bin/python benchmarks/bench_kafka_peer.py compact [--size 1G] [--keys 1000000]
-    .venv/bin/python benchmarks/bench_kafka_peer.py recovery [--size 1G]
-    .venv/bin/python benchmarks/bench_kafka_peer.py coordinator [--size 1G]
+    .venv/bin/python benchmarks/bench_kafka_peer.py recovery [--size 1G] [--checkpoint]
+    .venv/bin/python benchmarks/bench_kafka_peer.py coordinator [--size 1G] [--groups 4]
+    (each also takes --rounds N, --dir DIR, --keep; a quick look: --size 64M, --records 100000)
+
+spark-sql-kafka-0-10 of pyspark's own version is fetched; when Maven Central has no such release
+(pyspark 4.3.0's connector is not there), the newest one that is (4.2.0) is used and the run
+says so. ``recovery`` sets the broker's ``log.flush.offset.checkpoint.interval.ms`` to a day, so
+that the kill -9 leaves no recovery point and both sides revalidate every segment (kfs reads the
+same checkpoint file); ``--checkpoint`` keeps Kafka's 60 s. Its start-to-serving time includes
+the KRaft controller refusing the restarted broker's registration until the killed
+incarnation's session expires (``broker.session.timeout.ms``, 9 s), so it also prints the time
+to Kafka's "Loaded N logs" line and that log load alone.
 
 The broker runs with Kafka's own ``kafka-server-start.sh`` JVM settings (1 GiB heap, G1, full
 JIT), not the tests' small, C1-only ones. Page caches are warm for both sides (every copy was
@@ -372,7 +382,8 @@ def cmd_spark(args, tmp: Path, failures: Failures) -> None:
                        f"kafka read {results['kafka'][:5]}, expected {(n, n, VALUE * n, 0, n - 1)}")
         for name in ("kfs", "parquet"):
             failures.check(results[name] == results["kafka"],
-                           f"{name} rows differ from Kafka's: {results[name]} != {results['kafka']}")
+                           f"{name} rows differ from Kafka's: {results[name]} != "
+                           f"{results['kafka']}")
         times: dict[str, list[float]] = {k: [] for k in readers}
         for r in range(rounds):
             log(f"spark round {r + 1}/{rounds}")
@@ -688,7 +699,8 @@ def cmd_recovery(args, tmp: Path, failures: Failures) -> None:
 
     mbs = size / 1e6
     table = Table(f"after kill -9: {name} {size / 1e6:,.0f} MB of .log, {segments} segments; "
-                  f"medians of {rounds} interleaved rounds", ("what", "seconds", "MB/s", "kfs vs it"))
+                  f"medians of {rounds} interleaved rounds",
+                  ("what", "seconds", "MB/s", "kfs vs it"))
     table.add("kfs mount (writable), start to serving the last record", secs(kfs_wall),
               mbps([mbs / x for x in kfs_wall]), "")
     table.add("  of which: until mounted", secs(kfs_mount), "", "")
@@ -879,27 +891,39 @@ def check_kafka_offsets(admin, groups, expected, failures: Failures, request_cls
 # --------------------------------------------------------------------------- main
 
 def main() -> int:
+    def common(p: argparse.ArgumentParser, default) -> None:
+        # before or after the sub-command; the sub-command's copies only set what is given
+        p.add_argument("--rounds", type=int, default=default(3),
+                       help="interleaved rounds (default 3)")
+        p.add_argument("--dir", type=Path, default=default(None),
+                       help="where to work (default: a temp dir)")
+        p.add_argument("--keep", action="store_true", default=default(False),
+                       help="keep the work directory")
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--dir", type=Path, help="where to work (default: a temp dir)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    common(parser, lambda d: d)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("spark", help="Spark's Kafka source against format('kfs')")
+    shared = argparse.ArgumentParser(add_help=False)
+    common(shared, lambda d: argparse.SUPPRESS)
+    p = sub.add_parser("spark", parents=[shared],
+                       help="Spark's Kafka source against format('kfs')")
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--spark-kafka-version", help="spark-sql-kafka-0-10 release (default: "
                    f"pyspark's own, else {SPARK_KAFKA_FALLBACK})")
-    p = sub.add_parser("compact", help="Kafka's log cleaner against kfs compact")
+    p = sub.add_parser("compact", parents=[shared], help="Kafka's log cleaner against kfs compact")
     p.add_argument("--size", type=parse_size, default=1 << 30, help=".log bytes (default 1G)")
     p.add_argument("--keys", type=int, default=1_000_000)
     p.add_argument("--segment-bytes", type=parse_size, default=64 << 20)
-    p = sub.add_parser("recovery", help="the broker's recovery against kfs mount's")
+    p = sub.add_parser("recovery", parents=[shared],
+                       help="the broker's recovery against kfs mount's")
     p.add_argument("--size", type=parse_size, default=1 << 30, help=".log bytes (default 1G)")
     p.add_argument("--segment-bytes", type=parse_size, default=128 << 20)
     p.add_argument("--checkpoint", action="store_true",
                    help="keep Kafka's 60 s recovery-point checkpoints (then only what came "
                         "after the last one is recovered)")
-    p = sub.add_parser("coordinator", help="the group coordinator's load against kfs's view")
+    p = sub.add_parser("coordinator", parents=[shared],
+                       help="the group coordinator's load against kfs's view")
     p.add_argument("--size", type=parse_size, default=1 << 30,
                    help="__consumer_offsets .log bytes (default 1G)")
     p.add_argument("--groups", type=int, default=4)
