@@ -7,6 +7,16 @@ per batch, and one ``| offset: ...`` line per record with ``deep_iteration``/``p
 stderr after all files, in Kafka's words), ``.snapshot`` and ``.txnindex``. Nothing is written
 to any file.
 
+The text is Kafka 4.1.1's, line for line (tests/test_kafka_dump_log.py runs both tools on a
+real broker's segments): v0/v1 entries in their own lines, KRaft control records (LeaderChange,
+SnapshotHeader/Footer, KRaftVersion, KRaftVoters) as the JSON of their values, keys and values
+made text as Java's ``new String(bytes, UTF_8)`` makes it (malformed bytes replaced its way),
+paths as ``java.io.File`` prints them. Two differences are kept on purpose: the reports on
+stderr come in the order the files were given (Kafka's come in a Scala HashMap's order), and
+``--transaction-log-decoder`` prints the text of the Kafka that dumped
+tests/fixtures/internal-topics (``transaction_metadata::transactionalId=...``), where 4.1.1
+prints the JSON of the record's key and value.
+
 With ``json`` every line on stdout is one JSON object: a batch (Kafka's batch fields), a record
 (kcat ``-J`` fields ``topic partition offset tstype ts headers key payload`` plus batch context),
 or an index entry. Bytes that are valid UTF-8 are strings, others ``{"base64": "..."}``, null
@@ -31,6 +41,7 @@ import codecs
 import contextlib
 import dataclasses
 import functools
+import gc
 import json
 import mmap
 import os
@@ -121,8 +132,16 @@ def dump_files(paths: Sequence[str], options: DumpOptions, out: TextIO, err: Tex
     unreadable (each such file gets one ``kfs dump: ...`` line on ``err``; the others are still
     dumped). Mismatches are reported as Kafka does and do not change the status."""
     dumper = _Dumper(options, out, err)
-    for path in paths:
-        dumper.dump(path)
+    # Records are made and dropped by the million, none in a cycle: the cyclic collector's
+    # passes over them would only cost time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for path in paths:
+            dumper.dump(path)
+    finally:
+        if collecting:
+            gc.enable()
     dumper.reports.print(err)
     return dumper.status
 
@@ -257,13 +276,8 @@ def _java_utf8_errors(exc: UnicodeError) -> tuple[str, int]:
 codecs.register_error("kfs-java-utf8", _java_utf8_errors)
 
 
-def java_string(data: bytes) -> str:
-    """``new String(data, StandardCharsets.UTF_8)`` (JDK 17)."""
-    return str(data, "utf-8", "kfs-java-utf8")
-
-
 def _decode_text(data: bytes) -> str:
-    # kafka-dump-log's default StringDecoder: new String(bytes, UTF_8)
+    """kafka-dump-log's default StringDecoder: ``new String(data, UTF_8)`` (JDK 17)."""
     return str(data, "utf-8", "kfs-java-utf8")
 
 
@@ -408,6 +422,69 @@ def record_line(batch: RecordBatch | LegacyRecordBatch, record: Record, print_da
         if payload is not None:
             parts.append(f" payload: {payload}")
     return "".join(parts)
+
+
+def _java_text_bytes(data: bytes) -> bytes:
+    """The UTF-8 of ``new String(data, UTF_8)``: ``data`` itself when it is well-formed."""
+    if data.isascii():
+        return data
+    return str(data, "utf-8", "kfs-java-utf8").encode("utf-8")
+
+
+def _plain_record_bytes(batch: RecordBatch, records: list[Record], print_data: bool,
+                        skip_metadata: bool) -> bytes:
+    """The UTF-8 of the record lines of a v2 data batch (not control), each ended by a
+    newline: what :func:`record_line` makes of each record with the default parser, in one
+    loop, made as bytes (a key or value that is ASCII is its own text)."""
+    lines: list[bytes] = []
+    append = lines.append
+    text = _java_text_bytes
+    if skip_metadata:
+        for _, _, _, key, value, _, _ in records:
+            line = b"| key: " + text(key) if print_data and key is not None else b""
+            if print_data and value is not None:
+                line += b" payload: " + text(value)
+            append(line)
+    else:
+        template = (b"| offset: %d " + batch.timestamp_type.kafka_name.encode()
+                    + b": %d keySize: %d valueSize: %d sequence: %d headerKeys: [%s]")
+        for offset, timestamp, _, key, value, headers, sequence in records:
+            line = template % (
+                offset, timestamp, -1 if key is None else len(key),
+                -1 if value is None else len(value), sequence,
+                ",".join([h[0] for h in headers]).encode("utf-8", "replace") if headers else b"")
+            if print_data:
+                if key is not None:
+                    line += b" key: " + (key if key.isascii() else text(key))
+                if value is not None:
+                    line += b" payload: " + (value if value.isascii() else text(value))
+            append(line)
+    append(b"")
+    return b"\n".join(lines)
+
+
+class _Output:
+    """Where a dump's stdout goes: the text stream given, or, when it has one, the binary
+    buffer under it, so that record lines made as UTF-8 bytes go out without being decoded
+    and encoded again (everything then goes there, in order)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._text = out
+        self._binary = getattr(out, "buffer", None)
+        if self._binary is not None:
+            out.flush()  # what was written through the text layer comes first
+
+    def write(self, text: str) -> None:
+        if self._binary is None:
+            self._text.write(text)
+        else:
+            self._binary.write(text.encode("utf-8", "replace"))
+
+    def write_bytes(self, data: bytes) -> None:
+        if self._binary is None:
+            self._text.write(data.decode("utf-8"))
+        else:
+            self._binary.write(data)
 
 
 # -- JSON objects -------------------------------------------------------------------------
@@ -573,7 +650,7 @@ def _mapped(path: str) -> Iterator[bytes | mmap.mmap]:
 class _Dumper:
     def __init__(self, options: DumpOptions, out: TextIO, err: TextIO) -> None:
         self.options = options
-        self.out = out
+        self.out = _Output(out)
         self.err = err
         self.reports = _Reports()
         self.status = 0
@@ -664,10 +741,24 @@ class _Dumper:
             else:
                 self.line(batch_line(batch, position))
             return
+        if (not options.json and self.coordinator is None and batch.magic >= 2
+                and not batch.is_control_batch):
+            # the common case, in one loop (a dump of a big log spends its time here)
+            head = (batch_line(batch, position) + "\n").encode("utf-8", "replace")
+            try:
+                records = batch.records()
+            except (CorruptRecordError, InvalidRecordError) as e:
+                self.out.write_bytes(head)
+                self.error(path, f"batch at position {position} (offset {batch.base_offset}): {e}")
+                return
+            self.out.write_bytes(head + _plain_record_bytes(batch, records, options.print_data,
+                                                            options.skip_record_metadata))
+            self._track_offsets(path, records, last_offset)
+            return
         if not options.json:
             self.line(batch_line(batch, position))
         try:
-            records = list(batch.records())
+            records = batch.records()
             decoded = self._decode(path, batch, records)
             if options.json:
                 lines = _record_lines(batch, records, jsonl_prefix(**self._partition))
@@ -684,12 +775,19 @@ class _Dumper:
             # Kafka's tool stops with a stack trace; the batch is skipped and the walk goes on.
             self.error(path, f"batch at position {position} (offset {batch.base_offset}): {e}")
             return
-        for record in records:
-            if last_offset[0] != -1 and record.offset != last_offset[0] + 1:
-                self.reports.add(self.reports.non_consecutive, path, (last_offset[0], record.offset))
-            last_offset[0] = record.offset
+        self._track_offsets(path, records, last_offset)
         for line in lines:
             self.line(line)
+
+    def _track_offsets(self, path: str, records: list[Record], last_offset: list[int]) -> None:
+        """Offsets that do not follow the one before in the file, as Kafka reports them."""
+        previous = last_offset[0]
+        for record in records:
+            offset = record.offset
+            if previous != -1 and offset != previous + 1:
+                self.reports.add(self.reports.non_consecutive, path, (previous, offset))
+            previous = offset
+        last_offset[0] = previous
 
     def _decode(self, path: str, batch: RecordBatch, records: list[Record]) -> list[CoordinatorRecord] | None:
         """The records decoded by the chosen coordinator decoder (None without one, or for a
