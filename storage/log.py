@@ -247,26 +247,75 @@ class Log:
 
     # -- appending --------------------------------------------------------------------------
 
-    def append(self, values: Sequence[bytes], keys: Sequence[bytes | None] | None = None) -> int:
+    def append(self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None,
+               headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
+               timestamps: Sequence[int | None] | None = None) -> int:
         """Append one record per value, all-or-nothing, as a producer would: grouped into
-        batches of at most ``batch.size`` bytes, at the topic's ``compression.type``, stamped
-        now (epoch ms; CreateTime, or LogAppendTime per ``message.timestamp.type``).
+        batches of at most ``batch.size`` bytes, at the topic's ``compression.type``.
 
-        ``keys`` is None (null keys) or one key (bytes or None) per value. Returns the offset
-        of the first record. Raises ReadOnlyLogError; RecordTooLargeError when a record's batch
-        would exceed ``max.message.bytes`` (nothing is written); OSError from the disk (the log
-        is truncated back to where it was)."""
+        One entry per record: ``values`` bytes or None (a null value: a tombstone on a
+        compacted topic); ``keys`` None (null keys) or one key (bytes or None) per value;
+        ``headers`` None (none) or per record None or a sequence of ``(str, bytes | None)``
+        pairs; ``timestamps`` None (every record stamped now) or per record epoch ms >= 0
+        (its CreateTime, as a producer's ``ProducerRecord`` timestamp) or None for now. With
+        ``message.timestamp.type=LogAppendTime`` the batches are stamped now whatever the
+        records say, as a broker does. Returns the offset of the first record. Raises
+        ValueError for columns of other lengths or a negative timestamp; ReadOnlyLogError;
+        KeylessRecordError on a compacted topic for a null key; RecordTooLargeError when a
+        record's batch would exceed ``max.message.bytes`` (nothing is written); OSError from
+        the disk (the log is truncated back to where it was)."""
         self._check_writable()
-        if keys is not None and len(keys) != len(values):
-            raise ValueError("keys and values differ in length")
+        for name, column in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
+            if column is not None and len(column) != len(values):
+                raise ValueError(f"{name} and values differ in length")
         if self.config.compact and (keys is None or any(k is None for k in keys)):
             self._refuse_keyless()
         if not values:
             return self._leo
-        sections = [(encode_records(values[start:end],
-                                    None if keys is None else keys[start:end]), end - start)
-                    for start, end in self._plan_batches(values, keys)]
-        return self._append_sections(sections)
+        now = now_ms()
+        if headers is None and timestamps is None and None not in values:
+            sections = [(encode_records(values[start:end],
+                                        None if keys is None else keys[start:end]),
+                         end - start, now, now)
+                        for start, end in self._plan_batches(values, keys)]
+        else:
+            sections = self._record_sections(values, keys, headers, timestamps, now)
+        return self._append_sections(sections, now)
+
+    def _record_sections(self, values, keys, headers, timestamps, now: int
+                         ) -> list[tuple[bytes, int, int, int]]:
+        """Records with their own null values, headers or timestamps as encoded sections
+        ``(records, count, first timestamp, max timestamp)`` of at most ``batch.size`` bytes
+        each (a larger record alone), timestamps as deltas from the section's first, as the
+        producer's ``ProducerBatch`` encodes them. Sizes are planned per record in Python:
+        exact but for the deltas, bounded at their longest."""
+        if timestamps is None:
+            stamps = [now] * len(values)
+        else:
+            stamps = [now if t is None else t for t in timestamps]
+            if min(stamps) < 0 or max(stamps) >= 1 << 63:
+                bad = min(stamps) if min(stamps) < 0 else max(stamps)
+                raise ValueError(f"invalid timestamp {bad}: epoch ms from 0 to 2**63 - 1")
+        room = max(min(self.config.batch_size, self._max_batch_bytes()) - RECORD_BATCH_OVERHEAD, 1)
+        cuts, used = [0], 0
+        for i, value in enumerate(values):
+            # the record alone, deltas 0; in a batch its deltas take up to 9 and 4 more bytes
+            size = _record_size(None if keys is None else keys[i], value) + \
+                (_headers_size(headers[i]) if headers is not None else 0) + 14
+            if used + size > room and i > cuts[-1]:
+                cuts.append(i)
+                used = 0
+            used += size
+        cuts.append(len(values))
+        sections = []
+        for start, end in itertools.pairwise(cuts):
+            first = stamps[start]
+            records = encode_records(
+                values[start:end], None if keys is None else keys[start:end],
+                [t - first for t in stamps[start:end]],
+                None if headers is None else headers[start:end])
+            sections.append((records, end - start, first, max(stamps[start:end])))
+        return sections
 
     def append_lines(self, lines, key_separator: bytes | None = None, nowait: bool = False) -> int:
         """Append one record per ``\\n``-terminated line of ``lines`` (bytes-like; the newline is
@@ -326,11 +375,13 @@ class Log:
     def _max_batch_bytes(self) -> int:
         return min(self.config.max_message_bytes, self.config.segment_bytes)
 
-    def _append_sections(self, sections: list[tuple[bytes, int]]) -> int:
-        """Seal encoded records sections (offset deltas 0..count-1, timestamp delta 0) into
-        batches stamped now and append them, all-or-nothing. Returns the first offset."""
+    def _append_sections(self, sections: list[tuple[bytes, int, int, int]], now: int) -> int:
+        """Seal encoded records sections ``(records, count, first timestamp, max timestamp)``
+        (offset deltas 0..count-1, timestamp deltas from the first) into batches and append
+        them, all-or-nothing; a LogAppendTime topic's batches are stamped ``now``. Returns
+        the first offset."""
         limit, records_before = self._max_batch_bytes(), 0
-        for records, count in sections:
+        for records, count, _, _ in sections:
             if len(records) + RECORD_BATCH_OVERHEAD > limit:  # only a record alone gets here
                 raise RecordTooLargeError(
                     f"the record at line {records_before + 1} is "
@@ -338,19 +389,19 @@ class Log:
                     f" max.message.bytes={self.config.max_message_bytes}"
                     f" (segment.bytes={self.config.segment_bytes})")
             records_before += count
-        timestamp = now_ms()
         config = self.config
         log_append = config.timestamp_type == TimestampType.LOG_APPEND_TIME
         codec, level = config.codec, config.compression_level
         with self._lock:
             first = offset = self._leo
             appends = []
-            for records, count in sections:
+            for records, count, first_ts, max_ts in sections:
                 last = offset + count - 1
-                appends.append((seal_batch(records, count, offset, timestamp, timestamp, count - 1,
+                max_ts = now if log_append else max_ts
+                appends.append((seal_batch(records, count, offset, first_ts, max_ts, count - 1,
                                            codec=codec, level=level, log_append=log_append,
                                            partition_leader_epoch=self.leader_epoch),
-                                last, timestamp, last))
+                                last, max_ts, last))
                 offset = last + 1
             return self._append_sealed(appends, first)
 
@@ -380,8 +431,9 @@ class Log:
         ``nowait``: BlockingIOError, nothing written, instead of rolling."""
         total = sum(len(a[0]) for a in appends)
         segment = self.active_segment
+        max_ts = max(a[2] for a in appends)  # a batch rolls by time only if the latest would
         if total <= self.config.segment_bytes and segment.index_room() >= len(appends) and \
-                not segment.should_roll(total, appends[-1][2], appends[-1][1], now_ms()):
+                not segment.should_roll(total, max_ts, appends[-1][1], now_ms()):
             segment.append_each(appends)
             return
         if nowait:
@@ -1188,6 +1240,18 @@ class Log:
 def _records_in(batch: bytes) -> int:
     """lastOffsetDelta + 1 of a v2 batch (offsets it spans)."""
     return int.from_bytes(batch[23:27], "big") + 1
+
+
+def _headers_size(headers) -> int:
+    """Bytes the headers of a record add beyond the one byte of a header count of 0."""
+    if not headers:
+        return 0
+    size = size_of_varint(len(headers)) - 1
+    for key, value in headers:
+        klen = len(key.encode("utf-8")) if isinstance(key, str) else len(key)
+        size += size_of_varint(klen) + klen
+        size += 1 if value is None else size_of_varint(len(value)) + len(value)
+    return size
 
 
 def _record_size(key: bytes | None, value: bytes | None) -> int:

@@ -21,7 +21,7 @@ from storage.errors import (
     RecordTooLargeError,
 )
 from storage.log import Log
-from storage.records import RecordBatch, build_batch
+from storage.records import RecordBatch, build_batch, iter_batches
 from storage.segment import filename_prefix
 
 
@@ -78,6 +78,45 @@ def test_appends_group_records_into_batches_of_batch_size(tmp_path):
     assert sum(counts) == 1000
     assert len(sizes) > 1 and max(sizes) <= 16384
     assert all(s > 0.95 * 16384 for s in sizes[:-1])  # nearly full batches before the last
+
+
+def test_append_takes_null_values_headers_and_timestamps_per_record(tmp_path):
+    """What ``append.jsonl`` hands the engine: per record a key, a value or None (a
+    tombstone), headers and a CreateTime of its own (None: now); batches of at most
+    batch.size whatever the headers, timestamps as deltas from each batch's first."""
+    log = open_log(tmp_path / "t-0", batch_size=1024)
+    now = time.time_ns() // 10**6
+    n = 200
+    values = [None if i % 7 == 3 else b"v%d" % i for i in range(n)]
+    keys = [b"k%d" % i if i % 5 else None for i in range(n)]
+    headers = [[("h", b"x" * 30), ("\u00e9", None)] if i % 2 else None for i in range(n)]
+    stamps = [None if i % 11 == 0 else 10**12 + (-1) ** i * 1000 * i for i in range(n)]
+    assert log.append(values, keys, headers, stamps) == 0
+    got = [r for rs in log.record_lists(0) for r in rs]
+    assert [r.value for r in got] == values and [r.key for r in got] == keys
+    assert [list(r.headers) for r in got] == [h or [] for h in headers]
+    assert all(r.timestamp == t for r, t in zip(got, stamps) if t is not None)
+    assert all(now <= r.timestamp <= time.time_ns() // 10**6 for r, t in zip(got, stamps)
+               if t is None)
+    batches = list(iter_batches((tmp_path / "t-0" / f"{filename_prefix(0)}.log").read_bytes()))
+    assert len(batches) > 5 and max(b.size_in_bytes for b in batches) <= 1024
+    for b in batches:  # the time index's view: each batch's max timestamp
+        assert b.max_timestamp == max(r.timestamp for r in b.records())
+    with pytest.raises(ValueError):
+        log.append([b"x"], timestamps=[-5])
+    with pytest.raises(ValueError):
+        log.append([b"x", b"y"], headers=[None])
+    with pytest.raises(RecordTooLargeError):
+        open_log(tmp_path / "u-0", max_message_bytes=500).append(
+            [b"x"], headers=[[("h", b"y" * 500)]])
+    assert log.log_end_offset == n
+
+
+def test_append_with_log_append_time_stamps_batches_now(tmp_path):
+    log = open_log(tmp_path / "t-0", message_timestamp_type="LogAppendTime")
+    before = time.time_ns() // 10**6
+    log.append([b"a", None], [b"k", b"k"], timestamps=[5, 7])
+    assert all(before <= r.timestamp <= time.time_ns() // 10**6 for r in log.records_from(0, 2))
 
 
 def test_offset_index_entry_rule(tmp_path):
