@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import hashlib
 import io
 import logging
 import os
+import re
 import select
 import signal
 import subprocess
@@ -30,7 +33,7 @@ from typing import Callable, TextIO
 
 from . import adopt, compact
 from .append import parse_separator
-from .mounts import alive, fsname_for, mounted_at, serving_processes
+from .mounts import FSTYPE, alive, fsname_for, mounted_at, mounts_at, serving_processes
 
 log = logging.getLogger("kfs")
 
@@ -57,8 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="mount a backing directory of Kafka partition directories",
         description=(
             "Mount BACKING_DIR (a directory of <topic>-<N> Kafka partition directories; created "
-            "if missing) at MOUNTPOINT. Returns once the mount serves; the file system keeps "
-            "running in the background until `fusermount3 -u MOUNTPOINT` (or SIGTERM)."
+            "if missing) at MOUNTPOINT, an empty directory (a stale kfs mount left there by a "
+            "killed kfs process is unmounted first). Returns once the mount serves; the file "
+            "system keeps running in the background until `kfs umount MOUNTPOINT` (or "
+            "`fusermount3 -u`, or SIGTERM); --log-file says where it logs."
         ),
     )
     mount.add_argument("backing_dir", metavar="BACKING_DIR")
@@ -70,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
                        help="logging threshold (default: warning)")
     mount.add_argument("--log-file", metavar="PATH",
-                       help="append log messages to PATH (default: stderr in the foreground, "
-                            "discarded in the background)")
+                       help="append log messages to PATH (default: stderr in the foreground; "
+                            "in the background a file named after MOUNTPOINT in "
+                            "$XDG_STATE_HOME/kfs/, by default ~/.local/state/kfs/, e.g. "
+                            "home-me-mnt.log for /home/me/mnt)")
     mount.add_argument("--key-separator", metavar="SEP", default="\\t",
                        help="what splits key from value in lines written to append-keyed, like "
                             "kafka-console-producer's key.separator (default: TAB; the escapes "
@@ -502,7 +509,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise CliError(f"--key-separator: {exc}") from None
     backing = os.path.abspath(args.backing_dir)
     mountpoint = os.path.abspath(args.mountpoint)
+    _clear_stale_mount(mountpoint)
     check_paths(backing, mountpoint, args.read_only)
+    check_mountpoint_free(mountpoint)
     if not args.read_only:
         _wait_for_closing(backing)
     if args.foreground:
@@ -552,6 +561,48 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clear_stale_mount(mountpoint: str) -> None:
+    """A kfs mount whose process died (``kill -9``) leaves its mountpoint answering ENOTCONN:
+    unmount it (``fusermount3 -uz``), saying so, so that the new mount does not stack on the
+    dead one. A dead mount of another file system is left alone (CliError)."""
+    for _ in range(8):  # (stacked dead mounts, one at a time)
+        try:
+            os.stat(mountpoint)
+            os.statvfs(mountpoint)  # (a stat may be answered from the kernel's cache)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTCONN, errno.ECONNABORTED):  # (the latter: just dead)
+                return  # check_paths says what is wrong
+        stack = mounts_at(mountpoint)
+        fstype, source = stack[-1] if stack else ("", "")
+        if fstype != FSTYPE:
+            raise CliError(f"mountpoint {mountpoint} is a disconnected {fstype or 'FUSE'} mount: "
+                           f"unmount it first (fusermount3 -uz {mountpoint})")
+        done = subprocess.run(["fusermount3", "-uz", mountpoint], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CliError(f"cannot unmount the stale kfs mount at {mountpoint}: "
+                           f"{done.stderr.strip() or 'fusermount3 -uz failed'}")
+        print(f"kfs: unmounted a stale kfs mount of {source} at {mountpoint} (its kfs process "
+              f"is gone)", file=sys.stderr)
+
+
+def check_mountpoint_free(mountpoint: str) -> None:
+    """CliError for a mountpoint a mount would stack on or hide files in: a live kfs mount, or
+    a directory that is not empty (FUSE's own rule before the ``nonempty`` option)."""
+    stack = mounts_at(mountpoint)
+    if stack and stack[-1][0] == FSTYPE:
+        raise CliError(f"mountpoint {mountpoint} is already a kfs mount of {stack[-1][1]}: "
+                       f"unmount it first (kfs umount {mountpoint})")
+    try:
+        with os.scandir(mountpoint) as entries:
+            nonempty = next(entries, None) is not None
+    except OSError:
+        return  # (the mount itself says why it cannot use it)
+    if nonempty:
+        raise CliError(f"mountpoint {mountpoint} is not empty: a mount would hide its files "
+                       f"(use an empty directory)")
+
+
 def check_paths(backing: str, mountpoint: str, read_only: bool) -> None:
     """CliError with a clear message for paths that cannot work."""
     if not os.path.exists(mountpoint):
@@ -582,9 +633,33 @@ def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, read
     return cmd + ["--", backing, mountpoint]
 
 
+def default_log_file(mountpoint: str) -> str:
+    """Where a background mount logs without ``--log-file``: ``$XDG_STATE_HOME/kfs/`` (default
+    ``~/.local/state/kfs/``) and the mountpoint's absolute path with ``/`` as ``-``
+    (``/home/me/mnt`` -> ``home-me-mnt.log``; ``root.log`` for ``/``)."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):  # (the XDG spec: a relative value is to be ignored)
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    name = "-".join(p for p in os.path.realpath(mountpoint).split("/") if p) or "root"
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    if len(name) > 200:  # (a file name has at most 255 bytes)
+        name = f"{name[-180:]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return os.path.join(state, "kfs", f"{name}.log")
+
+
 def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -> int:
     """Start the serving process detached (new session, cwd /, stdio off the terminal) and
-    return 0 once it reports that the mount serves; CliError otherwise."""
+    return 0 once it reports that the mount serves; CliError otherwise. Without
+    ``--log-file`` it logs to ``default_log_file(mountpoint)``."""
+    if not args.log_file:
+        args.log_file = default_log_file(mountpoint)
+        try:
+            os.makedirs(os.path.dirname(args.log_file), exist_ok=True)
+        except OSError as exc:
+            print(f"kfs: the mount's log is discarded: cannot create "
+                  f"{os.path.dirname(args.log_file)}: {exc.strerror} (see --log-file)",
+                  file=sys.stderr)
+            args.log_file = None
     read_fd, write_fd = os.pipe()
     env = dict(os.environ)
     # The child must import this very kfs (and storage) even when it is not installed.

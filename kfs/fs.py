@@ -58,6 +58,7 @@ import trio
 
 from storage import errors as serr
 from storage import TimestampType
+from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.coordinator.records import decoded_line
 
 from . import inodes
@@ -88,6 +89,8 @@ TIME_NAMES_KEPT = 65536
 LIST_CHUNK_MAX = 1024
 LIST_CHUNK_MIN = 16
 LIST_CHUNK_BYTES = 8 << 20
+# readdir cookies 1 and 2 are "." and ".."; a directory's own entries come after them.
+DOT_COOKIES = 2
 
 ENOATTR = pyfuse3.ENOATTR
 # Longest name (bytes), as statfs reports it; the kernel passes FUSE names up to 1024 bytes.
@@ -798,56 +801,94 @@ class KafkaFs(pyfuse3.Operations):
 
     @_fuse_errors
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
-        """List a directory.  Cookies (``next_id``) stay valid while the log grows: offset + 1
-        in ``by-offset/``, index + 1 in the root's per-handle snapshot."""
+        """List a directory: ``.`` and ``..`` (cookies 1 and 2), then its entries.  Cookies
+        (``next_id``) stay valid while the log grows: offset + 3 in ``by-offset/``, index + 3
+        in the root's and the views' per-handle snapshots and the fixed listings."""
         handle = self._handles.get(fh)
         if isinstance(handle, _ViewDirHandle):
             await self._readdir_view(handle, start_id, token)
             return
         handle = self._dir_handle(fh)
-        kind = handle.node.kind
+        node = handle.node
+        kind = node.kind
+        if not self._reply_dots(token, start_id, *self._dot_attrs(node)):
+            return
+        first = max(start_id - DOT_COOKIES, 0)  # index (or offset) of the next entry
         if kind is Kind.ROOT:
-            await self._readdir_root(handle, start_id, token)
+            await self._readdir_root(handle, first, token)
         elif kind is Kind.PARTITION:
-            for index, (name, child) in enumerate(inodes.PARTITION_ENTRIES):
-                if index < start_id:
-                    continue
-                attr = self._fixed_attr(inodes.Node(child, handle.node.pid))
-                if not pyfuse3.readdir_reply(token, name, attr, index + 1):
+            for index in range(first, len(inodes.PARTITION_ENTRIES)):
+                name, child = inodes.PARTITION_ENTRIES[index]
+                attr = self._fixed_attr(inodes.Node(child, node.pid))
+                if not pyfuse3.readdir_reply(token, name, attr, index + DOT_COOKIES + 1):
                     return
         elif kind is Kind.BY_OFFSET:
-            await self._readdir_offsets(handle, start_id, token)
+            await self._readdir_offsets(handle, first, start_id >= DOT_COOKIES, token)
         elif kind is Kind.WINDOW:
-            for index, (name, child) in enumerate(inodes.WINDOW_ENTRIES):
-                if index >= start_id:
-                    node = handle.node
-                    attr = self._stream_attr(inodes.offset_ino(node.pid, child, node.offset), 0)
-                    if not pyfuse3.readdir_reply(token, name, attr, index + 1):
-                        return
-        # by-time/ and from/ list nothing: their names are any time or start.
+            for index in range(first, len(inodes.WINDOW_ENTRIES)):
+                name, child = inodes.WINDOW_ENTRIES[index]
+                attr = self._stream_attr(inodes.offset_ino(node.pid, child, node.offset), 0)
+                if not pyfuse3.readdir_reply(token, name, attr, index + DOT_COOKIES + 1):
+                    return
+        # by-time/ and from/ list nothing else: their names are any time or start.
 
-    async def _readdir_root(self, handle: _DirHandle, start_id: int, token: Any) -> None:
-        if start_id == 0 or handle.names is None:
+    @staticmethod
+    def _reply_dots(token: Any, start_id: int, here: pyfuse3.EntryAttributes,
+                    parent: pyfuse3.EntryAttributes) -> bool:
+        """``.`` and ``..`` (cookies 1 and 2) when the listing starts before them; False when
+        the reply is full (the kernel asks again from the last cookie it took)."""
+        if start_id < 1 and not pyfuse3.readdir_reply(token, b".", here, 1):
+            return False
+        return start_id >= 2 or pyfuse3.readdir_reply(token, b"..", parent, 2)
+
+    def _dot_attrs(self, node: inodes.Node) -> tuple[pyfuse3.EntryAttributes,
+                                                     pyfuse3.EntryAttributes]:
+        """Attributes of a directory's ``.`` and ``..`` (the root's ``..`` is itself: the
+        kernel answers for the mountpoint's parent)."""
+        root = self._fixed_attr(inodes.Node(Kind.ROOT))
+        if node.kind is Kind.ROOT:
+            return root, root
+        if node.kind is Kind.PARTITION:
+            return self._fixed_attr(node), root
+        if node.kind is Kind.WINDOW:
+            return (self._window_attr(node.pid, node.offset),
+                    self._fixed_attr(inodes.Node(Kind.FROM, node.pid)))
+        return self._fixed_attr(node), self._fixed_attr(inodes.Node(Kind.PARTITION, node.pid))
+
+    async def _readdir_root(self, handle: _DirHandle, first: int, token: Any) -> None:
+        if first == 0 or handle.names is None:
             names = self._mgr.partition_names()
             handle.names = names + self._views.root_names(names)
-        for index in range(start_id, len(handle.names)):
+        for index in range(first, len(handle.names)):
             name = handle.names[index]
             if name in ROOT_NAMES:
                 attr = self._attr(self._views.ino((name,)), stat.S_IFDIR | 0o555, 0)
             else:
                 attr = self._fixed_attr(inodes.Node(Kind.PARTITION, self._ids.id_for(name)))
-            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), attr, index + 1):
+            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), attr,
+                                         index + DOT_COOKIES + 1):
                 return
 
     async def _readdir_view(self, handle: _ViewDirHandle, start_id: int, token: Any) -> None:
-        if start_id == 0 or handle.entries is None:
-            handle.entries = await self._in_views(self._views.listing, handle.path)
-        for index in range(start_id, len(handle.entries)):
+        path = handle.path
+        here = self._attr(self._views.ino(path), stat.S_IFDIR | 0o555, 0)
+        parent = (self._fixed_attr(inodes.Node(Kind.ROOT)) if len(path) == 1 else
+                  self._attr(self._views.ino(path[:-1]), stat.S_IFDIR | 0o555, 0))
+        if not self._reply_dots(token, start_id, here, parent):
+            return
+        first = max(start_id - DOT_COOKIES, 0)
+        if first == 0 or handle.entries is None:
+            handle.entries = await self._in_views(self._views.listing, path)
+        for index in range(first, len(handle.entries)):
             name, entry = handle.entries[index]
-            if not pyfuse3.readdir_reply(token, name, self._view_attr(entry), index + 1):
+            if not pyfuse3.readdir_reply(token, name, self._view_attr(entry),
+                                         index + DOT_COOKIES + 1):
                 return
 
-    async def _readdir_offsets(self, handle: _DirHandle, start_id: int, token: Any) -> None:
+    async def _readdir_offsets(self, handle: _DirHandle, first: int, dots_sent: bool,
+                               token: Any) -> None:
+        """The records from offset ``first`` on, cookie = offset + 3; ``dots_sent``: ``.``
+        and ``..`` went in an earlier reply (none of this one's entries is listed yet)."""
         pid = handle.node.pid
         # One attributes object for the whole reply: readdir_reply copies it into the buffer,
         # and a listing can hold millions of entries (this loop is the per-entry cost of ls).
@@ -855,12 +896,13 @@ class KafkaFs(pyfuse3.Operations):
         base = inodes.record_ino(pid, 0)
         decoded = is_coordinator_topic(self._log_by_pid(pid).topic)
         reply = pyfuse3.readdir_reply
-        want = start_id  # cookie = offset + 1, so the next entry has offset >= start_id
+        cookie_base = DOT_COOKIES + 1
+        want = first  # cookie = offset + 3, so the next entry has offset >= first
         while True:
             run, pos = await self._records_at(handle, want)
             if pos >= len(run):
-                if want == start_id and (handle.damaged or
-                                         self._log_by_pid(pid).damage is not None):
+                if want == first and dots_sent and (
+                        handle.damaged or self._log_by_pid(pid).damage is not None):
                     # every readable offset was listed (in earlier replies, which an error
                     # would discard here): now say that some could not be
                     raise _fail(errno.EIO)
@@ -879,7 +921,7 @@ class KafkaFs(pyfuse3.Operations):
                 attr.st_size = size
                 attr.st_blocks = (size + 511) >> 9
                 attr.st_atime_ns = attr.st_mtime_ns = attr.st_ctime_ns = ns
-                if not reply(token, b"%d" % offset, attr, offset + 1):
+                if not reply(token, b"%d" % offset, attr, offset + cookie_base):
                     return
             want = run[-1].offset + 1
 
@@ -933,7 +975,13 @@ class KafkaFs(pyfuse3.Operations):
             text = name.decode("utf-8")
         except UnicodeDecodeError:
             raise _fail(errno.EINVAL) from None
-        await trio.to_thread.run_sync(self._mgr.create, text)
+        try:
+            await trio.to_thread.run_sync(self._mgr.create, text)
+        except serr.InvalidConfigError as exc:  # EINVAL alone would not say which setting
+            topic = text.rpartition("-")[0]
+            log.warning("mkdir %s refused (EINVAL): %s: %s", text,
+                        os.path.join(self._backing_dir, f"{topic}{TOPIC_PROPERTIES_SUFFIX}"), exc)
+            raise _fail(errno.EINVAL) from None
         pid = self._ids.id_for(text)
         return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
 
@@ -1001,7 +1049,12 @@ class KafkaFs(pyfuse3.Operations):
     async def read(self, fh: int, off: int, size: int) -> memoryview:
         handle = self._handles.get(fh)
         if isinstance(handle, StreamHandle):
-            return await self._streams.read(handle, off, size)
+            try:
+                return await self._streams.read(handle, off, size)
+            except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
+                name = handle.stream.log.name  # the reader reached damaged bytes: EIO
+                self._damage.note(self._ids.id_for(name), name, exc)
+                raise
         if not isinstance(handle, _RecordHandle):
             raise _fail(errno.EBADF)
         return handle.value[off:off + size]

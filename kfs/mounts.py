@@ -40,6 +40,25 @@ def kfs_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]]
     return out
 
 
+def mounts_at(path: str, mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
+    """``(fstype, source)`` of every mount at ``path`` (any file system), bottom first: the
+    last one is what ``path`` shows. ``path`` is taken as given when it cannot be resolved
+    (a dead FUSE mount's own ``stat`` fails with ENOTCONN)."""
+    try:
+        with open(mountinfo) as f:
+            lines = f.readlines()
+    except OSError:
+        return []
+    real = os.path.realpath(path)
+    out = []
+    for line in lines:
+        before, _, after = line.partition(" - ")
+        fields, where = after.split(), before.split()
+        if len(fields) >= 2 and len(where) >= 5 and _unescape(where[4]) == real:
+            out.append((fields[0], _unescape(fields[1])))
+    return out
+
+
 def find_mount(backing_dir: str, mountinfo: str = "/proc/self/mountinfo") -> Path | None:
     """The mount point of a kfs mount serving ``backing_dir``, or None."""
     real = os.path.realpath(backing_dir)

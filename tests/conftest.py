@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,10 +108,17 @@ def pytest_runtest_setup(item):
         unavailable("needs root")
 
 
+# A background mount without --log-file logs under $XDG_STATE_HOME/kfs/: the tests' go here,
+# not to the user's ~/.local/state.
+TEST_STATE_HOME = Path(tempfile.gettempdir()) / f"kfs-tests-state-{os.getuid()}"
+
+
 def kfs_env() -> dict[str, str]:
-    """Environment in which ``python -m kfs`` imports this checkout."""
+    """Environment in which ``python -m kfs`` imports this checkout (and logs, in the
+    background without --log-file, under TEST_STATE_HOME)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env["XDG_STATE_HOME"] = str(TEST_STATE_HOME)
     return env
 
 

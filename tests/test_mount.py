@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import KAFKA_WRITTEN, REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
+from kfs.inodes import PARTITION_ENTRIES, WINDOW_ENTRIES
 
 # Tests using the ``mount`` fixture are marked ``fuse`` by conftest; the CLI's own checks are not.
 FIXTURES = KAFKA_WRITTEN
@@ -144,6 +145,23 @@ def test_mkdir_illegal_name_is_einval_and_creates_nothing(mount, name):
     fails_with(f"mkdir -- {name}", m.path, "Invalid argument")
     assert sorted(os.listdir(m.backing)) == before
     assert out("ls -A", m.path).split() == []
+
+
+@pytest.mark.parametrize("setting, reason", [
+    ("bogus.key=1", "unknown topic config 'bogus.key'"),
+    ("retention.ms=abc", "retention.ms='abc': not an integer"),
+])
+def test_mkdir_with_bad_topic_settings_is_einval_and_the_log_says_why(mount, tmp_path, setting, reason):
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "orders.topic.properties").write_text(setting + "\n")
+    m = mount(backing, "--log-level=warning")  # (the default level)
+    fails_with("mkdir orders-0", m.path, "Invalid argument")
+    assert not (backing / "orders-0").exists()
+    warnings = [line for line in m.log_text().splitlines() if " WARNING " in line]
+    assert any("mkdir orders-0" in line and reason in line
+               and str(backing / "orders.topic.properties") in line for line in warnings), m.log_text()
+    sh("mkdir clicks-0", m.path)  # another topic's partition is not concerned
 
 
 def test_mkdir_existing_partition_is_eexist(mount):
@@ -555,7 +573,88 @@ def test_new_records_are_visible_to_the_next_ls_and_cat(mount):
     assert listed_offsets("orders-0", m.path) == list(range(25))
     # A long-lived shell sees every new record too (its own kernel caches are warm).
     res = out("for i in 1 2 3; do echo w$i >> orders-0/append; ls -f orders-0/by-offset | wc -l; done", m.path)
-    assert res.split() == ["26", "27", "28"]
+    assert res.split() == ["28", "29", "30"]  # (ls -f lists . and .. too)
+
+
+# --------------------------------------------------------------------------- . and ..
+
+
+def test_every_directory_lists_dot_and_dot_dot(mount):
+    """``ls -a``: ``.`` and ``..`` first in every directory, with the inodes ``stat`` gives the
+    directory and its parent (``..`` of the root is the root: the kernel answers for the
+    mountpoint's parent itself)."""
+    m = mount()
+    new_partition(m)
+    sh("mkdir __consumer_offsets-0 && printf 'a\\nb\\n' >> orders-0/append", m.path)
+    parents = {".": ".", "orders-0": ".", "orders-0/by-offset": "orders-0",
+               "orders-0/by-time": "orders-0", "orders-0/from": "orders-0",
+               "orders-0/from/1": "orders-0/from", "orders-0/from/-1": "orders-0/from",
+               "consumer-groups": "."}
+    for directory, parent in parents.items():
+        names = out(f"ls -fa {directory}", m.path).split()
+        assert names[:2] == [".", ".."], (directory, names)
+        assert "." not in names[2:] and ".." not in names[2:], (directory, names)
+        inos = dict(reversed(line.split()) for line in out(f"ls -fai {directory}", m.path).splitlines())
+        assert inos["."] == out(f"stat -c %i {directory}", m.path).strip(), directory
+        if directory != ".":
+            assert inos[".."] == out(f"stat -c %i {parent}", m.path).strip(), directory
+    assert out("ls -fa orders-0/by-offset", m.path).split() == [".", "..", "0", "1"]
+    assert out("ls -fa orders-0/by-time orders-0/from consumer-groups", m.path).split() == [
+        "orders-0/by-time:", ".", "..", "orders-0/from:", ".", "..", "consumer-groups:", ".", ".."]
+    window = [name.decode() for name, _ in WINDOW_ENTRIES]
+    assert out("ls -fa orders-0/from/0", m.path).split() == [".", "..", *window]
+    root = out("ls -fa .", m.path).split()
+    assert root[:2] == [".", ".."]
+    assert sorted(root[2:]) == ["__consumer_offsets-0", "consumer-groups", "orders-0"]
+    # what does not ask for them still does not show them
+    assert out("ls orders-0/by-offset", m.path).split() == ["0", "1"]
+    assert out("find orders-0/from/0", m.path).split() == [
+        "orders-0/from/0", *(f"orders-0/from/0/{name}" for name in window)]
+
+
+# A directory read in small pieces, from a cookie taken halfway (telldir) after more records
+# were appended, and from the very start again (rewinddir): perl's readdir is readdir(3).
+_RESUMED_LISTING = r"""
+opendir(my $d, $ARGV[0]) or die "opendir: $!";
+my (@first, $pos);
+for (1 .. $ARGV[1]) { push @first, scalar readdir($d); }
+$pos = telldir($d);
+system("sh", "-c", $ARGV[2]) == 0 or die "append failed";
+my @rest = readdir($d);
+seekdir($d, $pos);
+my @again = readdir($d);
+rewinddir($d);
+my @all = readdir($d);
+print join(" ", @first), "
+", join(" ", @rest), "
+", join(" ", @again), "
+", join(" ", @all), "
+";
+"""
+
+
+@pytest.mark.parametrize("taken", [1, 2, 3, 2500, 4001])
+def test_listings_resume_at_their_cookies_with_dot_entries(mount, taken):
+    """Cookies stay valid across replies, appends and seekdir: each offset once, in order,
+    after ``.`` and ``..`` (a listing resumed after one dot entry, after both, or deep into
+    by-offset/, as a big directory is read in many replies)."""
+    m = mount()
+    new_partition(m)
+    sh("seq 0 3999 >> orders-0/append", m.path)
+    script = m.path.parent / "resume.pl"
+    script.write_text(_RESUMED_LISTING)
+    lines = out(f"perl {script} orders-0/by-offset {taken} 'seq 4000 4099 >> orders-0/append'",
+                m.path).split("\n")
+    names = [".", ".."] + [str(o) for o in range(4100)]
+    first, rest, again, every = (line.split() for line in lines[:4])
+    assert first == names[:taken]
+    assert rest == names[taken:] and again == names[taken:]
+    assert every == names
+    # the fixed listings too
+    lines = out(f"perl {script} orders-0 {min(taken, 5)} true", m.path).split("\n")
+    names = [".", ".."] + [name.decode() for name, _ in PARTITION_ENTRIES]
+    first, rest, again, every = (line.split() for line in lines[:4])
+    assert first + rest == names and again == rest and every == names
 
 
 # --------------------------------------------------------------------------- read-only mounts
