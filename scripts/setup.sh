@@ -36,6 +36,8 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # Reinstall only when the package definition or the compiled codec changed since the last install.
 stamp=".venv/.kfs-installed${extras:+-$extras}"
+# the test install holds everything the plain one has: a mount after the tests reinstalls nothing
+[ -z "$extras" ] && [ -f .venv/.kfs-installed-test ] && [ ! -f "$stamp" ] && stamp=.venv/.kfs-installed-test
 pip_extras="$extras"
 [ "$extras" = test ] && pip_extras="test,spark"  # the Spark tests run in CI too
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
