@@ -1,4 +1,5 @@
-"""Lines (and keys) out of ``write()`` chunks: the framing behind ``append`` and ``append-keyed``.
+"""Lines (and keys) out of ``write()`` chunks: the framing behind ``append``, ``append-keyed``
+and ``append.jsonl`` (and the batch framing of ``append-batches``).
 
 Pure bytes in, bytes out; no FUSE and no storage here.  The rules mirror
 ``kafka-console-producer``'s line reader: every newline-terminated line is one record, the newline
@@ -11,9 +12,18 @@ Keys (``append-keyed``) follow the console producer's ``parse.key=true``: the li
 further separators, and a line without the separator is refused (the console producer throws
 "No key separator found"; ``Log.append_lines`` raises InvalidRecordError, the mount answers
 EINVAL and stores nothing of that write).
+
+JSON lines (``append.jsonl``) are framed the same way; each line is one object in the shape of a
+``records.jsonl`` line (:func:`json_records`), so what one partition's ``records.jsonl`` prints
+(filtered by ``jq -c``, say) appends the same keys, values, headers and timestamps to another.
 """
 
 from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any, NamedTuple
 
 DEFAULT_KEY_SEPARATOR = b"\t"
 
@@ -176,3 +186,113 @@ class BatchFramer:
             left = len(self._buf)
             self._buf.clear()
             raise PartialBatchError(f"{left} bytes of a partial record batch at close")
+
+
+class InvalidJsonLineError(ValueError):
+    """A line written to ``append.jsonl`` that is not a record object in ``records.jsonl``'s
+    shape (the mount answers EINVAL and logs this error's text)."""
+
+
+class JsonRecords(NamedTuple):
+    """The records of ``append.jsonl`` lines, as columns for ``Log.append``: ``headers`` is
+    None when no record has any, ``timestamps`` None when no record gives ``ts``."""
+
+    values: list[bytes | None]
+    keys: list[bytes | None]
+    headers: list[list[tuple[str, bytes | None]]] | None
+    timestamps: list[int | None] | None
+
+
+def json_records(lines: bytes) -> JsonRecords:
+    """The records of ``\\n``-terminated JSON lines, each an object in the shape of a
+    ``records.jsonl`` line (kcat ``-J``'s fields, as ``kfs dump --json`` encodes them):
+
+    * ``payload`` (required) and ``key`` (absent: null): a string is its UTF-8 bytes,
+      ``{"base64": "..."}`` raw bytes, ``null`` null (a null payload is a tombstone);
+    * ``headers`` (absent or null: none): the flat ``[key, value, ...]`` list, keys strings,
+      values as ``payload``;
+    * ``ts`` (absent or null: the time of the append): epoch milliseconds, an integer from 0
+      (the record's CreateTime);
+    * anything else (``topic``, ``partition``, ``offset``, ``tstype``, ``kfs dump``'s batch
+      fields) is ignored: where a record goes and its offset are the partition's business.
+
+    Raises InvalidJsonLineError naming the line (counted from 1 in ``lines``) and what is
+    wrong with it."""
+    values: list[bytes | None] = []
+    keys: list[bytes | None] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+    timestamps: list[int | None] = []
+    given_headers = given_ts = False
+    for number, line in enumerate(lines.split(b"\n")[:-1], 1):
+        if not line.strip():
+            raise InvalidJsonLineError(f"line {number}: an empty line, not a JSON object")
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise InvalidJsonLineError(f"line {number}: not JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise InvalidJsonLineError(f"line {number}: a JSON {_json_type(obj)}, not an object")
+        if "payload" not in obj:
+            raise InvalidJsonLineError(f'line {number}: no "payload" (the value; '
+                                       '"payload": null for a tombstone)')
+        values.append(_field_bytes(obj["payload"], number, "payload"))
+        keys.append(_field_bytes(obj.get("key"), number, "key"))
+        pairs = _headers(obj.get("headers"), number)
+        given_headers = given_headers or bool(pairs)
+        headers.append(pairs)
+        ts = obj.get("ts")
+        if ts is not None:
+            if type(ts) is not int or not 0 <= ts < 1 << 63:
+                raise InvalidJsonLineError(f'line {number}: "ts" is {json.dumps(ts)[:40]}, not '
+                                           "epoch milliseconds (an integer from 0)")
+            given_ts = True
+        timestamps.append(ts)
+    return JsonRecords(values, keys, headers if given_headers else None,
+                       timestamps if given_ts else None)
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            type(None): "null"}.get(type(value), "number")
+
+
+def _field_bytes(value: Any, number: int, name: str) -> bytes | None:
+    """A key, payload or header value of records.jsonl as bytes (see :func:`json_records`)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidJsonLineError(f'line {number}: "{name}" holds a lone surrogate '
+                                       '(write bytes that are not UTF-8 as {"base64": ...})'
+                                       ) from None
+    if isinstance(value, dict) and value.keys() == {"base64"} and \
+            isinstance(value["base64"], str):
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except (ValueError, binascii.Error) as exc:
+            raise InvalidJsonLineError(f'line {number}: "{name}" is not base64 ({exc})') from None
+    raise InvalidJsonLineError(f'line {number}: "{name}" is a JSON {_json_type(value)}; '
+                               'a string, {"base64": "..."} or null was expected')
+
+
+def _headers(value: Any, number: int) -> list[tuple[str, bytes | None]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) % 2:
+        raise InvalidJsonLineError(f'line {number}: "headers" is not a flat [key, value, ...] '
+                                   "list of even length")
+    pairs = []
+    for i in range(0, len(value), 2):
+        key = value[i]
+        if not isinstance(key, str):
+            raise InvalidJsonLineError(f'line {number}: header key {i // 2 + 1} is a JSON '
+                                       f"{_json_type(key)}, not a string")
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidJsonLineError(f"line {number}: header key {i // 2 + 1} holds a lone "
+                                       "surrogate") from None
+        pairs.append((key, _field_bytes(value[i + 1], number, f"header {key}")))
+    return pairs

@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "$XDG_STATE_HOME/kfs/, by default ~/.local/state/kfs/, e.g. "
                             "home-me-mnt.log for /home/me/mnt)")
     mount.add_argument("--key-separator", metavar="SEP", default="\\t",
-                       help="what splits key from value in lines written to append-keyed, like "
-                            "kafka-console-producer's key.separator (default: TAB; the escapes "
+                       help="what splits key from value in lines written to append-keyed and "
+                            "read from keyed-values, like the console producer's and "
+                            "consumer's key.separator (default: TAB; the escapes "
                             "\\t and \\\\ are understood)")
     mount.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                        default="read_uncommitted",

@@ -12,11 +12,16 @@ Layout (every path maps to one storage call)::
     /<topic>-<N>/append                 write-only: one record (null key) per line
     /<topic>-<N>/append-keyed           write-only: ``key<SEP>value`` lines (console producer's
                                         parse.key / key.separator); a line without SEP -> EINVAL
+    /<topic>-<N>/append-batches         write-only: producer-built v2 record batches
+    /<topic>-<N>/append.jsonl           write-only: one records.jsonl-shaped JSON object per line
+                                        (key, payload, headers, ts; null payload: a tombstone)
     /<topic>-<N>/values                 read-only stream: every record's value and "\n", from the
                                         log start offset (``kfs.streams``)
+    /<topic>-<N>/keyed-values           read-only stream: ``key<SEP>value`` and "\n" per record
+                                        (console consumer's print.key; null prints "null")
     /<topic>-<N>/records.jsonl          read-only stream: one kcat -J JSON object per record
-    /<topic>-<N>/from/<start>/          the same two files from <start>: an offset, -N (the last
-                                        N offsets) or a time (@epoch-ms, ISO-8601)
+    /<topic>-<N>/from/<start>/          the same three streams from <start>: an offset, -N (the
+                                        last N offsets) or a time (@epoch-ms, ISO-8601)
 
 The append files are not seekable, like a pipe (``lseek`` and ``pwrite`` give ESPIPE); writes
 go to the end (``>>`` semantics).  All complete lines of one ``write()`` request
@@ -66,8 +71,10 @@ from .append import (
     DEFAULT_KEY_SEPARATOR,
     AbandonedLineError,
     BatchFramer,
+    InvalidJsonLineError,
     LineFramer,
     PartialBatchError,
+    json_records,
 )
 from .damage import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes, readable_run
 from .inodes import Kind
@@ -85,6 +92,8 @@ DIR_TIMEOUT = 3600.0
 FOLLOW_INTERVAL_S = 0.1
 # by-time/ names remembered per partition so retention can invalidate them (bounds memory).
 TIME_NAMES_KEPT = 65536
+# append.jsonl: bytes a line may have beyond 6 per record byte (field names, ignored fields).
+JSON_LINE_SLACK = 64 << 10
 # by-offset/ listing: records fetched per worker-thread call, bounded by their value bytes.
 LIST_CHUNK_MAX = 1024
 LIST_CHUNK_MIN = 16
@@ -124,6 +133,7 @@ _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (serr.DamagedLogError, errno.EIO),  # (the load logged the damage)
     (serr.KeySeparatorMissingError, errno.EINVAL),
     (InvalidBatchesError, errno.EINVAL),
+    (InvalidJsonLineError, errno.EINVAL),
     (OverflowError, errno.EOVERFLOW),
 )
 
@@ -141,6 +151,9 @@ def errno_for(exc: BaseException) -> int:
         return exc.errno
     if isinstance(exc, serr.KeylessRecordError):
         log.warning("append refused: %s", exc)  # the errno alone would not say why
+        return errno.EINVAL
+    if isinstance(exc, InvalidJsonLineError):
+        log.warning("append.jsonl write refused (EINVAL), nothing of it stored: %s", exc)
         return errno.EINVAL
     for cls, code in _ERRNO_BY_ERROR:
         if isinstance(exc, cls):
@@ -319,8 +332,8 @@ class _RecordHandle:
 
 
 class _AppendHandle:
-    """One open ``append``/``append-keyed``/``append-batches`` file: its own framer (lines, or
-    record batches), writes serialized in order."""
+    """One open ``append``/``append-keyed``/``append-batches``/``append.jsonl`` file: its own
+    framer (lines, or record batches), writes serialized in order."""
 
     __slots__ = ("log", "kind", "keyed", "framer", "lock", "max_line", "abandon_errno")
 
@@ -399,7 +412,7 @@ class KafkaFs(pyfuse3.Operations):
         self._uid = os.getuid()
         self._gid = os.getgid()
         self._mount_ns = time.time_ns()
-        self._streams = Streams(self._read_committed)
+        self._streams = Streams(self._read_committed, key_separator)
         self._damage = DamageNotes()
         self._views = CoordinatorViews(mgr)
         self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
@@ -1038,6 +1051,8 @@ class KafkaFs(pyfuse3.Operations):
             keyed = node.kind is Kind.APPEND_KEYED
             # A line longer than this can never fit in a batch: refuse it before buffering more.
             max_line = max_bytes + (len(self._sep) if keyed else 0)
+            if node.kind is Kind.APPEND_JSONL:  # JSON writes a byte in up to 6 (\u00XX)
+                max_line = 6 * max_bytes + JSON_LINE_SLACK
             fh = next(self._next_fh)
             self._handles[fh] = _AppendHandle(plog, node.kind, max_line)
             # direct_io: writes reach us as the application wrote them, no page cache to go stale.
@@ -1063,7 +1078,8 @@ class KafkaFs(pyfuse3.Operations):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         """Append the complete lines of ``buf`` as records in one ``Log.append`` (all or
         nothing; ``off`` is ignored: O_APPEND semantics).  EFBIG for a line over
-        max.message.bytes, EINVAL for a keyed line without separator, EROFS, ENOSPC/EIO.
+        max.message.bytes, EINVAL for a keyed line without separator or an ``append.jsonl``
+        line that is not a record object (the reason logged), EROFS, ENOSPC/EIO.
 
         A failed write abandons the line it ends in (see ``LineFramer``): nothing of a line
         that touched a failed write is ever stored, and later writes continuing that line fail
@@ -1095,7 +1111,7 @@ class KafkaFs(pyfuse3.Operations):
         cache (a worker-thread hop costs more than the append of a 128 KiB write); when the
         append would wait (the log's lock, a roll, a flush) and for ``append-batches``, in a
         worker thread."""
-        if handle.kind is not Kind.APPEND_BATCHES:
+        if handle.kind is not Kind.APPEND_BATCHES and handle.kind is not Kind.APPEND_JSONL:
             try:
                 handle.log.append_lines(lines, self._sep if handle.keyed else None, nowait=True)
                 return
@@ -1106,7 +1122,11 @@ class KafkaFs(pyfuse3.Operations):
     def _store(self, handle: _AppendHandle, lines) -> int:
         """Runs in a worker thread: key splitting (append-keyed) and the append itself;
         ``append-batches`` appends whole producer batches as a broker does (offsets assigned,
-        transactions tracked: ``Log.append_as_leader``)."""
+        transactions tracked: ``Log.append_as_leader``); ``append.jsonl`` parses its lines
+        (InvalidJsonLineError: none stored) and appends their keys, values, headers and
+        timestamps (``Log.append``)."""
+        if handle.kind is Kind.APPEND_JSONL:
+            return handle.log.append(*json_records(lines))
         if handle.kind is Kind.APPEND_BATCHES:
             try:
                 return handle.log.append_as_leader(lines)[0]

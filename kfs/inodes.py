@@ -13,10 +13,13 @@ record files a partition can hold::
     (pid << 44) | 6                    /<topic>-<N>/append-batches
     (pid << 44) | 7, 8                 /<topic>-<N>/values, records.jsonl   (streams)
     (pid << 44) | 9                    /<topic>-<N>/from/
+    (pid << 44) | 10                   /<topic>-<N>/append.jsonl
+    (pid << 44) | 11                   /<topic>-<N>/keyed-values              (a stream)
     (pid << 44) | (16 + 8*offset)      /<topic>-<N>/by-offset/<offset>      (a record file)
     (pid << 44) | (17 + 8*offset)      a /<topic>-<N>/by-time/<ts> symlink resolving to <offset>
     (pid << 44) | (18 + 8*offset)      a /<topic>-<N>/from/<start>/ window starting at <offset>
     (pid << 44) | (19, 20 + 8*offset)  its values, records.jsonl
+    (pid << 44) | (21 + 8*offset)      its keyed-values
 
 Partition ids start at 1 and use the top 20 bits of the 64-bit inode, so a mount serves up to
 2**20 - 1 partitions and offsets below ``MAX_OFFSET`` (about 2.2e12).  Kafka offsets
@@ -53,7 +56,9 @@ class Kind(enum.Enum):
     APPEND = "append"
     APPEND_KEYED = "append-keyed"
     APPEND_BATCHES = "append-batches"
+    APPEND_JSONL = "append.jsonl"
     VALUES = "values"
+    KEYED_VALUES = "keyed-values"
     RECORDS_JSONL = "records.jsonl"
     FROM = "from"
     RECORD = "record"
@@ -61,6 +66,7 @@ class Kind(enum.Enum):
     WINDOW = "window"
     WINDOW_VALUES = "window-values"
     WINDOW_RECORDS_JSONL = "window-records.jsonl"
+    WINDOW_KEYED_VALUES = "window-keyed-values"
 
 
 # Fixed per-partition nodes: kind -> low bits.
@@ -74,11 +80,13 @@ _FIXED_SLOTS = {
     Kind.VALUES: 7,
     Kind.RECORDS_JSONL: 8,
     Kind.FROM: 9,
+    Kind.APPEND_JSONL: 10,
+    Kind.KEYED_VALUES: 11,
 }
 _SLOT_KINDS = {slot: kind for kind, slot in _FIXED_SLOTS.items()}
 # per-offset slots: kind -> slot within the offset's 8
 _OFFSET_SLOTS = {Kind.RECORD: 0, Kind.TIME_LINK: 1, Kind.WINDOW: 2, Kind.WINDOW_VALUES: 3,
-                 Kind.WINDOW_RECORDS_JSONL: 4}
+                 Kind.WINDOW_RECORDS_JSONL: 4, Kind.WINDOW_KEYED_VALUES: 5}
 _OFFSET_SLOT_KINDS = {slot: kind for kind, slot in _OFFSET_SLOTS.items()}
 
 # Names inside a partition directory, in listing order.
@@ -88,7 +96,9 @@ PARTITION_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
     (b"append", Kind.APPEND),
     (b"append-keyed", Kind.APPEND_KEYED),
     (b"append-batches", Kind.APPEND_BATCHES),
+    (b"append.jsonl", Kind.APPEND_JSONL),
     (b"values", Kind.VALUES),
+    (b"keyed-values", Kind.KEYED_VALUES),
     (b"records.jsonl", Kind.RECORDS_JSONL),
     (b"from", Kind.FROM),
 )
@@ -96,15 +106,18 @@ PARTITION_ENTRY_KINDS = dict(PARTITION_ENTRIES)
 # Names inside a from/<start>/ window.
 WINDOW_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
     (b"values", Kind.WINDOW_VALUES),
+    (b"keyed-values", Kind.WINDOW_KEYED_VALUES),
     (b"records.jsonl", Kind.WINDOW_RECORDS_JSONL),
 )
 WINDOW_ENTRY_KINDS = dict(WINDOW_ENTRIES)
 
 DIR_KINDS = frozenset({Kind.ROOT, Kind.PARTITION, Kind.BY_OFFSET, Kind.BY_TIME, Kind.FROM,
                        Kind.WINDOW})
-STREAM_KINDS = frozenset({Kind.VALUES, Kind.RECORDS_JSONL, Kind.WINDOW_VALUES,
+STREAM_KINDS = frozenset({Kind.VALUES, Kind.KEYED_VALUES, Kind.RECORDS_JSONL,
+                          Kind.WINDOW_VALUES, Kind.WINDOW_KEYED_VALUES,
                           Kind.WINDOW_RECORDS_JSONL})
-APPEND_KINDS = frozenset({Kind.APPEND, Kind.APPEND_KEYED, Kind.APPEND_BATCHES})
+APPEND_KINDS = frozenset({Kind.APPEND, Kind.APPEND_KEYED, Kind.APPEND_BATCHES,
+                          Kind.APPEND_JSONL})
 
 
 class Node(NamedTuple):
@@ -129,8 +142,9 @@ def _check_offset(offset: int) -> None:
 
 
 def fixed_ino(pid: int, kind: Kind) -> int:
-    """Inode of a partition's directory, ``by-offset/``, ``by-time/``, ``append`` or
-    ``append-keyed`` (``kind`` one of those). ValueError for another kind or a bad pid."""
+    """Inode of a partition's directory or of one of its fixed entries (``by-offset/``,
+    ``by-time/``, the append files, the streams, ``from/``). ValueError for another kind or
+    a bad pid."""
     _check_pid(pid)
     try:
         return (pid << PID_SHIFT) | _FIXED_SLOTS[kind]

@@ -1,6 +1,7 @@
-"""The mount's stream files: ``/<topic>-<N>/values`` and ``records.jsonl`` (the whole partition,
-from its log start offset) and the same two under ``/<topic>-<N>/from/<start>/`` (a window
-from a start offset), served from ``storage.stream.LogStream``.
+"""The mount's stream files: ``/<topic>-<N>/values``, ``keyed-values`` and ``records.jsonl`` (the
+whole partition, from its log start offset) and the same three under
+``/<topic>-<N>/from/<start>/`` (a window from a start offset), served from
+``storage.stream.LogStream``.
 
 Sizes. ``tail -n``/``tail -f`` need a true, growing ``st_size``; ``ls -l`` must stay instant
 however large the partition. A size is exact once the stream's position index covers the
@@ -38,8 +39,9 @@ log = logging.getLogger(__name__)
 STREAMS_KEPT = 64  # streams (with their indexes and rendered chunks) kept for partitions
 STAT_INDEX_BYTES = 16 << 20  # .log bytes a stat indexes before answering; more: background
 
-FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.RECORDS_JSONL: StreamFormat.JSONL,
-           Kind.WINDOW_VALUES: StreamFormat.VALUES,
+FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.KEYED_VALUES: StreamFormat.KEYED,
+           Kind.RECORDS_JSONL: StreamFormat.JSONL, Kind.WINDOW_VALUES: StreamFormat.VALUES,
+           Kind.WINDOW_KEYED_VALUES: StreamFormat.KEYED,
            Kind.WINDOW_RECORDS_JSONL: StreamFormat.JSONL}
 
 
@@ -61,8 +63,9 @@ class StreamHandle:
 class Streams:
     """The mount's ``LogStream``s, one per partition and format (windows share them)."""
 
-    def __init__(self, read_committed: bool) -> None:
+    def __init__(self, read_committed: bool, key_separator: bytes = b"\t") -> None:
         self._read_committed = read_committed
+        self._key_separator = key_separator  # of keyed-values lines (the mount's --key-separator)
         # most recently used last; a stream keeps rendered chunks and its position index, so
         # memory follows the streams in use, not every partition ever read
         self._streams: OrderedDict[tuple[int, StreamFormat], LogStream] = OrderedDict()
@@ -75,7 +78,8 @@ class Streams:
         key = (pid, FORMATS[kind])
         stream = self._streams.get(key)
         if stream is None or stream.log is not plog:
-            stream = self._streams[key] = LogStream(plog, key[1], self._read_committed)
+            stream = self._streams[key] = LogStream(plog, key[1], self._read_committed,
+                                                    self._key_separator)
             while len(self._streams) > STREAMS_KEPT:  # open handles keep theirs alive
                 self._streams.popitem(last=False)
         self._streams.move_to_end(key)

@@ -60,6 +60,7 @@ class StreamFormat(enum.Enum):
     """What each record becomes in a stream."""
 
     VALUES = "values"  # the value and "\n"; a null value prints "null"
+    KEYED = "keyed-values"  # key, separator, value and "\n"; a null key or value prints "null"
     JSONL = "records.jsonl"  # kcat -J fields, as `kfs dump --json` encodes them, and "\n"
 
 
@@ -123,8 +124,10 @@ class LogStream:
     Raises what the log's reads raise: CorruptRecordError / InvalidRecordError for bad
     batches, OSError from the disk."""
 
-    def __init__(self, log, fmt: StreamFormat, read_committed: bool = False):
+    def __init__(self, log, fmt: StreamFormat, read_committed: bool = False,
+                 key_separator: bytes = b"\t"):
         self.log, self.format, self.read_committed = log, fmt, read_committed
+        self.key_separator = bytes(key_separator)  # between key and value in KEYED lines
         self._prefix = jsonl_prefix(log.topic, log.partition)
         self._coordinator = for_topic(log.topic)  # None but for the coordinator topics
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
@@ -253,7 +256,7 @@ class LogStream:
         if self._coordinator is not None:
             return self._decode_coordinator(segment, position, size, end)
         jsonl = self.format is StreamFormat.JSONL
-        builder = _codec.ColumnBuilder(jsonl, values_text=not jsonl)
+        builder = _codec.ColumnBuilder(jsonl, values_text=self.format is StreamFormat.VALUES)
         with self._block(segment, position, size) as block:
             skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
                     if self.read_committed and len(block) >= 8 else None)
@@ -267,7 +270,10 @@ class LogStream:
                         break
                 pos += consumed
             first = _base_offset(block) if pos else -1
-        text, row_ends, offsets = builder.render(jsonl, self._prefix)
+        if self.format is StreamFormat.KEYED:
+            text, row_ends, offsets = _keyed_text(builder.finish(), self.key_separator)
+        else:
+            text, row_ends, offsets = builder.render(jsonl, self._prefix)
         return _Chunk(memoryview(text), memoryview(row_ends).cast("q"),
                       memoryview(offsets).cast("q")), pos, first
 
@@ -333,6 +339,11 @@ class LogStream:
     def _coordinator_line(self, record) -> bytes:
         if self.format is StreamFormat.VALUES:
             return decoded_line(self.log.topic, record.key, record.value, record.offset)
+        if self.format is StreamFormat.KEYED:  # the decoded key and value, each as JSON
+            decoded = self._coordinator.decode(record.key, record.value).to_json()
+            return self.key_separator.join(
+                json.dumps(decoded[part], ensure_ascii=False, separators=(",", ":")).encode()
+                for part in ("key", "value")) + b"\n"
         decoded = self._coordinator.decode(record.key, record.value).to_json()
         obj = {"topic": self.log.topic, "partition": self.log.partition, "offset": record.offset}
         if record.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
@@ -539,6 +550,41 @@ class LogStream:
 
 def _base_offset(block) -> int:
     return int.from_bytes(block[:8], "big")
+
+
+def _keyed_text(columns: dict, separator: bytes) -> tuple[object, object, object]:
+    """``(text, row ends, offsets)`` of KEYED lines from a ColumnBuilder's finished columns
+    (buffers, as :meth:`ColumnBuilder.render` gives them): each record's key, ``separator``,
+    its value and ``\\n``, ``null`` for a null key or value (kafka-console-consumer with
+    ``print.key=true``). Joined by Arrow's kernels over the columns' buffers, with no
+    per-record Python."""
+    import pyarrow as pa  # (loaded with the codec's column readers; compute on first use)
+    import pyarrow.compute as pc
+
+    rows = columns["rows"]
+    if not rows:
+        return b"", b"", b""
+
+    def binary(column) -> pa.Array:
+        validity, ends, data, nulls = column
+        return pa.Array.from_buffers(pa.binary(), rows, [
+            pa.py_buffer(validity) if nulls else None, pa.py_buffer(ends), pa.py_buffer(data)],
+            null_count=nulls)
+
+    lines = pc.binary_join_element_wise(
+        pc.binary_join_element_wise(binary(columns["key"]), binary(columns["value"]),
+                                    pa.scalar(separator, pa.binary()),
+                                    null_handling="replace", null_replacement="null"),
+        pa.scalar(b"", pa.binary()), pa.scalar(b"\n", pa.binary()))
+    _, ends, text = lines.buffers()
+    ends = pa.Array.from_buffers(pa.int32(), rows + 1, [None, ends], offset=lines.offset)
+    ends = ends.cast(pa.int64())
+    first, last = ends[0].as_py(), ends[rows].as_py()
+    if first:
+        ends = pc.subtract(ends, first)
+    row_ends = memoryview(ends.buffers()[1])[8 * (ends.offset + 1):8 * (ends.offset + rows + 1)]
+    # Arrow exports signed chars ('b'): as bytes ('B'), equal to the bytes they hold
+    return memoryview(text).cast("B")[first:last], row_ends, columns["offset"]
 
 
 def _crossed(damage: list, here: int, start: int) -> LogDamage | None:

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from kfs.append import AbandonedLineError, LineFramer, parse_separator
+from kfs.append import (AbandonedLineError, InvalidJsonLineError, LineFramer, json_records,
+                        parse_separator)
 
 
 def lines_of(fed: bytes) -> list[bytes]:
@@ -166,3 +167,39 @@ def test_parse_separator(text, expected):
 def test_parse_separator_refuses_empty_and_newline(text):
     with pytest.raises(ValueError):
         parse_separator(text)
+
+
+def test_json_records_take_records_jsonl_lines_as_written():
+    line = (b'{"topic":"a","partition":3,"offset":9,"tstype":"logappend","ts":1763805600000,'
+            b'"headers":["h","x","n",null,"b",{"base64":"/wo="}],"key":{"base64":"gA=="},'
+            b'"payload":"caf\\u00e9\\n","extra":{"ignored":true}}\n')
+    got = json_records(line + b'{"payload":null,"key":"k"}\n{"payload":""}\n')
+    assert got.values == ["café\n".encode(), None, b""]
+    assert got.keys == [b"\x80", b"k", None]
+    assert got.headers == [[("h", b"x"), ("n", None), ("b", b"\xff\n")], [], []]
+    assert got.timestamps == [1763805600000, None, None]
+    plain = json_records(b'{"payload":"a"}\n{"payload":"b","headers":[],"ts":null}\n')
+    assert plain.headers is None and plain.timestamps is None  # the engine's fast path
+
+
+@pytest.mark.parametrize("line, reason", [
+    (b"{", "not JSON"),
+    (b'"text"', "a JSON string, not an object"),
+    (b'{"key":"k"}', 'no "payload"'),
+    (b'{"payload":true}', '"payload" is a JSON boolean'),
+    (b'{"payload":{"base64":"AA==","x":1}}', '"payload" is a JSON object'),
+    (b'{"payload":"a","key":["k"]}', '"key" is a JSON array'),
+    (b'{"payload":"a","headers":{"h":"x"}}', '"headers" is not a flat'),
+    (b'{"payload":"a","headers":["h"]}', '"headers" is not a flat'),
+    (b'{"payload":"a","headers":[1,"x"]}', "header key 1 is a JSON number"),
+    (b'{"payload":"a","headers":["\\udc80","x"]}', "header key 1 holds a lone surrogate"),
+    (b'{"payload":"a","ts":1.0}', '"ts" is 1.0'),
+    (b'{"payload":"a","ts":9223372036854775808}', '"ts" is 9223372036854775808'),
+    (b'{"payload":"a","ts":false}', '"ts" is false'),
+    (b"   ", "an empty line"),
+    (b"\xff", "not JSON"),
+])
+def test_json_records_refuse_what_is_not_a_record_object(line, reason):
+    with pytest.raises(InvalidJsonLineError, match="^line 2: ") as info:
+        json_records(b'{"payload":"fine"}\n' + line + b"\n")
+    assert reason in str(info.value)

@@ -9,10 +9,11 @@ from kfs.inodes import Kind, Node
 # Every per-partition node with a fixed number, and its low bits (the design's table).
 FIXED_SLOTS = {Kind.PARTITION: 1, Kind.BY_OFFSET: 2, Kind.BY_TIME: 3, Kind.APPEND: 4,
                Kind.APPEND_KEYED: 5, Kind.APPEND_BATCHES: 6, Kind.VALUES: 7,
-               Kind.RECORDS_JSONL: 8, Kind.FROM: 9}
+               Kind.RECORDS_JSONL: 8, Kind.FROM: 9, Kind.APPEND_JSONL: 10,
+               Kind.KEYED_VALUES: 11}
 FIXED = list(FIXED_SLOTS)
 PER_OFFSET = [Kind.RECORD, Kind.TIME_LINK, Kind.WINDOW, Kind.WINDOW_VALUES,
-              Kind.WINDOW_RECORDS_JSONL]
+              Kind.WINDOW_RECORDS_JSONL, Kind.WINDOW_KEYED_VALUES]
 
 
 def test_every_kind_is_numbered_here():
@@ -45,11 +46,12 @@ def test_record_and_time_link_round_trip(pid, offset):
 
 def test_example_numbering_from_the_design():
     # ino = (pid << 44) | (16 + 8*offset) for the record file, +1 for the by-time symlink,
-    # +2..4 for the window starting at the offset and its two stream files.
+    # +2..5 for the window starting at the offset and its three stream files.
     assert inodes.record_ino(1, 0) == (1 << 44) | 16
     assert inodes.record_ino(2, 5) == (2 << 44) | (16 + 8 * 5)
     assert inodes.time_link_ino(2, 5) == (2 << 44) | (17 + 8 * 5)
     assert inodes.offset_ino(2, Kind.WINDOW_VALUES, 5) == (2 << 44) | (19 + 8 * 5)
+    assert inodes.offset_ino(2, Kind.WINDOW_KEYED_VALUES, 5) == (2 << 44) | (21 + 8 * 5)
     for kind, slot in FIXED_SLOTS.items():
         assert inodes.fixed_ino(3, kind) == (3 << 44) | slot, kind
 
@@ -93,8 +95,8 @@ def test_fixed_ino_refuses_non_fixed_kinds():
         inodes.fixed_ino(1, Kind.ROOT)
 
 
-@pytest.mark.parametrize("ino", [0, 2, 15, (1 << 44) - 1, (1 << 44) | 0, (1 << 44) | 10,
-                                 (1 << 44) | 15, (1 << 44) | (16 + 5), (1 << 44) | (16 + 8 + 7)])
+@pytest.mark.parametrize("ino", [0, 2, 15, (1 << 44) - 1, (1 << 44) | 0, (1 << 44) | 12,
+                                 (1 << 44) | 15, (1 << 44) | (16 + 6), (1 << 44) | (16 + 8 + 7)])
 def test_decode_rejects_numbers_no_encoder_produces(ino):
     with pytest.raises(ValueError):
         inodes.decode(ino)
@@ -122,8 +124,11 @@ def test_parse_offset_name_rejects_everything_else(name):
 
 
 def test_partition_entries_have_fixed_slots():
-    assert [name for name, _ in inodes.PARTITION_ENTRIES] == [b"by-offset", b"by-time", b"append", b"append-keyed", b"append-batches", b"values",
-        b"records.jsonl", b"from"]
+    assert [name for name, _ in inodes.PARTITION_ENTRIES] == [
+        b"by-offset", b"by-time", b"append", b"append-keyed", b"append-batches", b"append.jsonl",
+        b"values", b"keyed-values", b"records.jsonl", b"from"]
+    assert [name for name, _ in inodes.WINDOW_ENTRIES] == [b"values", b"keyed-values",
+                                                           b"records.jsonl"]
     for name, kind in inodes.PARTITION_ENTRIES:
         assert inodes.PARTITION_ENTRY_KINDS[name] is kind
         assert inodes.decode(inodes.fixed_ino(5, kind)).kind is kind

@@ -98,7 +98,9 @@ def test_user_session(mount):
     sh(f"echo hello >> {mnt}/orders-0/append", cwd)
     sh(f"printf 'a\\nb\\nc\\n' >> {mnt}/orders-0/append", cwd)
     assert out(f"ls {mnt}/", cwd).split() == ["orders-0"]
-    assert out(f"ls {mnt}/orders-0", cwd).split() == ["append", "append-batches", "append-keyed", "by-offset", "by-time", "from", "records.jsonl", "values"]
+    assert out(f"ls {mnt}/orders-0", cwd).split() == [
+        "append", "append-batches", "append-keyed", "append.jsonl", "by-offset", "by-time", "from",
+        "keyed-values", "records.jsonl", "values"]
     assert out(f"ls {mnt}/orders-0/by-offset | head", cwd).split() == ["0", "1", "2", "3"]
     assert sh(f"cat {mnt}/orders-0/by-offset/2", cwd).stdout == b"b"
     assert sh(f"cat {mnt}/orders-0/by-offset/0", cwd).stdout == b"hello"

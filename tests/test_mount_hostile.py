@@ -161,6 +161,10 @@ CASES = [
      errno.ESPIPE, EROFS),
     ("pwrite append-batches at 100",
      lambda m: _pwrite(m / P / "append-batches", os.O_WRONLY, 100), errno.ESPIPE, EROFS),
+    ("pwrite append.jsonl at 100",
+     lambda m: _pwrite(m / P / "append.jsonl", os.O_WRONLY, 100), errno.ESPIPE, EROFS),
+    ("open keyed-values for writing",
+     lambda m: _open_close(m / P / "keyed-values", os.O_WRONLY), errno.EACCES, EROFS),
     ("lseek append", lambda m: _lseek(m / P / "append"), errno.ESPIPE, EROFS),
 ]
 

@@ -668,8 +668,8 @@ class MountModel(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.parts)), label="partition")
         assert sh("ls", self.m.path).stdout.split() == [n.encode() for n in sorted(self.parts)]
         assert sh(f"ls {name}", self.m.path).stdout.split() == [
-            b"append", b"append-batches", b"append-keyed", b"by-offset", b"by-time", b"from",
-            b"records.jsonl", b"values"]
+            b"append", b"append-batches", b"append-keyed", b"append.jsonl", b"by-offset",
+            b"by-time", b"from", b"keyed-values", b"records.jsonl", b"values"]
         start, res = self.settled(name, lambda: sh(f"ls -f {name}/by-offset", self.m.path))
         names = [n for n in res.stdout.split() if n not in (b".", b"..")]
         assert names == [b"%d" % o for o in range(start, self.parts[name].leo)], res

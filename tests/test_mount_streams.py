@@ -83,7 +83,7 @@ def test_windows_start_at_an_offset_the_last_n_or_a_time(orders):
     assert sh(f"cat from/{iso}/values", orders) == expected_values(2995)
     assert sh(f"cat from/@{T0 + 2997_500}/values", orders) == expected_values(2998)
     assert json.loads(sh("head -n 1 from/1234/records.jsonl", orders))["offset"] == 1234
-    assert sh("ls from/7", orders).split() == ["records.jsonl", "values"]
+    assert sh("ls from/7", orders).split() == ["keyed-values", "records.jsonl", "values"]
     assert sh(f"cat by-time/{iso}", orders) == "v2995"
     assert sh(f"wc -l < from/@{T0 - 5000}/values", orders).strip() == "3000"  # head never lost
 
@@ -212,3 +212,62 @@ def test_a_reader_whose_records_retention_removed_gets_eio_not_spliced_lines(tmp
         assert f.read(9) == b"line-%03d\n" % start
         assert f.read(9) == b"line-%03d\n" % (start + 1)
     assert "read at byte 9 after records under it were removed" in m.log_text()
+
+
+def test_keyed_values_print_key_tab_value_as_the_console_consumer(orders):
+    """``keyed-values``: ``key<TAB>value`` per record as ``kafka-console-consumer --property
+    print.key=true`` prints them (a null value prints ``null``), windows too."""
+    want = "".join(f"k{i % 7}\t{'null' if i % 500 == 499 else f'v{i}'}\n" for i in range(3000))
+    assert sh("cat keyed-values", orders) == want
+    assert os.stat(orders / "keyed-values").st_size == len(want.encode())
+    assert sh("tail -n 2 from/2990/keyed-values", orders) == "k2\tv2998\nk3\tnull\n"
+    assert sh("cat from/-3/keyed-values", orders) == "k1\tv2997\nk2\tv2998\nk3\tnull\n"
+    assert sh("awk -F '\\t' '$1 == \"k3\"' keyed-values | wc -l", orders).strip() == \
+        str(sum(1 for i in range(3000) if i % 7 == 3))
+    sh("echo 'no key' >> append", orders)  # a null key prints null
+    assert sh("tail -n 1 keyed-values", orders) == "null\tno key\n"
+
+
+def test_keyed_values_read_back_what_append_keyed_took(tmp_path, mount):
+    """What ``append-keyed`` takes, ``keyed-values`` gives back, with the mount's
+    --key-separator on both sides; so a partition's keyed records copy with ``cat >>``."""
+    m = mount(tmp_path / "data", "--key-separator=::")
+    text = "user-7::{\"sku\": 42}\n::empty key\nuser-8::a::b\t\nuser-9::\n"
+    sh(f"mkdir a-0 b-0 && printf '%s' '{text}' >> a-0/append-keyed", m.path)
+    assert sh("cat a-0/keyed-values", m.path) == text
+    sh("cat a-0/keyed-values >> b-0/append-keyed", m.path)
+    for offset in range(4):
+        a, b = (m.path / name / "by-offset" / str(offset) for name in ("a-0", "b-0"))
+        assert a.read_bytes() == b.read_bytes()
+        assert os.getxattr(a, "user.kafka.key") == os.getxattr(b, "user.kafka.key")
+
+
+def test_binary_values_with_newlines_are_safe_in_records_jsonl_only(tmp_path, mount):
+    """Values with newlines (binary or text) make ``values`` more lines than records;
+    ``records.jsonl`` keeps one line per record, and ``jq`` gets the exact bytes back: from
+    base64 for values that are not UTF-8, from the string for those that are."""
+    backing = tmp_path / "data"
+    (backing / "bin-0").mkdir(parents=True)
+    log = Log(backing / "bin-0", "bin", 0, LogConfig())
+    values = [bytes([(i * 37 + j * 11) % 256 for j in range(40)]) + b"\n\xff\n" if i % 2
+              else f"line {i}\nnext é\r\n\t\x00end".encode() for i in range(65)]
+    log.append_as_leader(build_batch(0, values, None, T0))
+    log.close()
+    m = mount(backing)
+    part = m.path / "bin-0"
+    assert int(sh("wc -l < values", part)) > 65  # not one line per record
+    assert sh("wc -l < records.jsonl", part).strip() == "65"
+    for offset, value in enumerate(values):
+        if offset % 2:
+            got = subprocess.run(
+                ["bash", "-c", f"jq -j 'select(.offset == {offset}) | .payload.base64' "
+                 "records.jsonl | base64 -d"], cwd=part, capture_output=True, check=True).stdout
+        else:
+            got = subprocess.run(["jq", "-j", f"select(.offset == {offset}) | .payload",
+                                  "records.jsonl"], cwd=part, capture_output=True,
+                                 check=True).stdout
+        assert got == value == (part / "by-offset" / str(offset)).read_bytes(), offset
+    # and they copy through jq into another partition's append.jsonl, byte for byte
+    sh("mkdir ../copy-0 && jq -c . records.jsonl >> ../copy-0/append.jsonl", part)
+    for offset, value in enumerate(values):
+        assert (m.path / "copy-0" / "by-offset" / str(offset)).read_bytes() == value

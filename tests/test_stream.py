@@ -25,6 +25,10 @@ def naive(log, fmt: StreamFormat, start: int, read_committed: bool) -> bytes:
             if fmt is StreamFormat.VALUES:
                 out.append((b"null" if r.value is None else bytes(r.value)) + b"\n")
                 continue
+            if fmt is StreamFormat.KEYED:  # console-consumer's print.key=true
+                out.append(b"\t".join(b"null" if b is None else bytes(b) for b in (r.key, r.value))
+                           + b"\n")
+                continue
             obj = {"topic": log.topic, "partition": log.partition, "offset": r.offset}
             if r.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
                 obj["tstype"] = "create" if r.timestamp_type == TimestampType.CREATE_TIME \
@@ -131,3 +135,38 @@ def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch
             assert not stream.wants_read_ahead(0, position - 1)
     assert not stream.wants_read_ahead(0, len(want) - 1)  # nothing after the last chunk
     log.close()
+
+
+def test_keyed_lines_take_the_separator_and_print_null(tmp_path):
+    """``keyed-values``: key, separator, value, newline per record; ``null`` for a null key or
+    value (kafka-console-consumer --property print.key=true), any separator."""
+    (tmp_path / "k-0").mkdir()
+    log = Log(tmp_path / "k-0", "k", 0, LogConfig())
+    log.append([b"a", None, b"c\nd", b""], [b"k1", b"k2", None, b"\xff"])
+    stream = LogStream(log, StreamFormat.KEYED, key_separator=b" => ")
+    stream.refresh()
+    want = b"k1 => a\nk2 => null\nnull => c\nd\n\xff => \n"
+    assert stream.size(0) == len(want) and stream.read(0, 0, 100) == want
+    assert stream.read(2, 0, 100) == b"null => c\nd\n\xff => \n"
+    log.close()
+
+
+@pytest.mark.needs_fixture("internal-topics/__consumer_offsets-7")
+def test_keyed_lines_of_a_coordinator_topic_are_its_decoded_key_and_value():
+    from conftest import INTERNAL_TOPICS
+    from storage.coordinator.records import decoded_line
+
+    manager = LogManager(INTERNAL_TOPICS, read_only=True)
+    try:
+        log = manager.get("__consumer_offsets-7")
+        stream = LogStream(log, StreamFormat.KEYED)
+        stream.refresh()
+        lines = bytes(stream.read(0, 0, stream.size(0))).splitlines()
+        records = [r for rs in log.record_lists(0) for r in rs]
+        assert len(lines) == len(records) > 0
+        for line, r in zip(lines, records):
+            key, value = line.split(b"\t")
+            whole = json.loads(decoded_line(log.topic, r.key, r.value, r.offset))
+            assert (json.loads(key), json.loads(value)) == (whole["key"], whole["value"])
+    finally:
+        manager.close()
