@@ -958,6 +958,8 @@ class Log:
         return True
 
     def _follow_active_segment(self) -> bool:
+        if not self._segments:  # (a directory whose first .log is not there yet)
+            return False
         next_offset = self._segments[-1].catch_up()
         if next_offset is None:
             return False

@@ -381,9 +381,13 @@ def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
         if time.monotonic() > deadline:
             pytest.fail("the broker's cleaner did not clean within the deadline")
     assert any(name.endswith(".log") for name in os.listdir(log_dir))
-    expected = consume_all(broker, "latest", 0, "read_uncommitted")
-    got = sh("jq -c '[.offset, .payload]' records.jsonl", part).splitlines()
-    assert got == [f'[{o},"{v.decode()}"]' for o, _, _, _, v, _ in expected]
+
+    def same_as_the_consumer() -> bool:  # (the cleaner may pass again meanwhile: both move on)
+        expected = consume_all(broker, "latest", 0, "read_uncommitted")
+        got = sh("jq -c '[.offset, .payload]' records.jsonl", part).splitlines()
+        return got == [f'[{o},"{v.decode()}"]' for o, _, _, _, v, _ in expected]
+
+    wait_until(same_as_the_consumer, "the mount to serve what Kafka's consumer reads")
     assert "Traceback" not in m.log_text()
 
 

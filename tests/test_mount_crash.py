@@ -144,6 +144,56 @@ def test_kill9_of_the_mount_keeps_every_acknowledged_line(mount, tmp_path):
     mgr.close()
 
 
+def test_kill9_then_a_corrupt_batch_loses_that_batch_only(mount, tmp_path):
+    """Crash trials with damage: after each kill -9 a bit flips in a batch of the active
+    segment that intact batches follow. The next mount salvages: only that batch's lines are
+    gone (into the quarantine), every other acknowledged line stays at its offset, and the next
+    line goes after the old log end (no offset reused)."""
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "orders.topic.properties").write_text("segment.bytes=20000\n")
+    m = mount(backing)
+    part_dir = backing / "orders-0"
+    assert sh("mkdir orders-0", m.path).returncode == 0
+    lost: set[int] = set()
+    leo, rng = 0, random.Random(11)
+    for trial in range(3):
+        for _ in range(30):  # one write, one batch: every one acknowledged when echo returns
+            lines = [line_for(o) for o in range(leo, leo + 3)]
+            with open(m.path / "orders-0" / "append", "ab") as f:
+                f.write(b"".join(line + b"\n" for line in lines))
+            leo += 3
+        kill9(m)
+        active = sorted(part_dir.glob("*.log"))[-1]
+        found = [(pos, b) for pos, b in _positions(active.read_bytes())]
+        position, bad = found[rng.randrange(len(found) - 1)]  # intact batches follow it
+        data = bytearray(active.read_bytes())
+        data[position + 61 + (bad.size_in_bytes - 61) // 2] ^= 0x10
+        active.write_bytes(bytes(data))
+        lost |= set(range(bad.base_offset, bad.last_offset + 1))
+        m = mount(backing)  # recovers (no clean-shutdown marker): salvages the damaged batch
+        part = m.path / "orders-0"
+        assert int(os.getxattr(part, "user.kafka.logEndOffset")) == leo, trial
+        listed = sorted(int(n) for n in os.listdir(part / "by-offset"))
+        assert listed == [o for o in range(leo) if o not in lost], trial
+        for offset in listed[-40:]:
+            assert (part / "by-offset" / str(offset)).read_bytes() == line_for(offset)
+        assert f"offsets {bad.base_offset}-{bad.last_offset}" in os.getxattr(
+            part, "user.kfs.damage").decode()
+    assert sh(f"echo '{line_for(leo).decode()}' >> orders-0/append", m.path).returncode == 0
+    assert (m.path / "orders-0" / "by-offset" / str(leo)).read_bytes() == line_for(leo)
+    mount.unmount(m)
+    kept = sorted((tmp_path / "data.quarantine").rglob("*.log.*"))
+    assert len(kept) == 3  # one piece per corrupted batch, nothing more
+
+
+def _positions(data: bytes):
+    position = 0
+    for batch in iter_batches(data):
+        yield position, batch
+        position += batch.size_in_bytes
+
+
 def test_corrupt_batch_is_eio_and_its_neighbours_read(mount, tmp_path):
     backing = tmp_path / "data"
     (tmp_path / "data").mkdir()
