@@ -183,7 +183,8 @@ class Rec:
 @dataclass
 class Part:
     name: str
-    records: list[Rec] = field(default_factory=list)  # at offset = index: offsets are contiguous
+    records: list[Rec | None] = field(default_factory=list)  # at offset = index; None: a
+    # record a salvage cut (a batch damaged while the mount was down: an offset gap)
     start: int = 0
     crashed: bool = False  # the next reading may find the start lower (see observe_start)
 
@@ -202,12 +203,18 @@ class Part:
         if self.topic == "aged":  # never past a record younger than retention.ms
             young = now_ms() - RETENTION_MS
             return next((o for o in range(self.start, self.leo)
-                         if self.records[o].ts is None or self.records[o].ts >= young), self.leo)
+                         if self.records[o] is not None and
+                         (self.records[o].ts is None or self.records[o].ts >= young)), self.leo)
         return 0
 
     def first_at(self, start: int, t: int) -> int | None:
         """ListOffsets: the first offset from ``start`` stamped ``t`` or later."""
-        return next((o for o in range(start, self.leo) if self.records[o].ts >= t), None)
+        return next((o for o in range(start, self.leo)
+                     if self.records[o] is not None and self.records[o].ts >= t), None)
+
+    def present(self, start: int) -> list[tuple[int, Rec]]:
+        """(offset, record) of the records from ``start`` that are there (not cut)."""
+        return [(o, r) for o, r in enumerate(self.records[start:], start) if r is not None]
 
 
 @dataclass
@@ -408,11 +415,11 @@ class MountModel(RuleBasedStateMachine):
         start, (listed, values, jsonl) = self.settled(name, lambda: (
             [int(n) for n in os.listdir(d / "by-offset")],
             (d / "values").read_bytes(), (d / "records.jsonl").read_bytes()))
-        kept = p.records[start:]
-        assert listed == list(range(start, p.leo)), name
+        kept = [r for _, r in p.present(start)]
+        assert listed == [o for o, _ in p.present(start)], name
         assert values == b"".join((b"null" if r.value is None else r.value) + b"\n" for r in kept)
         lines = [json.loads(line) for line in jsonl.splitlines()]
-        assert [x["offset"] for x in lines] == list(range(start, p.leo)), name
+        assert [x["offset"] for x in lines] == [o for o, _ in p.present(start)], name
         for x, r in zip(lines, kept):
             assert (x["topic"], x["partition"], x["tstype"]) == (p.topic, int(name.rsplit("-", 1)[1]), "create")
             assert (decoded(x["key"]), decoded(x["payload"])) == (r.key, r.value), (name, x)
@@ -635,7 +642,9 @@ class MountModel(RuleBasedStateMachine):
             return res, key
 
         start, (res, key) = self.settled(name, read)
-        if start <= offset < p.leo or (offset < start and res.returncode == 0):
+        if offset < p.leo and p.records[offset] is None:  # cut by a salvage
+            assert res.returncode != 0 and strerror(errno.ENOENT) in res.stderr, res
+        elif start <= offset < p.leo or (offset < start and res.returncode == 0):
             # (a record retention deleted may still be served while the kernel's entry for it
             # is being invalidated: its bytes must still be right)
             self.stale_reads += offset < start
@@ -650,7 +659,7 @@ class MountModel(RuleBasedStateMachine):
     def cat_by_time(self, data) -> None:
         name = data.draw(st.sampled_from(sorted(self.parts)), label="partition")
         p = self.parts[name]
-        stamps = sorted({r.ts for r in p.records[p.start:]})  # all learned by the last check
+        stamps = sorted({r.ts for _, r in p.present(p.start)})  # all learned by the last check
         t = pick(data, [0, *stamps, *(s + 1 for s in stamps), *(s - 1 for s in stamps)], "time")
         start, (link, cat) = self.settled(name, lambda: (
             sh(f"readlink {name}/by-time/{t}", self.m.path), sh(f"cat {name}/by-time/{t}", self.m.path)))
@@ -672,7 +681,7 @@ class MountModel(RuleBasedStateMachine):
             b"by-time", b"from", b"keyed-values", b"records.jsonl", b"values"]
         start, res = self.settled(name, lambda: sh(f"ls -f {name}/by-offset", self.m.path))
         names = [n for n in res.stdout.split() if n not in (b".", b"..")]
-        assert names == [b"%d" % o for o in range(start, self.parts[name].leo)], res
+        assert names == [b"%d" % o for o, _ in self.parts[name].present(start)], res
 
     @precondition(lambda self: self.parts)
     @rule(data=st.data())
@@ -692,7 +701,7 @@ class MountModel(RuleBasedStateMachine):
             return
         assert res.returncode == 0, res
         assert res.stdout == b"".join((b"null" if r.value is None else r.value) + b"\n"
-                                      for r in p.records[first:]), (first, res)
+                                      for _, r in p.present(first)), (first, res)
 
     # ---- retention
 
@@ -735,24 +744,52 @@ class MountModel(RuleBasedStateMachine):
         kill -9 the serving process (their partial lines were never acknowledged: lost)."""
         event("kill -9" if kill else "unmount")
         if kill:
-            os.kill(self.m.pid, signal.SIGKILL)
-            assert wait_for_exit(self.m.pid, 30)
-            subprocess.run(["fusermount3", "-u", "-z", str(self.m.path)], check=True, capture_output=True)
-            self.m.mounted = False
-            assert not is_mounted(self.m.path)
-            for h in self.handles:
-                try:
-                    self.fds.close(h.fd)
-                except OSError:
-                    pass
-            self.handles.clear()
-            for p in self.parts.values():
-                p.crashed = True
+            self.kill9()
         else:
             for h in list(self.handles):
                 self.close_handle(h)
             self.mounter.unmount(self.m)
         self.m = self.mounter(self.backing)
+
+    @precondition(lambda self: self.parts)
+    @rule(data=st.data())
+    def kill9_then_a_corrupt_batch(self, data) -> None:
+        """kill -9, then a bit flips in a batch of a partition's active segment that intact
+        batches follow (not its first record left): the next mount salvages it, so only that
+        batch's records go (an offset gap), every other stays at its offset."""
+        name = data.draw(st.sampled_from(sorted(self.parts)), label="partition")
+        p = self.parts[name]
+        self.kill9()
+        active = max((self.backing / name).glob("*.log"), default=None)
+        found = _batches(active.read_bytes()) if active else []
+        candidates = [(pos, b) for pos, b in found[:-1] if b.base_offset > p.start and
+                      all(p.records[o] is not None for o in range(b.base_offset, b.last_offset + 1))]
+        if candidates:
+            position, bad = data.draw(st.sampled_from(candidates), label="batch")
+            raw = bytearray(active.read_bytes())
+            raw[position + 61 + (bad.size_in_bytes - 61) // 2] ^= 0x10
+            active.write_bytes(bytes(raw))
+            for o in range(bad.base_offset, bad.last_offset + 1):
+                p.records[o] = None
+            event("a batch corrupted after kill -9: salvaged at the next mount")
+        self.m = self.mounter(self.backing)
+
+    def kill9(self) -> None:
+        """kill -9 the serving process: its open files' partial lines were never acknowledged."""
+        os.kill(self.m.pid, signal.SIGKILL)
+        assert wait_for_exit(self.m.pid, 30)
+        subprocess.run(["fusermount3", "-u", "-z", str(self.m.path)], check=True,
+                       capture_output=True)
+        self.m.mounted = False
+        assert not is_mounted(self.m.path)
+        for h in self.handles:
+            try:
+                self.fds.close(h.fd)
+            except OSError:
+                pass
+        self.handles.clear()
+        for p in self.parts.values():
+            p.crashed = True
 
     # ---- end of an example
 
@@ -769,6 +806,17 @@ class MountModel(RuleBasedStateMachine):
         note(f"{self.stale_reads} deleted records still served while being invalidated")
         for text in logs:
             assert "Traceback" not in text and "unexpected error" not in text, text[-5000:]
+
+
+def _batches(data: bytes) -> list:
+    """(position, batch) of each whole batch of a .log's bytes."""
+    from storage.records import iter_batches
+
+    out, position = [], 0
+    for batch in iter_batches(data):
+        out.append((position, batch))
+        position += batch.size_in_bytes
+    return out
 
 
 TestMountModel = pytest.mark.fuse(MountModel.TestCase)
