@@ -157,6 +157,8 @@ def errno_for(exc: BaseException) -> int:
         return errno.EINVAL
     for cls, code in _ERRNO_BY_ERROR:
         if isinstance(exc, cls):
+            if code in (errno.EINVAL, errno.EFBIG, errno.EEXIST, errno.EROFS):
+                log.info("refused (%s): %s", errno.errorcode[code], exc)  # the errno says less
             return code
     if isinstance(exc, OSError):
         if exc.errno:

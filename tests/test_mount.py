@@ -901,3 +901,9 @@ def test_by_time_takes_from_s_grammar_and_errnos(mount):
     fails_with("stat orders-0/by-time/abc", m.path, "Invalid argument")
     fails_with("stat orders-0/from/abc", m.path, "Invalid argument")
     fails_with(f"stat orders-0/by-time/{ts + 10**9}", m.path, "No such file")
+
+
+def test_a_refused_mkdir_says_why_in_the_log(mount):
+    m = mount()  # (the fixture logs at debug level)
+    fails_with("mkdir 'bad name-0'", m.path, "Invalid argument")
+    assert "refused (EINVAL)" in m.log_text() and "bad name" in m.log_text()
