@@ -934,7 +934,10 @@ class Log:
             return False
         bases = log_loader.bases_of(names)
         old = {s.base_offset: s for s in self._segments}
-        kept = {b: old[b] for b in bases if b in old and old[b].is_file_on_disk()}
+        # a segment whose file is gone, replaced or cut shorter than what was read is opened
+        # anew (a broker truncating its log, a cleaner's swap)
+        kept = {b: old[b] for b in bases if b in old and old[b].is_file_on_disk()
+                and old[b].file_size() >= old[b].size}
         if len(kept) == len(old) == len(bases) or not bases:
             return False  # (no .log at all: a listing mid-roll; Kafka keeps an active segment)
         segments = [kept.get(b) or LogSegment(self.dir, b, self.config, writable=False)
@@ -951,7 +954,10 @@ class Log:
         self._set_segments(segments)
         self._cache.clear()
         self._log_start_offset = max(self._log_start_offset, segments[0].base_offset)
-        self._leo = max(active.read_next_offset(), self._log_start_offset)
+        leo = max(active.read_next_offset(), self._log_start_offset)
+        if leo < self._leo:  # truncated: the producer state is rebuilt from the log
+            self.producer_state.truncate_and_reload(self._log_start_offset, leo)
+        self._leo = leo
         self._replay_producers()
         log.info("%s follows its directory: segments %s..%s, offsets %d..%d", self.name,
                  bases[0], bases[-1], self._log_start_offset, self._leo)
@@ -960,7 +966,12 @@ class Log:
     def _follow_active_segment(self) -> bool:
         if not self._segments:  # (a directory whose first .log is not there yet)
             return False
-        next_offset = self._segments[-1].catch_up()
+        active = self._segments[-1]
+        if active.file_size() < active.size:  # cut shorter under us: take the log in anew
+            log.warning("%s: %s shrank from %d to %d bytes under the reader", self.name,
+                        active.log_path.name, active.size, active.file_size())
+            return self._follow_segment_files(os.listdir(self.dir))
+        next_offset = active.catch_up()
         if next_offset is None:
             return False
         self._leo = max(self._leo, next_offset)
