@@ -194,3 +194,71 @@ class KafkaBroker:
                 raise TimeoutError(f"{path} did not get a topic ID")
             time.sleep(0.05)
         return path.read_text().split("topic_id:")[1].split()[0]
+
+
+# -- what Kafka's consumer reads, and the same shape of what kfs serves ----------------------
+
+DEADLINE_S = 90.0  # a wait on a condition gives up after this (a loaded machine is slow)
+
+
+def wait_until(condition, what: str):
+    """Poll ``condition`` until it returns something true (returned); TimeoutError after
+    DEADLINE_S."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def consume_all(broker: KafkaBroker, topic: str, partition: int, isolation: str) -> list[tuple]:
+    """Every record Kafka's consumer (confluent-kafka) returns for the partition, read until
+    its position reaches the high watermark: (offset, timestamp, timestamp type, key, value,
+    headers), as :func:`records_of` gives kfs's."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex,
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "log_level": 0, "auto.offset.reset": "earliest"})
+    try:
+        tp = TopicPartition(topic, partition)
+        low, high = wait_until(lambda: _watermarks(consumer, tp), f"{topic}-{partition} led")
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out, deadline = [], time.monotonic() + DEADLINE_S
+        while consumer.position([tp])[0].offset < high:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumer stuck at {consumer.position([tp])} below {high}")
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            ts_type, ts = message.timestamp()
+            out.append((message.offset(), ts, ts_type - 1, message.key(), message.value(),
+                        tuple((k, v) for k, v in message.headers() or ())))
+        return out
+    finally:
+        consumer.close()
+
+
+def _watermarks(consumer, tp) -> tuple[int, int] | None:
+    """The partition's (low, high) watermarks; None while it has no leader yet (just after
+    the broker started)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        return consumer.get_watermark_offsets(tp, timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION,
+                                  KafkaError.LEADER_NOT_AVAILABLE,
+                                  KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return None
+        raise
+
+
+def records_of(log, read_committed: bool) -> list[tuple]:
+    """What a kfs ``Log`` serves from its log start, as :func:`consume_all`'s tuples."""
+    return [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, tuple(r.headers))
+            for batch in log.record_lists(log.log_start_offset, read_committed=read_committed)
+            for r in batch]

@@ -35,15 +35,13 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
-from kafka_broker import KafkaBroker
+from kafka_broker import KafkaBroker, consume_all, records_of, wait_until
 from storage import LogManager
 from storage.checkpoint import read_offsets
 from storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, for_log_manager
@@ -54,7 +52,6 @@ from storage.records.control import ControlRecordType, build_control_batch
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TOPIC_CODEC = {"none": "uncompressed"}  # compression.type's name where it differs
-DEADLINE_S = 90.0  # a wait on a condition gives up after this (a loaded machine is slow)
 COMMIT, ABORT = ControlRecordType.COMMIT, ControlRecordType.ABORT
 
 
@@ -308,17 +305,6 @@ def epoch_entries(text: bytes) -> list[tuple[int, int]]:
     return [tuple(map(int, line.split())) for line in lines[2:]]
 
 
-def wait_until(condition, what: str):
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def create_topics(broker: KafkaBroker, topics: dict[str, dict[str, str]],
                   partitions: int = 1) -> None:
     for topic, config in topics.items():
@@ -329,56 +315,11 @@ def create_topics(broker: KafkaBroker, topics: dict[str, dict[str, str]],
                        f"{topic}-{p}/partition.metadata")
 
 
-def consume_all(broker: KafkaBroker, topic: str, partition: int, isolation: str) -> list[tuple]:
-    """Every record Kafka's consumer returns for the partition, read until its position
-    reaches the high watermark: (offset, timestamp, timestamp type, key, value, headers)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex,
-                         "enable.auto.commit": False, "isolation.level": isolation,
-                         "log_level": 0, "auto.offset.reset": "earliest"})
-    try:
-        tp = TopicPartition(topic, partition)
-        low, high = wait_until(lambda: _watermarks(consumer, tp), f"{topic}-{partition} led")
-        consumer.assign([TopicPartition(topic, partition, low)])
-        out, deadline = [], time.monotonic() + DEADLINE_S
-        while consumer.position([tp])[0].offset < high:
-            if time.monotonic() > deadline:
-                pytest.fail(f"consumer stuck at {consumer.position([tp])} below {high}")
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            ts_type, ts = message.timestamp()
-            out.append((message.offset(), ts, ts_type - 1, message.key(), message.value(),
-                        tuple((k, v) for k, v in message.headers() or ())))
-        return out
-    finally:
-        consumer.close()
-
-
-def _watermarks(consumer, tp) -> tuple[int, int] | None:
-    """The partition's (low, high) watermarks; None while it has no leader yet (just after
-    the broker started)."""
-    from confluent_kafka import KafkaError, KafkaException
-
-    try:
-        return consumer.get_watermark_offsets(tp, timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION,
-                                  KafkaError.LEADER_NOT_AVAILABLE,
-                                  KafkaError.UNKNOWN_TOPIC_OR_PART):
-            return None
-        raise
-
-
 def kfs_records(backing: Path, name: str, read_committed: bool) -> list[tuple]:
     """What kfs wrote, as the engine reads it back: the same tuples as consume_all."""
     mgr = LogManager(backing, read_only=True)
     try:
-        log = mgr.get(name)
-        return [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, tuple(r.headers))
-                for batch in log.record_lists(log.log_start_offset, read_committed=read_committed)
-                for r in batch]
+        return records_of(mgr.get(name), read_committed)
     finally:
         mgr.close()
 

@@ -12,19 +12,17 @@ import json
 import os
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_broker import KafkaBroker
+from kafka_broker import DEADLINE_S, KafkaBroker, consume_all, records_of, wait_until
 from storage import LogManager
 
 pytestmark = pytest.mark.kafka
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-DEADLINE_S = 60.0  # a wait on a condition gives up after this (a loaded machine is slow)
 
 
 def sh(script: str, cwd: Path | None = None, check: bool = True) -> str:
@@ -32,52 +30,9 @@ def sh(script: str, cwd: Path | None = None, check: bool = True) -> str:
                           timeout=120).stdout.decode()
 
 
-def wait_until(condition, what: str):
-    """Poll ``condition`` until it returns something true; fail after DEADLINE_S."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def producer(broker: KafkaBroker, **config) -> Producer:
     return Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0, "linger.ms": 5,
                      **{k.replace("_", "."): v for k, v in config.items()}})
-
-
-def consume_all(broker: KafkaBroker, topic: str, partition: int, isolation: str) -> list[tuple]:
-    """Every record Kafka's consumer returns for the partition, as comparable tuples, read
-    until its position reaches the high watermark."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex,
-                         "enable.auto.commit": False, "isolation.level": isolation,
-                         "log_level": 0, "auto.offset.reset": "earliest"})
-    try:
-        tp = TopicPartition(topic, partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=30)
-        consumer.assign([TopicPartition(topic, partition, low)])
-        out, deadline = [], time.monotonic() + DEADLINE_S
-        while consumer.position([tp])[0].offset < high:
-            if time.monotonic() > deadline:
-                pytest.fail(f"consumer stuck at {consumer.position([tp])} below {high}")
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            ts_type, ts = message.timestamp()
-            out.append((message.offset(), ts, ts_type - 1, message.key(), message.value(),
-                        tuple((k, v) for k, v in message.headers() or ())))
-        return out
-    finally:
-        consumer.close()
-
-
-def kfs_records(log, read_committed: bool) -> list[tuple]:
-    return [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, tuple(r.headers))
-            for batch in log.record_lists(log.log_start_offset, read_committed=read_committed)
-            for r in batch]
 
 
 def produce_everything(broker: KafkaBroker) -> dict[str, int]:
@@ -134,7 +89,7 @@ def test_the_engine_reads_what_the_brokers_consumer_reads(everything, isolation)
         assert "__cluster_metadata-0" not in manager.partition_names()
         for topic in ("mixed", "appendtime"):
             expected = consume_all(everything, topic, 0, isolation)
-            got = kfs_records(manager.catch_up(f"{topic}-0"), isolation == "read_committed")
+            got = records_of(manager.catch_up(f"{topic}-0"), isolation == "read_committed")
             assert got == expected, topic
         mixed = consume_all(everything, "mixed", 0, isolation)
         assert len(mixed) == 3000 + (400 if isolation == "read_committed" else 600)
@@ -155,7 +110,7 @@ def test_a_live_log_follows_the_broker_through_rolls(everything):
         log = manager.catch_up("mixed-0")
         assert log.log_end_offset == before_end + 3000
         assert log.segment_count > before_segments  # 1.5 MB more than a 1 MiB segment
-        assert kfs_records(log, False) == consume_all(everything, "mixed", 0, "read_uncommitted")
+        assert records_of(log, False) == consume_all(everything, "mixed", 0, "read_uncommitted")
         everything.create_topic("newer", 2)
         assert manager.catch_up_partitions()
         assert {"newer-0", "newer-1"} <= set(manager.partition_names())
@@ -282,7 +237,7 @@ def test_the_mount_never_changes_the_brokers_directory(everything, mount, tmp_pa
        "cat by-offset/1 > /dev/null", part)
     manager = LogManager(everything.log_dir, read_only=True)
     try:
-        values = [r[4] for r in kfs_records(manager.get("mixed-0"), False)]
+        values = [r[4] for r in records_of(manager.get("mixed-0"), False)]
     finally:
         manager.close()
     assert sh("wc -l < values", part).strip() == str(len(values))
@@ -316,7 +271,7 @@ def test_a_torn_batch_is_not_there_yet_then_whole(everything, tmp_path):
             f.write(data[first + 30:])
         log = manager.catch_up("t-0")
         assert log.log_end_offset == batches[-1].last_offset + 1
-        assert [r[4] for r in kfs_records(log, False)] == [b"lat-%d" % i for i in range(100)]
+        assert [r[4] for r in records_of(log, False)] == [b"lat-%d" % i for i in range(100)]
     finally:
         manager.close()
 
