@@ -54,6 +54,19 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def require_modules(*names: str) -> None:
+    """For a test module's top: each of ``names`` must import, else the module is skipped, or
+    under CI its collection fails (a CI run never passes by skipping)."""
+    import importlib.util
+
+    missing = [n for n in names if importlib.util.find_spec(n) is None]
+    if missing:
+        reason = f"{', '.join(missing)} not installed (the test extras: scripts/setup.sh test)"
+        if CI:
+            pytest.fail(f"{reason} (CI=true: every test must run)", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+
 def fixture_path(*parts: str) -> Path:
     """``FIXTURES_ROOT/<parts>``; the calling test is unavailable() when it does not exist."""
     path = FIXTURES_ROOT.joinpath(*parts)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kfs_env
+from conftest import kfs_env, require_modules
 
-pytest.importorskip("atheris", reason="atheris is not installed (it comes with the test extra)")
+require_modules("atheris")
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 SECONDS = 18  # per target, besides about 3 s of start-up and seed loading

@@ -7,10 +7,9 @@ import json
 import subprocess
 import sys
 
-import pytest
+from conftest import require_modules  # noqa: E402 (before the modules that need them)
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+require_modules("pyspark", "pyarrow")
 
 from conftest import kfs_env  # noqa: E402
 from storage import LogManager  # noqa: E402

@@ -9,8 +9,9 @@ import shutil
 
 import pytest
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+from conftest import require_modules  # noqa: E402 (before the modules that need them)
+
+require_modules("pyspark", "pyarrow")
 
 import kfs.spark  # noqa: E402
 from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes  # noqa: E402

@@ -4,9 +4,9 @@ appends in the next micro-batch, ``maxOffsetsPerTrigger``."""
 import json
 
 import pytest
+from conftest import require_modules
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+require_modules("pyspark", "pyarrow")
 
 from kfs.spark.options import parse_options  # noqa: E402
 from kfs.spark.source import KfsStreamReader, _rate_limit  # noqa: E402

@@ -2,9 +2,9 @@
 Kafka's default partitioner, and each task a transaction the driver commits or aborts."""
 
 import pytest
+from conftest import require_modules
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+require_modules("pyspark", "pyarrow")
 
 from kafka.partitioner.default import murmur2 as oracle_murmur2  # noqa: E402
 
