@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from storage.log_files import LOG_SUFFIX, PARTITION_FILE_SUFFIXES
+
 PARTITION_METADATA = "partition.metadata"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
@@ -54,7 +56,7 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"  # Kafka's UnifiedLog.DeleteDirSuffix
 # What a partition directory of Kafka's holds (other files are not copied)
-_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+_FILE_SUFFIXES = PARTITION_FILE_SUFFIXES
 _NAMED_FILES = ("leader-epoch-checkpoint", PARTITION_METADATA)
 
 
@@ -294,7 +296,7 @@ def _config_flags(backing: Path, topic: str) -> str:
 
 
 def _holds_records(directory: Path) -> bool:
-    return any(path.suffix == ".log" and path.stat().st_size > 0
+    return any(path.suffix == LOG_SUFFIX and path.stat().st_size > 0
                for path in directory.iterdir() if path.is_file())
 
 

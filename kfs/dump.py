@@ -49,6 +49,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from storage.log_files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+)
 from storage.coordinator.dumplog import java_json, offsets_key_payload, transaction_key_payload
 from storage.coordinator.records import (
     CONSUMER_OFFSETS,
@@ -88,7 +95,7 @@ __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_l
 MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes default
 MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log's --max-message-size default
 RECORD_INDENT = "|"
-SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -683,8 +690,9 @@ class _Dumper:
         name = os.path.basename(path)
         suffix = name[name.rfind("."):] if "." in name else ""
         handler: Callable[[str], None] | None = {
-            ".log": self.dump_log, ".index": self.dump_index, ".timeindex": self.dump_time_index,
-            ".snapshot": self.dump_snapshot, ".txnindex": self.dump_txn_index,
+            LOG_SUFFIX: self.dump_log, INDEX_SUFFIX: self.dump_index,
+            TIME_INDEX_SUFFIX: self.dump_time_index, SNAPSHOT_SUFFIX: self.dump_snapshot,
+            TXN_INDEX_SUFFIX: self.dump_txn_index,
         }.get(suffix)
         if handler is None:
             self.err.write(f"Ignoring unknown file {path} (kfs dump reads {', '.join(SUFFIXES)} files)\n")
@@ -807,7 +815,7 @@ class _Dumper:
 
     def dump_index(self, path: str) -> None:
         base = _base_offset(path)
-        log_path = _sibling(path, ".log")
+        log_path = _sibling(path, LOG_SUFFIX)
         _check_exists(log_path, "its segment's log ")
         index = OffsetIndex(path, base, 0, writable=False)
         try:
@@ -849,10 +857,10 @@ class _Dumper:
 
     def dump_time_index(self, path: str) -> None:
         base = _base_offset(path)
-        log_path = _sibling(path, ".log")
+        log_path = _sibling(path, LOG_SUFFIX)
         _check_exists(log_path, "its segment's log ")
         time_index = TimeIndex(path, base, 0, writable=False)
-        offset_index = OffsetIndex(_sibling(path, ".index"), base, 0, writable=False)
+        offset_index = OffsetIndex(_sibling(path, INDEX_SUFFIX), base, 0, writable=False)
         try:
             if self.options.index_sanity_check:
                 time_index.sanity_check()

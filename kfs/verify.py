@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -46,7 +45,18 @@ from storage.offset_index import OffsetIndex
 from storage.producer_state import decode_snapshot
 from storage.records import LOG_OVERHEAD, iter_batches
 from storage.records._codec import SegmentScan
-from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
+from storage.log_files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_FILE,
+    SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    filename_prefix,
+)
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn, TransactionIndex
@@ -65,14 +75,18 @@ __all__ = [
     "verify_partitions",
 ]
 
-_SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex)")
+def _segment_file(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix) of a segment file's name (not one being deleted, cleaned or
+    swapped), else None."""
+    m = SEGMENT_FILE.fullmatch(name)
+    return (int(m.group(1)), m.group(2)) if m and not m.group(3) else None
+
+
 _LEFTOVER_SUFFIXES = {
-    ".cleaned": "output of an interrupted compaction",
-    ".swap": "a compaction result not yet swapped in",
-    ".deleted": "a file whose deletion did not finish",
+    CLEANED_SUFFIX: "output of an interrupted compaction",
+    SWAP_SUFFIX: "a compaction result not yet swapped in",
+    DELETED_SUFFIX: "a file whose deletion did not finish",
 }
-_SNAPSHOT_SUFFIX = ".snapshot"
-_TXN_INDEX_SUFFIX = ".txnindex"
 _BLOCK = 1024 * 1024  # bytes read at a time from a .log, into one reused buffer
 _HEADER_UP_TO_MAGIC = 17
 _LENGTH = struct.Struct(">i")
@@ -130,7 +144,7 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
                 continue
             if child.is_dir():
                 found.append(child)
-        if not found and any(_SEGMENT_FILE.fullmatch(p.name) for p in backing.iterdir()):
+        if not found and any(_segment_file(p.name) for p in backing.iterdir()):
             raise UsageError(f"{backing} holds segment files: it is a partition directory; "
                              f"give its parent and the partition name ({backing.name})")
         return found
@@ -149,7 +163,7 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
 def log_bytes(partitions: Iterable[Path]) -> int:
     """Total size of the ``.log`` files of ``partitions`` (what the progress bar counts)."""
     return sum(p.stat().st_size for d in partitions for p in d.iterdir()
-               if (m := _SEGMENT_FILE.fullmatch(p.name)) and m.group(2) == "log")
+               if (f := _segment_file(p.name)) and f[1] == LOG_SUFFIX)
 
 
 def verify_partitions(partitions: Sequence[Path], on_bytes: Callable[[int], None] = lambda n: None,
@@ -177,18 +191,17 @@ def verify_partition(directory: Path, stats: VerifyStats | None = None,
     stats = stats if stats is not None else VerifyStats()
     partition = directory.name
     names = sorted(p.name for p in directory.iterdir())
-    bases = sorted(int(m.group(1)) for n in names
-                   if (m := _SEGMENT_FILE.fullmatch(n)) and m.group(2) == "log")
+    bases = sorted(f[0] for n in names if (f := _segment_file(n)) and f[1] == LOG_SUFFIX)
     for name in names:
         suffix = name[name.rfind("."):]
         if suffix in _LEFTOVER_SUFFIXES:
             yield Problem(partition, name, None,
                           f"leftover: {_LEFTOVER_SUFFIXES[suffix]} (Kafka finishes or removes it "
                           "at the next start)")
-        elif (m := _SEGMENT_FILE.fullmatch(name)) and m.group(2) != "log" and int(m.group(1)) not in bases:
+        elif (f := _segment_file(name)) and f[1] != LOG_SUFFIX and f[0] not in bases:
             yield Problem(partition, name, None,
                           "index file without its .log (Kafka deletes it at the next start)")
-        elif name.endswith(_SNAPSHOT_SUFFIX) and name[:-len(_SNAPSHOT_SUFFIX)].isdigit():
+        elif name.endswith(SNAPSHOT_SUFFIX) and name[:-len(SNAPSHOT_SUFFIX)].isdigit():
             yield from _check_snapshot(directory / name)
     previous_end: int | None = None  # the offset after the last batch of the earlier segments
     for base in bases:
@@ -394,7 +407,7 @@ def _check_snapshot(path: Path) -> Iterator[Problem]:
 def _check_txn_index(scan: _LogScan) -> Iterator[Problem]:
     """``TransactionIndex.sanityCheck`` (entries' last offsets not below the segment's base),
     strictly increasing last offsets, no partial trailing entry."""
-    path = scan.prefix.with_suffix(_TXN_INDEX_SUFFIX)
+    path = scan.prefix.with_suffix(TXN_INDEX_SUFFIX)
     if not path.exists():
         return  # created only when the segment gets an aborted transaction
     index = TransactionIndex(path, scan.base, writable=False)

@@ -38,7 +38,7 @@ from crc32c import crc32c
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import OffsetIndex
 from storage.offset_map import SkimpyOffsetMap
-from storage.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX
+from storage.log_files import CLEANED_SUFFIX
 from storage.records import LOG_OVERHEAD, RecordBatch, batch_at, compress, decompress
 from storage.records._codec import RecordFilter, map_run, map_section
 from storage.records.control import ControlRecordType, decode_control_record_key

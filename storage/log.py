@@ -34,6 +34,7 @@ from storage.errors import (
     RecordTooLargeError,
 )
 from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.log_files import SWAP_SUFFIX
 from storage.producer_state import (
     NO_PRODUCER_ID,
     AppendOrigin,
@@ -857,7 +858,7 @@ class Log:
         one, never a mix, and a crash between renames loads as one or the other. ``step(name)``
         is called after each rename. Raises LogCleaningAbortedError when ``old`` is no longer
         in the log (retention or truncation got there first); OSError."""
-        from storage.cleaner import SWAP_SUFFIX, LogCleaningAbortedError
+        from storage.cleaner import LogCleaningAbortedError
 
         with self._lock:
             segments = self._segments

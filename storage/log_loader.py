@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,22 +29,21 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.producer_state import ProducerStateManager
 from storage.quarantine import Quarantine
 from storage.records import iter_batches
-from storage.segment import (
+from storage.log_files import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_FILE as _SEGMENT_FILE,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    LogSegment,
     filename_prefix,
 )
+from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)((?:\.cleaned|\.swap|\.deleted)?)")
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 class IntactDataAfterDamageError(Exception):

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from storage.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX
 from storage.checkpoint import write_atomically
 from storage.errors import (
     CorruptSnapshotError,
@@ -77,8 +78,6 @@ NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 PRODUCER_SNAPSHOT_VERSION = 1
-SNAPSHOT_SUFFIX = ".snapshot"
-DELETED_SUFFIX = ".deleted"
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 
 _INT32_MAX = 0x7FFFFFFF

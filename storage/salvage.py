@@ -27,7 +27,8 @@ from pathlib import Path
 from storage.checkpoint import fsync_directory
 from storage.config import LogConfig
 from storage.damage import Cut, map_segment
-from storage.log_loader import CLEANED_SUFFIX, segment_bases
+from storage.log_files import CLEANED_SUFFIX
+from storage.log_loader import segment_bases
 from storage.quarantine import Quarantine
 from storage.segment import (
     INDEX_SUFFIX,

@@ -23,6 +23,14 @@ from crc32c import crc32c
 
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.log_files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    filename_prefix,
+)
 from storage.offset_index import OffsetIndex
 from storage.open_files import PooledFile
 from storage.records import (
@@ -40,11 +48,6 @@ from storage.transaction_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-DELETED_SUFFIX = ".deleted"
 _INT32_MAX = 2**31 - 1
 _SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
@@ -56,11 +59,6 @@ _INT32 = struct.Struct(">i")
 # a v2 batch header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
 _V2_OFFSETS_AND_MAX_TS = struct.Struct(">qi11xi8xq")
 Batch = RecordBatch | LegacyRecordBatch
-
-
-def filename_prefix(offset: int) -> str:
-    """The 20-digit, zero-padded file name prefix of a base offset (``LogFileUtils``)."""
-    return f"{offset:020d}"
 
 
 def now_ms() -> int:

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage.errors import CorruptIndexError, ReadOnlyLogError
+from storage.log_files import TXN_INDEX_SUFFIX
 
 __all__ = ["AbortedTxn", "TxnIndexSearchResult", "TransactionIndex", "TXN_INDEX_SUFFIX"]
 
-TXN_INDEX_SUFFIX = ".txnindex"
 CURRENT_VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
 
