@@ -136,45 +136,18 @@ class Broker(kafka_broker.KafkaBroker):
 
     live: list["Broker"] = []
 
+    def __init__(self, log_dir: Path, work_dir: Path, overrides: dict[str, str] | None = None):
+        super().__init__(log_dir, work_dir, overrides, java_opts=KAFKA_JVM, start_timeout_s=600)
+
     def start(self) -> "Broker":
-        saved = kafka_broker.JAVA_OPTS
-        kafka_broker.JAVA_OPTS = KAFKA_JVM
         Broker.live.append(self)
-        try:
-            return super().start()
-        finally:
-            kafka_broker.JAVA_OPTS = saved
+        return super().start()
 
     def again(self, log_dir: Path, work_dir: Path) -> "Broker":
         other = Broker(log_dir, work_dir, self.overrides)
         other.port, other.controller_port, other.cluster_id = (
             self.port, self.controller_port, self.cluster_id)
         return other
-
-    def _wait_serving(self) -> None:
-        # The tests' wait, with librdkafka's reconnect backoff kept short (its default grows to
-        # 10 s, which would be timed as the broker's start).
-        from confluent_kafka.admin import AdminClient
-
-        deadline = time.monotonic() + 600
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
-                             "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50})
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the broker exited ({self.proc.returncode}) while "
-                                   f"starting:\n{self.log_tail()}")
-            try:
-                if admin.list_topics(timeout=0.5).brokers:
-                    return
-            except Exception:  # noqa: BLE001 - KafkaException while it is not up yet
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the broker did not serve in 600 s:\n{self.log_tail()}")
-
-    def admin(self):
-        from confluent_kafka.admin import AdminClient
-
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
 
     def server_log_text(self) -> str:
         try:

@@ -177,9 +177,9 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
 
 
 def admin_config(broker: KafkaBroker, topic: str, config: dict[str, str]) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    admin = broker.admin()
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()])
     for future in admin.incremental_alter_configs([resource]).values():
