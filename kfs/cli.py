@@ -246,24 +246,21 @@ def existing_directory(text: str) -> str:
     return text
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return value
+def _positive(cast, what: str):
+    """An argparse type: a positive ``cast`` (int, float) of the text, else ``not <what>``."""
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text}")
+        return value
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return value
+_positive_int = _positive(int, "an integer")
+_positive_float = _positive(float, "a number")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,8 +435,6 @@ def _count(n: int, noun: str) -> str:
 def cmd_retention(args: argparse.Namespace) -> int:
     from storage import LogManager
     from storage.errors import KafkaStorageError
-    from storage.log_manager import describe_retention
-
     try:
         mgr = LogManager(args.backing_dir)
     except (KafkaStorageError, OSError) as exc:
@@ -768,12 +763,22 @@ def _capture_stderr(sink: list[str]):
                 print(text, file=sys.stderr)
 
 
+def describe_retention(log_, plan: list) -> str:
+    """One line saying what ``plan`` (``Log.retention_plan``) deletes of ``log_``: segments,
+    offsets, bytes and the rules."""
+    doomed = [segment for segment, _ in plan]
+    end = log_.log_segments()[len(doomed)].base_offset if len(doomed) < log_.segment_count \
+        else log_.log_end_offset
+    rules = ", ".join(dict.fromkeys(why for _, why in plan))
+    size = sum(s.size for s in doomed)
+    return (f"{log_.name}: {len(doomed)} of {log_.segment_count} segment(s), offsets "
+            f"{log_.log_start_offset}-{end - 1} ({size} of {log_.size_in_bytes} bytes): {rules}")
+
+
 def _retention_warnings(mgr) -> list[str]:
     """Before a writable mount's first retention pass: the partitions of which it would delete
     most (Kafka's rules applied to a directory the mount has not served before, e.g. data with
     old timestamps copied in), so that nobody is surprised."""
-    from storage.log_manager import describe_retention
-
     warnings = []
     for name, plan in sorted(mgr.retention_plans().items()):
         log_ = mgr.get(name)

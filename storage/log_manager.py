@@ -443,15 +443,3 @@ def _salvage_summary(plan, damage: IntactDataAfterDamageError, quarantine: Path 
                 + (f"; offsets {kept[0]}-{kept[1]} after them are kept where they were (an "
                    "offset gap remains; no offset is reused)" if kept else ""))
     return lines
-
-
-def describe_retention(log_, plan: list[tuple[Any, str]]) -> str:
-    """One line saying what ``plan`` (``Log.retention_plan``) deletes of ``log_``: segments,
-    offsets, bytes and the rules."""
-    doomed = [segment for segment, _ in plan]
-    end = log_.log_segments()[len(doomed)].base_offset if len(doomed) < log_.segment_count \
-        else log_.log_end_offset
-    rules = ", ".join(dict.fromkeys(why for _, why in plan))
-    size = sum(s.size for s in doomed)
-    return (f"{log_.name}: {len(doomed)} of {log_.segment_count} segment(s), offsets "
-            f"{log_.log_start_offset}-{end - 1} ({size} of {log_.size_in_bytes} bytes): {rules}")
