@@ -37,7 +37,7 @@ import time
 import pyfuse3
 import trio
 
-# kfs/fs.py: RECORD_TIMEOUT for record files (entry and attr), keep_cache=True on open.
+# kfs/mount/operations.py: RECORD_TIMEOUT for record files (entry and attr), keep_cache=True on open.
 RECORD_TIMEOUT = 3600.0
 
 ROOT = pyfuse3.ROOT_INODE  # 1

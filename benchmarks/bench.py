@@ -253,8 +253,8 @@ class Profiler:
             proc.wait()
 
     # py-spy cannot tell these waits from work: counted apart.
-    ENTRY = frozenset({"<module> (kfs/__main__.py)", "main (kfs/cli.py)", "cmd_mount (kfs/cli.py)",
-                       "serve (kfs/cli.py)"})
+    ENTRY = frozenset({"<module> (kfs/__main__.py)", "main (kfs/cli.py)", "cmd_mount (kfs/mount/command.py)",
+                       "serve (kfs/mount/daemon.py)"})
     WAITING = frozenset({"EpollIOManager.get_events", "EpollIOManager._epoll_wait", "WorkerThread._work"})
 
     @staticmethod
@@ -955,7 +955,7 @@ class Bench:
     # ---- 5. verify
 
     def bench_verify(self) -> None:
-        """``kfs verify`` (the command, and in process when kfs.verify's API allows) against the
+        """``kfs verify`` (the command, and in process when kfs.tools.verify's API allows) against the
         ceiling: read + CRC-32C of the same .log bytes (crc_ceiling.py, in process and as a
         command, so each kfs figure has a ceiling run the same way), and in process against the
         CRC-32C of each batch's CRC range, the CRC work the format requires."""
@@ -978,11 +978,11 @@ class Bench:
             "ceiling: same, batch by batch, in process": lambda: read_crc_batches(plans),
         }
         try:
-            from kfs import verify
+            from kfs.tools import verify
             parts = verify.find_partitions(self.backing)
             runs["kfs verify, in process"] = lambda: [i for i in verify.verify_partitions(parts)
                                                       if isinstance(i, verify.Problem)]
-        except Exception as exc:  # noqa: BLE001 - kfs.verify is being rewritten
+        except Exception as exc:  # noqa: BLE001 - an API the command no longer has
             print(f"note: kfs verify in process: n/a ({type(exc).__name__}: {exc})")
         times: dict[str, list[float]] = collections.defaultdict(list)
         out: dict[str, Any] = {}

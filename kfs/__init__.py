@@ -1,7 +1,7 @@
 """kfs: Kafka topic partitions, stored in Apache Kafka's own on-disk format, served as files.
 
-``kfs.fs`` is the pyfuse3 file system, ``kfs.cli`` the ``kfs`` command, ``kfs.inodes`` and
-``kfs.append`` the pure pieces (inode numbering, line/key framing) they share.
+``kfs.mount`` is the pyfuse3 file system and its serving process, ``kfs.tools`` the offline
+tools (dump, verify, compact, ...), ``kfs.spark`` the PySpark data source, ``kfs.cli`` the command.
 """
 
 __version__ = "0.1.0"

@@ -30,5 +30,5 @@ mkdir -p "$mountpoint" 2>/dev/null || true  # (a stale kfs mount fails here: kfs
 kfs=("$root/.venv/bin/kfs" mount ${opts[@]+"${opts[@]}"} -- "$backing" "$mountpoint")
 [ -z "$fg" ] || exec "${kfs[@]}"  # (serves until unmounted, logging to stderr)
 "${kfs[@]}"
-[ -n "$log" ] || log="$("$root/.venv/bin/python" -c 'import sys; from kfs.cli import default_log_file; print(default_log_file(sys.argv[1]))' "$mountpoint")"
+[ -n "$log" ] || log="$("$root/.venv/bin/python" -c 'import sys; from kfs.mount.daemon import default_log_file; print(default_log_file(sys.argv[1]))' "$mountpoint")"
 echo "kfs: $backing mounted at $mountpoint (unmount: fusermount3 -u $mountpoint; log: $log)"

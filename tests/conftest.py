@@ -34,8 +34,8 @@ from typing import NoReturn
 import pytest
 
 from kafka_broker import KafkaBroker, kafka_missing
-from kfs.mounts import alive as _alive
-from kfs.mounts import serving_processes
+from kfs.mount.mount_table import alive as _alive
+from kfs.mount.mount_table import serving_processes
 
 REPO = Path(__file__).resolve().parent.parent
 # Partition directories written by Kafka's own code (each set with a README.txt saying how).

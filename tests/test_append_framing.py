@@ -1,10 +1,10 @@
-"""Unit tests of kfs.append: lines and keys out of write() chunks (no FUSE, no disk)."""
+"""Unit tests of kfs.mount.append: lines and keys out of write() chunks (no FUSE, no disk)."""
 
 import random
 
 import pytest
 
-from kfs.append import (AbandonedLineError, InvalidJsonLineError, LineFramer, json_records,
+from kfs.mount.append import (AbandonedLineError, InvalidJsonLineError, LineFramer, json_records,
                         parse_separator)
 
 

@@ -1,9 +1,9 @@
-"""Unit tests of kfs.inodes: the computed inode numbering (no FUSE, no disk)."""
+"""Unit tests of kfs.mount.inodes: the computed inode numbering (no FUSE, no disk)."""
 
 import pytest
 
-from kfs import inodes
-from kfs.inodes import Kind, Node
+from kfs.mount import inodes
+from kfs.mount.inodes import Kind, Node
 
 
 # Every per-partition node with a fixed number, and its low bits (the design's table).

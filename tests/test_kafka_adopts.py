@@ -47,7 +47,7 @@ from storage.checkpoint import read_offsets
 from storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, for_log_manager
 from storage.producer_state import list_snapshot_files
 from storage.records import build_batch
-from storage.records.batch import now_ms
+from storage.clock import now_ms
 from storage.records.control import ControlRecordType, build_control_batch
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import KAFKA_WRITTEN, REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
-from kfs.inodes import PARTITION_ENTRIES, WINDOW_ENTRIES
+from kfs.mount.inodes import PARTITION_ENTRIES, WINDOW_ENTRIES
 
 # Tests using the ``mount`` fixture are marked ``fuse`` by conftest; the CLI's own checks are not.
 FIXTURES = KAFKA_WRITTEN

@@ -80,7 +80,7 @@ TEXT = st.lists(st.one_of(BYTE, st.just(b"\t")), max_size=24).map(b"".join)  # a
 
 # The append files stay open in this process, which never forks: the kernel sends FUSE a flush
 # on every close of a descriptor, the close-on-exec ones of a forked child included, and a
-# flush stores the pending partial line (kfs/fs.py). The test itself spawns shells.
+# flush stores the pending partial line (kfs/mount/operations.py). The test itself spawns shells.
 FD_HOLDER = r"""
 import base64, json, os, sys
 for line in sys.stdin:
@@ -240,7 +240,7 @@ class Handle:
     planned: deque = field(default_factory=deque)
 
     def abandon(self, chunk: bytes, code: int) -> None:
-        """The mount's rule (kfs.append): a failed write drops the partial line or batch, and
+        """The mount's rule (kfs.mount.append): a failed write drops the partial line or batch, and
         for lines, unless the chunk ended one, the rest of the line (later writes refused until
         a refused chunk ends with a newline); a batch stream never resynchronises."""
         self.pending = b""

@@ -116,7 +116,7 @@ def test_a_background_mount_logs_under_xdg_state_home_by_default(mount, tmp_path
     assert "unknown topic config 'bogus.key'" in log.read_text()
     assert run('"$PY" -m kfs umount mnt', tmp_path).returncode == 0
     # without XDG_STATE_HOME (or with a relative one, which the XDG spec says to ignore)
-    where = ('"$PY" -c "from kfs.cli import default_log_file as f; '
+    where = ('"$PY" -c "from kfs.mount.daemon import default_log_file as f; '
              'print(f(\'/home/me/mnt\')); print(f(\'/\'))"')
     for xdg in ("", "relative/state"):
         res = run(where, tmp_path, HOME="/home/me", XDG_STATE_HOME=xdg)

@@ -9,7 +9,7 @@ import pytest
 from storage import LogConfig, LogManager
 from storage.log import Log
 from storage.records import build_batch
-from storage.records.batch import now_ms
+from storage.clock import now_ms
 from storage.records.control import ControlRecordType, end_transaction_marker
 
 OLD = 1_000_000  # epoch ms: a producer silent for decades

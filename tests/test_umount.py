@@ -4,7 +4,7 @@ right after a plain ``fusermount3 -u`` waits for the closing process instead of 
 import subprocess
 
 from conftest import REPO, daemon_pids, is_mounted, kfs_command, kfs_env
-from kfs.mounts import alive
+from kfs.mount.mount_table import alive
 from storage import LogManager
 
 

@@ -44,7 +44,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from storage import LogManager
 from storage.records import RECORD_BATCH_OVERHEAD
 from storage.records._codec import assign_partitions, encode_arrow, seal_in_place
-from storage.records.batch import now_ms
+from storage.clock import now_ms
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.topic_partition import parse_partition_dir_name
 

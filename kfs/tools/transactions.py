@@ -17,6 +17,7 @@ nobody mounts, or for a look beside a mount.
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,8 @@ from storage.producer_state import OpenTransaction
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.topic_partition import parse_partition_dir_name
 
-from .mounts import find_mount
+from kfs.args import CliError, existing_directory, positive_int
+from kfs.mount.mount_table import find_mount
 
 COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
            "StartOffset", "LastTimestamp")
@@ -114,3 +116,72 @@ def _append(backing_dir: Path, name: str, data: bytes) -> None:
         mgr.get(name).append_as_leader(data)
     finally:
         mgr.close()
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def add_parser(sub) -> None:
+    txns = sub.add_parser(
+        "transactions",
+        help="list, find hanging and abort open transactions, as kafka-transactions.sh does",
+        description=(
+            "The open transactions of BACKING_DIR (a producer's transactional batches with no "
+            "COMMIT/ABORT marker yet), with kafka-transactions.sh's verbs. A running writable "
+            "mount aborts transactions open longer than transaction.timeout.ms by itself; "
+            "abort writes through such a mount, else under the directory's lock."),
+    )
+    txns.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
+    verbs = txns.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb, help_text in (("list", "every open transaction"),
+                            ("find-hanging", "open transactions whose producer has been "
+                                             "silent longer than --max-transaction-timeout")):
+        p = verbs.add_parser(verb, help=help_text)
+        p.add_argument("--topic", help="only this topic")
+        p.add_argument("--partition", type=int, help="only this partition (with --topic)")
+        if verb == "find-hanging":
+            p.add_argument("--max-transaction-timeout", type=positive_int, metavar="MINUTES",
+                           default=15, help="Kafka's transaction.max.timeout.ms in minutes "
+                                            "(default 15)")
+    p = verbs.add_parser("abort", help="write an ABORT marker for one open transaction")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--start-offset", type=int, help="the transaction's first offset")
+    p.add_argument("--producer-id", type=int)
+    p.add_argument("--producer-epoch", type=int)
+    p.add_argument("--coordinator-epoch", type=int)
+    txns.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage.errors import KafkaStorageError
+
+    backing = Path(args.backing_dir)
+    if not backing.is_dir():
+        raise CliError(f"backing directory {backing} does not exist")
+    if args.verb != "abort" and args.partition is not None and args.topic is None:
+        raise CliError("--partition needs --topic")
+    try:
+        if args.verb == "list":
+            found = open_transactions(backing, args.topic, args.partition)
+            print(table(COLUMNS, [row(*f) for f in found]))
+        elif args.verb == "find-hanging":
+            found = open_transactions(backing, args.topic, args.partition)
+            print(table((*COLUMNS, "Duration(min)"),
+                           hanging(found, args.max_transaction_timeout)))
+        else:
+            print(f"aborted the transaction of producer {_abort(backing, args)} in "
+                  f"{args.topic}-{args.partition}")
+    except (TransactionsError, KafkaStorageError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def _abort(backing: Path, args: argparse.Namespace) -> int:
+    by_producer = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
+    if args.start_offset is not None and not any(v is not None for v in by_producer):
+        return abort(backing, args.topic, args.partition, start_offset=args.start_offset)
+    if args.start_offset is None and all(v is not None for v in by_producer):
+        return abort(backing, args.topic, args.partition, producer=by_producer)
+    raise CliError("abort takes --start-offset, or --producer-id, --producer-epoch and "
+                   "--coordinator-epoch")

@@ -33,7 +33,7 @@ from typing import Any
 from storage.coordinator.records import CONSUMER_OFFSETS, TRANSACTION_STATE
 from storage.coordinator.replay import COORDINATOR_TOPICS, CoordinatorReplay
 from storage.errors import KafkaStorageError
-from storage.records.batch import now_ms
+from storage.clock import now_ms
 from storage.topic_partition import parse_partition_dir_name
 
 GROUPS = "consumer-groups"

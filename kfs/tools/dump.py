@@ -37,6 +37,7 @@ stderr (the exit status stays 0).
 
 from __future__ import annotations
 
+import argparse
 import codecs
 import contextlib
 import dataclasses
@@ -45,6 +46,7 @@ import gc
 import json
 import mmap
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -89,6 +91,8 @@ from storage.records.control import (
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import TransactionIndex
+
+from kfs.args import positive_int, with_stdout
 
 __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_line"]
 
@@ -963,3 +967,59 @@ def _snapshot_object(entry: ProducerStateEntry) -> dict[str, Any]:
         obj.update(firstSequence=b.first_seq, lastSequence=b.last_seq, lastOffset=b.last_offset,
                    offsetDelta=b.offset_delta, timestamp=b.timestamp)
     return obj
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def add_parser(sub) -> None:
+    dump = sub.add_parser(
+        "dump",
+        help="print .log/.index/.timeindex/.snapshot/.txnindex files as kafka-dump-log does",
+        description=(
+            "Print segment files as Kafka's kafka-dump-log does: a line per batch of a .log (and "
+            "a '| offset: ...' line per record with --deep-iteration), the entries of .index and "
+            ".timeindex files (checked against their .log; mismatches go to stderr), producer "
+            "snapshots and transaction indexes. Nothing is written."
+        ),
+    )
+    dump.add_argument("files", metavar="FILE", nargs="*", help="segment files to dump")
+    dump.add_argument("--files", dest="files_csv", metavar="FILE[,FILE...]", action="append",
+                      default=[], help="comma-separated files, as kafka-dump-log takes them")
+    dump.add_argument("--deep-iteration", action="store_true",
+                      help="print every record, not just batches")
+    dump.add_argument("--print-data-log", action="store_true",
+                      help="print record keys and values as UTF-8 text (implies --deep-iteration)")
+    dump.add_argument("--skip-record-metadata", action="store_true",
+                      help="with --print-data-log, print only keys and values")
+    dump.add_argument("--verify-index-only", action="store_true",
+                      help="check index entries against the .log without printing them")
+    dump.add_argument("--index-sanity-check", action="store_true",
+                      help="only run Kafka's sanity check on .index/.timeindex files")
+    dump.add_argument("--max-bytes", type=positive_int, metavar="N",
+                      help="read at most N bytes of each .log (default: all)")
+    dump.add_argument("--json", action="store_true",
+                      help="one JSON object per line (kcat -J fields for records); "
+                           "non-UTF-8 bytes as {\"base64\": ...}")
+    dump.add_argument("--offsets-decoder", action="store_true",
+                      help="decode the records as __consumer_offsets records (implies "
+                           "--print-data-log; with --json: decoded key and value objects)")
+    dump.add_argument("--transaction-log-decoder", action="store_true",
+                      help="decode the records as __transaction_state records (implies "
+                           "--print-data-log; with --json: decoded key and value objects)")
+    dump.set_defaults(func=run, more_positionals="files")
+
+
+def run(args: argparse.Namespace) -> int:
+    files = list(args.files) + [f for csv in args.files_csv for f in csv.split(",") if f]
+    if not files:
+        print("kfs dump: error: no FILE given", file=sys.stderr)
+        return 2
+    options = DumpOptions(
+        deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
+        verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
+        skip_record_metadata=args.skip_record_metadata,
+        max_bytes=args.max_bytes or MAX_BYTES_DEFAULT, json=args.json,
+        offsets_decoder=args.offsets_decoder, transaction_log_decoder=args.transaction_log_decoder,
+    )
+    return with_stdout(lambda out: dump_files(files, options, out, sys.stderr))

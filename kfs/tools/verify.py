@@ -25,12 +25,16 @@ intact batch stays (``storage.salvage``); then the engine recovers the directory
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import os
 import struct
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from crc32c import crc32c
 
@@ -60,6 +64,8 @@ from storage.log_files import (
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn, TransactionIndex
+
+from kfs.args import confirm, count, existing_directory, with_stdout
 
 __all__ = [
     "Problem",
@@ -573,3 +579,122 @@ def _describe_change(suffix: str, old: tuple[int, bytes | None] | None,
     if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         return f"{suffix} rebuilt"
     return f"{suffix} rewritten"
+
+
+# --------------------------------------------------------------------------- the command
+
+PROGRESS_BYTES = 1 << 30  # a progress bar even off a terminal from this many bytes on
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="check every segment of a backing directory (read-only); --repair recovers it",
+        description=(
+            "Check the partitions of BACKING_DIR (all, or the PARTITIONs named) read-only: batch "
+            "sizes and CRCs, offsets, segment base offsets, every .index and .timeindex entry, "
+            "leftover .cleaned/.swap/.deleted files. One line per problem (partition/file:byte: "
+            "what), then a summary. Exit status: 0 clean, 1 problems found, 2 usage error."
+        ),
+    )
+    p.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
+    p.add_argument("partitions", metavar="PARTITION", nargs="*",
+                   help="partition directories to check, e.g. orders-0 (default: all)")
+    p.add_argument("--repair", action="store_true",
+                   help="when problems are found, say what a repair would cut (files, byte "
+                        "ranges, offsets, records) and, with --yes or a yes on a terminal, "
+                        "do it: only bytes that are not intact batches go, into the "
+                        "quarantine; every intact batch stays (the log keeps an offset gap); "
+                        "then the whole directory is recovered (indexes rebuilt, leftovers "
+                        "settled), and verified again")
+    p.add_argument("--yes", action="store_true",
+                   help="with --repair: repair without asking")
+    p.add_argument("--quarantine", metavar="DIR",
+                   help="with --repair: keep what is cut under DIR/<UTC time>/ (default: "
+                        "BACKING_DIR.quarantine beside the backing directory; never inside it)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr (default: when stderr is a terminal "
+                        "or there is more than 1 GiB to check)")
+    p.set_defaults(func=run, more_positionals="partitions")
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage.quarantine import check_outside, default_root
+
+    try:
+        partitions = find_partitions(args.backing_dir, args.partitions)
+        args.quarantine = args.quarantine or default_root(args.backing_dir)
+        check_outside(args.quarantine, args.backing_dir)
+    except (UsageError, ValueError) as exc:
+        print(f"kfs verify: error: {exc}", file=sys.stderr)
+        return 2
+    return with_stdout(lambda out: _verify_and_repair(out, args, partitions))
+
+
+def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int:
+    problems = _verify_run(out, partitions, args.progress)
+    if not problems or not args.repair:
+        return 1 if problems else 0
+    try:
+        plan = plan_repair(partitions, problems)
+    except Exception as exc:  # noqa: BLE001 - any failure to plan is reported as one line
+        print(f"kfs verify: error: cannot plan the repair: {exc}", file=sys.stderr)
+        return 1
+    out.write("repair plan (nothing has changed yet):\n")
+    for line in describe_plan(plan):
+        out.write(f"  {line}\n")
+    out.write(f"what is cut is kept, with a manifest, in {args.quarantine}/<UTC time>/\n")
+    if not (args.yes or confirm(out, "repair now? [y/N] ")):
+        out.write("nothing changed: run with --yes to repair\n")
+        return 1
+    try:
+        changes, quarantine = repair(args.backing_dir, partitions, plan, args.quarantine)
+    except Exception as exc:  # noqa: BLE001 - any failure to recover is reported as one line
+        print(f"kfs verify: error: repair failed: {exc}", file=sys.stderr)
+        return 1
+    for piece in quarantine.pieces:
+        out.write(f"kept {piece['source']} bytes {piece['start']}-{piece['end']} as "
+                  f"{quarantine.directory / piece['file']}\n")
+    if quarantine.directory is not None:
+        out.write(f"quarantine manifest: {quarantine.directory / 'manifest.jsonl'}\n")
+    for change in changes:
+        out.write(f"repaired {change}\n")
+    out.write(f"repair done ({len(changes)} changed); verifying again\n")
+    out.flush()
+    return 1 if _verify_run(out, partitions, args.progress) else 0
+
+
+
+
+def _verify_run(out: TextIO, partitions, progress: bool | None) -> list:
+    """Verify ``partitions``, printing each problem and a summary; returns the problems."""
+    from tqdm import tqdm
+
+    from storage.file_lock import held_elsewhere
+
+    in_use = bool(partitions) and held_elsewhere(partitions[0].parent)
+    if in_use:
+        out.write(f"{partitions[0].parent} is in use (a kfs mount or a Kafka broker holds its "
+                  ".lock): its active segments are checked as Kafka checks a running log "
+                  "(preallocated indexes and a batch being written are not problems)\n")
+    total = log_bytes(partitions)
+    show = progress if progress is not None else (sys.stderr.isatty() or total > PROGRESS_BYTES)
+    problems = []
+    started = time.monotonic()
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="verify",
+              disable=not show, file=sys.stderr, leave=False) as bar:
+        for item in verify_partitions(partitions, bar.update, in_use):
+            if isinstance(item, VerifyStats):
+                stats = item
+                continue
+            problems.append(item)
+            if show:
+                tqdm.write(str(item), file=out)
+            else:
+                out.write(f"{item}\n")
+    seconds = time.monotonic() - started
+    out.write(f"{count(stats.partitions, 'partition')}, {count(stats.segments, 'segment')}, "
+              f"{count(stats.bytes, 'byte')} checked in {seconds:.1f} s: "
+              f"{count(len(problems), 'problem') if problems else 'no problems'}\n")
+    out.flush()
+    return problems

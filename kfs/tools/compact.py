@@ -12,16 +12,13 @@ Kafka's own cleaner run with the same clock.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator
+from kfs.args import existing_directory
 
 PROGRESS_BYTES = 1 << 30  # a progress bar even off a terminal from this many bytes on
 
 
 def add_parser(sub) -> None:
-    from .cli import existing_directory  # (cli imports this module first)
-
     p = sub.add_parser(
         "compact",
         help="clean compacted partitions now, as Kafka's log cleaner does",
@@ -44,39 +41,14 @@ def add_parser(sub) -> None:
     p.set_defaults(func=main, more_positionals="partitions")
 
 
-@contextlib.contextmanager
-def fixed_clock(now_ms: int | None) -> Iterator[None]:
-    """Every clock of the engine reads ``now_ms`` inside the block (nothing when None)."""
-    if now_ms is None:
-        yield
-        return
-    import storage.log
-    import storage.log_cleaner
-    import storage.producer_state
-    import storage.segment
-
-    modules = (storage.log, storage.log_cleaner, storage.producer_state, storage.segment)
-    saved = [m.now_ms for m in modules]
-    for m in modules:
-        m.now_ms = lambda: now_ms
-    try:
-        yield
-    finally:
-        for m, clock in zip(modules, saved):
-            m.now_ms = clock
-
-
 def main(args: argparse.Namespace) -> int:
-    with fixed_clock(args.now_ms):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
     from storage import LogManager
+    from storage.clock import SYSTEM_CLOCK, FixedClock
     from storage.errors import KafkaStorageError
 
     try:
-        mgr = LogManager(args.backing_dir)
+        clock = SYSTEM_CLOCK if args.now_ms is None else FixedClock(args.now_ms)
+        mgr = LogManager(args.backing_dir, clock=clock)
     except (KafkaStorageError, OSError) as exc:
         print(f"kfs compact: error: {exc}", file=sys.stderr)
         return 1
@@ -100,13 +72,10 @@ def _run(args: argparse.Namespace) -> int:
 def _clean_all(mgr, names: list[str], args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from storage.log_cleaner import stats_message
-    from storage.segment import now_ms
-
-    from storage.log_cleaner import for_log_manager
+    from storage.log_cleaner import for_log_manager, stats_message
 
     cleaner = for_log_manager(mgr)
-    now = now_ms()
+    now = mgr.clock.milliseconds()
     for name in names:
         mgr.get(name).remove_expired_producers(now)
     total = sum(_work_bytes(cleaner, mgr.get(n), now) for n in names if mgr.get(n).config.compact)

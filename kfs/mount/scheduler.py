@@ -15,7 +15,6 @@ logged and retried at the next interval rather than taking the mount down.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -24,10 +23,6 @@ log = logging.getLogger(__name__)
 
 # How often the cheap per-log checks (flush.ms, due .deleted files) run.
 TICK_S = 1.0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 async def _every(interval_s: float, job: Callable[[], Awaitable[object]], name: str) -> None:
@@ -62,7 +57,7 @@ def start_jobs(nursery: trio.Nursery, fs, mgr) -> None:
     nursery.start_soon(_every, cfg.retention_check_interval_ms / 1000, fs.apply_retention,
                        "retention")
     nursery.start_soon(_every, TICK_S, lambda: trio.to_thread.run_sync(
-        lambda: (mgr.flush_dirty_logs(_now_ms()), mgr.delete_due_files())), "flush")
+        lambda: (mgr.flush_dirty_logs(mgr.clock.milliseconds()), mgr.delete_due_files())), "flush")
     nursery.start_soon(_every, cfg.flush_offset_checkpoint_interval_ms / 1000,
                        _in_thread(mgr.checkpoint_recovery_points), "recovery-point checkpoint")
     nursery.start_soon(_every, cfg.flush_start_offset_checkpoint_interval_ms / 1000,

@@ -16,7 +16,7 @@ Layout (every path maps to one storage call)::
     /<topic>-<N>/append.jsonl           write-only: one records.jsonl-shaped JSON object per line
                                         (key, payload, headers, ts; null payload: a tombstone)
     /<topic>-<N>/values                 read-only stream: every record's value and "\n", from the
-                                        log start offset (``kfs.streams``)
+                                        log start offset (``kfs.mount.streams``)
     /<topic>-<N>/keyed-values           read-only stream: ``key<SEP>value`` and "\n" per record
                                         (console consumer's print.key; null prints "null")
     /<topic>-<N>/records.jsonl          read-only stream: one kcat -J JSON object per record
@@ -45,11 +45,9 @@ OSErrors into errnos (see ``errno_for``).
 
 from __future__ import annotations
 
-import base64
 import errno
 import functools
 import itertools
-import json
 import logging
 import os
 import stat
@@ -62,7 +60,6 @@ import pyfuse3
 import trio
 
 from storage import errors as serr
-from storage import TimestampType
 from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.coordinator.records import decoded_line
 
@@ -76,7 +73,8 @@ from .append import (
     PartialBatchError,
     json_records,
 )
-from .damage import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes, readable_run
+from .attrs import XATTR_PREFIX, partition_xattrs, record_xattrs
+from .damage_notes import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes, readable_run
 from .inodes import Kind
 from .streams import StreamHandle, Streams
 from .views import ROOT_NAMES, CoordinatorViews, Entry, is_coordinator_topic
@@ -104,7 +102,6 @@ DOT_COOKIES = 2
 ENOATTR = pyfuse3.ENOATTR
 # Longest name (bytes), as statfs reports it; the kernel passes FUSE names up to 1024 bytes.
 NAME_MAX = 255
-XATTR_PREFIX = b"user.kafka."
 
 
 # --------------------------------------------------------------------------- errno mapping
@@ -243,67 +240,6 @@ class RecordCache:
         while len(self._items) > self._max_entries or self._bytes > self._max_bytes:
             _, evicted = self._items.popitem(last=False)
             self._bytes -= self._cost(evicted)
-
-
-def _timestamp_type_name(value: int) -> str:
-    try:
-        return TimestampType(value).kafka_name
-    except ValueError:
-        return str(value)
-
-
-def _header_value_json(value: bytes | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(value).decode("ascii")}
-
-
-def _headers_json(headers: tuple) -> bytes:
-    pairs = [[key, _header_value_json(value)] for key, value in headers]
-    try:
-        return json.dumps(pairs, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate in a header key: fall back to \\u escapes
-        return json.dumps(pairs).encode("ascii")
-
-
-def record_xattrs(topic: str, partition: int, record: Any) -> dict[bytes, bytes]:
-    """The ``user.kafka.*`` attributes of a record file, in listing order (values are bytes;
-    numbers in decimal).  Mirrors what a Kafka consumer sees of a ConsumerRecord."""
-    attrs: dict[bytes, bytes] = {
-        b"user.kafka.topic": topic.encode("utf-8"),
-        b"user.kafka.partition": b"%d" % partition,
-        b"user.kafka.offset": b"%d" % record.offset,
-        b"user.kafka.timestamp": b"%d" % record.timestamp,
-        b"user.kafka.timestampType": _timestamp_type_name(record.timestamp_type).encode(),
-    }
-    if record.key is None:
-        attrs[b"user.kafka.key.null"] = b"true"
-    else:
-        attrs[b"user.kafka.key"] = bytes(record.key)
-    if record.value is None:
-        attrs[b"user.kafka.value.null"] = b"true"
-    attrs[b"user.kafka.headers"] = _headers_json(record.headers)
-    for key, value in record.headers:  # the last header with a key wins, as Headers.lastHeader
-        name = b"user.kafka.header." + key.encode("utf-8", "surrogateescape")
-        if value is None:
-            attrs.pop(name, None)
-        else:
-            attrs[name] = bytes(value)
-    return attrs
-
-
-def partition_xattrs(plog: Any) -> dict[bytes, bytes]:
-    """The ``user.kafka.*`` attributes of a partition directory (in memory: no disk)."""
-    return {
-        b"user.kafka.logStartOffset": b"%d" % plog.log_start_offset,
-        b"user.kafka.logEndOffset": b"%d" % plog.log_end_offset,
-        b"user.kafka.lastStableOffset": b"%d" % plog.last_stable_offset,
-        b"user.kafka.sizeInBytes": b"%d" % plog.size_in_bytes,
-        b"user.kafka.segmentCount": b"%d" % plog.segment_count,
-    }
 
 
 async def _cached_first(read: Callable[..., Any], target: int, read_committed: bool) -> Any:
@@ -606,7 +542,7 @@ class KafkaFs(pyfuse3.Operations):
                 raise _fail(errno.ENOENT) from None
         return node
 
-    # ---- coordinator views (kfs.views: /consumer-groups, /transactions)
+    # ---- coordinator views (kfs.mount.views: /consumer-groups, /transactions)
 
     def _view_path(self, ino: int) -> tuple[str, ...] | None:
         return None if ino == inodes.ROOT_INO else self._views.path(ino)

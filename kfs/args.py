@@ -1,0 +1,80 @@
+"""What every ``kfs`` sub-command shares: the user-facing error, argparse types for backing
+directories and positive numbers, stdout for piped output, and the yes/no question."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import signal
+import sys
+from typing import Callable, TextIO
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as ``kfs: error: <message>``, exit status 1."""
+
+
+def existing_directory(text: str) -> str:
+    """An argparse type: a backing directory that exists (one message and status 2 for a bad
+    path, whichever command was given it)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"backing directory {text} does not exist")
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"backing directory {text} is not a directory")
+    return text
+
+
+def _positive(cast, what: str):
+    """An argparse type: a positive ``cast`` (int, float) of the text, else ``not <what>``."""
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text}")
+        return value
+    return parse
+
+
+positive_int = _positive(int, "an integer")
+positive_float = _positive(float, "a number")
+
+def with_stdout(run: Callable[[TextIO], int]) -> int:
+    """Run with a UTF-8 stdout; a reader that goes away (``| head``) ends the command quietly
+    with the status of a process killed by SIGPIPE."""
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace",
+                           newline="\n", write_through=False)
+    try:
+        status = run(out)
+        out.flush()
+        return status
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit-time flush does not fail again
+        return 128 + signal.SIGPIPE
+    finally:
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            out.detach()
+
+
+# --------------------------------------------------------------------------- verify
+
+def confirm(out: TextIO, question: str) -> bool:
+    """A yes from the user on a terminal; False when stdin or stdout is not one."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    out.write(question)
+    out.flush()
+    try:
+        return input().strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+

@@ -1,0 +1,193 @@
+"""``kfs mount`` and ``kfs umount``: the checks a mountpoint and a backing directory must pass,
+a stale mount of a killed kfs process cleared, and the wait for a kfs process still closing its
+logs. Serving is ``kfs.mount.daemon``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import subprocess
+import sys
+import time
+
+from kfs.args import CliError, positive_float
+
+from .append import parse_separator
+from .mount_table import FSTYPE, alive, mounted_at, mounts_at, serving_processes
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+CLOSE_WAIT_S = 60.0  # how long mount and umount wait for a kfs process to finish closing
+_POLL_S = 0.05
+
+
+def add_parsers(sub) -> None:
+    mount = sub.add_parser(
+        "mount",
+        help="mount a backing directory of Kafka partition directories",
+        description=(
+            "Mount BACKING_DIR (a directory of <topic>-<N> Kafka partition directories; created "
+            "if missing) at MOUNTPOINT, an empty directory (a stale kfs mount left there by a "
+            "killed kfs process is unmounted first). Returns once the mount serves; the file "
+            "system keeps running in the background until `kfs umount MOUNTPOINT` (or "
+            "`fusermount3 -u`, or SIGTERM); --log-file says where it logs."
+        ),
+    )
+    mount.add_argument("backing_dir", metavar="BACKING_DIR")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    mount.add_argument("-f", "--foreground", action="store_true",
+                       help="serve in the foreground (Ctrl-C or fusermount3 -u ends it)")
+    mount.add_argument("--read-only", action="store_true",
+                       help="mount read-only: nothing on disk changes (mkdir and appends get EROFS)")
+    mount.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                       help="logging threshold (default: warning)")
+    mount.add_argument("--log-file", metavar="PATH",
+                       help="append log messages to PATH (default: stderr in the foreground; "
+                            "in the background a file named after MOUNTPOINT in "
+                            "$XDG_STATE_HOME/kfs/, by default ~/.local/state/kfs/, e.g. "
+                            "home-me-mnt.log for /home/me/mnt)")
+    mount.add_argument("--key-separator", metavar="SEP", default="\\t",
+                       help="what splits key from value in lines written to append-keyed and "
+                            "read from keyed-values, like the console producer's and "
+                            "consumer's key.separator (default: TAB; the escapes "
+                            "\\t and \\\\ are understood)")
+    mount.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                       default="read_uncommitted",
+                       help="as Kafka's consumer isolation.level: read_committed hides records "
+                            "of aborted transactions and everything at or past the last stable "
+                            "offset (default: read_uncommitted, every record but markers)")
+    mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    mount.set_defaults(func=cmd_mount)
+
+    umount = sub.add_parser(
+        "umount",
+        help="unmount a kfs mount and wait until its logs are closed",
+        description=("Unmount MOUNTPOINT (fusermount3 -u) and return once the kfs process "
+                     "serving it has closed every log and exited, so the backing directory "
+                     "can be mounted again at once."),
+    )
+    umount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    umount.add_argument("--timeout", type=positive_float, default=CLOSE_WAIT_S, metavar="SECONDS",
+                        help=f"how long to wait for the close (default {CLOSE_WAIT_S:g})")
+    umount.set_defaults(func=cmd_umount)
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    from . import daemon
+
+    try:
+        separator = parse_separator(args.key_separator)
+    except ValueError as exc:
+        raise CliError(f"--key-separator: {exc}") from None
+    backing = os.path.abspath(args.backing_dir)
+    mountpoint = os.path.abspath(args.mountpoint)
+    _clear_stale_mount(mountpoint)
+    check_paths(backing, mountpoint, args.read_only)
+    check_mountpoint_free(mountpoint)
+    if not args.read_only:
+        _wait_for_closing(backing)
+    if args.foreground:
+        return daemon.serve(backing, mountpoint, args, separator)
+    return daemon.launch_background(backing, mountpoint, args)
+
+
+def _wait_for(pids: list[int], timeout_s: float) -> list[int]:
+    """Wait until every process of ``pids`` has exited (at most ``timeout_s``); the ones still
+    running."""
+    deadline = time.monotonic() + timeout_s
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    return left
+
+
+def _wait_for_closing(backing: str) -> None:
+    """A kfs process that was unmounted from ``backing`` but still closes its logs holds the
+    directory's lock for a moment: wait for it, saying so (never for this very process, the
+    server of a mount not made yet)."""
+    closing = [pid for pid, b, m in serving_processes() if pid != os.getpid()
+               and os.path.realpath(b) == os.path.realpath(backing) and not mounted_at(m)]
+    if closing:
+        print(f"kfs: waiting for the kfs process {', '.join(map(str, closing))} that is closing "
+              f"{backing}", file=sys.stderr)
+        _wait_for(closing, CLOSE_WAIT_S)
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    """``fusermount3 -u MOUNTPOINT``, then wait until the kfs process serving it has closed
+    its logs and exited (so the backing directory can be mounted again at once)."""
+    mountpoint = os.path.abspath(args.mountpoint)
+    if not mounted_at(mountpoint):
+        raise CliError(f"{mountpoint} is not a kfs mount")
+    pids = [pid for pid, _, m in serving_processes() if os.path.realpath(m) ==
+            os.path.realpath(mountpoint)]
+    done = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CliError(done.stderr.strip() or f"fusermount3 -u {mountpoint} failed")
+    if _wait_for(pids, args.timeout):
+        raise CliError(f"unmounted {mountpoint}, but its kfs process is still closing after "
+                       f"{args.timeout:g} s")
+    return 0
+
+
+def _clear_stale_mount(mountpoint: str) -> None:
+    """A kfs mount whose process died (``kill -9``) leaves its mountpoint answering ENOTCONN:
+    unmount it (``fusermount3 -uz``), saying so, so that the new mount does not stack on the
+    dead one. A dead mount of another file system is left alone (CliError)."""
+    for _ in range(8):  # (stacked dead mounts, one at a time)
+        try:
+            os.stat(mountpoint)
+            os.statvfs(mountpoint)  # (a stat may be answered from the kernel's cache)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTCONN, errno.ECONNABORTED):  # (the latter: just dead)
+                return  # check_paths says what is wrong
+        stack = mounts_at(mountpoint)
+        fstype, source = stack[-1] if stack else ("", "")
+        if fstype != FSTYPE:
+            raise CliError(f"mountpoint {mountpoint} is a disconnected {fstype or 'FUSE'} mount: "
+                           f"unmount it first (fusermount3 -uz {mountpoint})")
+        done = subprocess.run(["fusermount3", "-uz", mountpoint], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CliError(f"cannot unmount the stale kfs mount at {mountpoint}: "
+                           f"{done.stderr.strip() or 'fusermount3 -uz failed'}")
+        print(f"kfs: unmounted a stale kfs mount of {source} at {mountpoint} (its kfs process "
+              f"is gone)", file=sys.stderr)
+
+
+def check_mountpoint_free(mountpoint: str) -> None:
+    """CliError for a mountpoint a mount would stack on or hide files in: a live kfs mount, or
+    a directory that is not empty (FUSE's own rule before the ``nonempty`` option)."""
+    stack = mounts_at(mountpoint)
+    if stack and stack[-1][0] == FSTYPE:
+        raise CliError(f"mountpoint {mountpoint} is already a kfs mount of {stack[-1][1]}: "
+                       f"unmount it first (kfs umount {mountpoint})")
+    try:
+        with os.scandir(mountpoint) as entries:
+            nonempty = next(entries, None) is not None
+    except OSError:
+        return  # (the mount itself says why it cannot use it)
+    if nonempty:
+        raise CliError(f"mountpoint {mountpoint} is not empty: a mount would hide its files "
+                       f"(use an empty directory)")
+
+
+def check_paths(backing: str, mountpoint: str, read_only: bool) -> None:
+    """CliError with a clear message for paths that cannot work."""
+    if not os.path.exists(mountpoint):
+        raise CliError(f"mountpoint {mountpoint} does not exist")
+    if not os.path.isdir(mountpoint):
+        raise CliError(f"mountpoint {mountpoint} is not a directory")
+    if os.path.exists(backing):
+        if not os.path.isdir(backing):
+            raise CliError(f"backing directory {backing} is not a directory")
+    elif read_only:
+        raise CliError(f"backing directory {backing} does not exist (and --read-only cannot create it)")
+    elif not os.path.isdir(os.path.dirname(backing)):
+        raise CliError(f"backing directory {backing} cannot be created: its parent does not exist")
+    real_backing, real_mnt = os.path.realpath(backing), os.path.realpath(mountpoint)
+    if os.path.commonpath([real_backing, real_mnt]) == real_mnt:
+        # The daemon would read its own mount and deadlock.
+        raise CliError(f"backing directory {backing} must not be the mountpoint or inside it")
+

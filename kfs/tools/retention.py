@@ -1,0 +1,66 @@
+"""``kfs retention BACKING_DIR [--yes]``: what retention.ms / retention.bytes (and log start
+offsets) no longer keep, as a broker's retention check would delete it; deleted with ``--yes``
+or a yes on a terminal. ``describe`` is the plan's wording, which the mount also prints."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kfs.args import CliError, confirm, existing_directory
+
+
+def add_parser(sub) -> None:
+    retention = sub.add_parser(
+        "retention",
+        help="apply retention.ms / retention.bytes now",
+        description=(
+            "Say which segments of BACKING_DIR retention.ms / retention.bytes (and log start "
+            "offsets) no longer keep, as a broker's retention check would delete them, and "
+            "with --yes (or a yes on a terminal) delete them and print what moved. A running "
+            "mount already does this every log.retention.check.interval.ms; this takes the "
+            "directory's lock, so run it while no writer has the directory."),
+    )
+    retention.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
+    retention.add_argument("--yes", action="store_true",
+                           help="delete without asking (default: print the plan only)")
+    retention.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage import LogManager
+    from storage.errors import KafkaStorageError
+    try:
+        mgr = LogManager(args.backing_dir)
+    except (KafkaStorageError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        plans = mgr.retention_plans()
+        if not plans:
+            print("retention deletes nothing now")
+            return 0
+        print("retention would delete (nothing has changed yet):")
+        for name, plan in sorted(plans.items()):
+            print(f"  {describe(mgr.get(name), plan)}")
+        if not (args.yes or confirm(sys.stdout, "delete now? [y/N] ")):
+            print("nothing changed: run with --yes to delete")
+            return 0
+        before = {n: mgr.get(n).log_start_offset for n in mgr.partition_names()}
+        for name, count in sorted(mgr.cleanup_logs().items()):
+            print(f"{name}: deleted {count} segment(s); log start offset"
+                  f" {before[name]} -> {mgr.get(name).log_start_offset}")
+    finally:
+        mgr.close()
+    return 0
+
+
+def describe(log_, plan: list) -> str:
+    """One line saying what ``plan`` (``Log.retention_plan``) deletes of ``log_``: segments,
+    offsets, bytes and the rules."""
+    doomed = [segment for segment, _ in plan]
+    end = log_.log_segments()[len(doomed)].base_offset if len(doomed) < log_.segment_count \
+        else log_.log_end_offset
+    rules = ", ".join(dict.fromkeys(why for _, why in plan))
+    size = sum(s.size for s in doomed)
+    return (f"{log_.name}: {len(doomed)} of {log_.segment_count} segment(s), offsets "
+            f"{log_.log_start_offset}-{end - 1} ({size} of {log_.size_in_bytes} bytes): {rules}")
