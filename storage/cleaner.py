@@ -35,6 +35,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from storage.clock import Clock
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import OffsetIndex
 from storage.offset_map import SkimpyOffsetMap
@@ -175,8 +176,9 @@ class CleanedSegment:
     the last one), then renamed ``.swap`` and to the final names (``changeFileSuffixes``).
     Leftover files of an earlier attempt are replaced. Raises OSError (e.g. ENOSPC)."""
 
-    def __init__(self, directory: Path, base_offset: int, config) -> None:
+    def __init__(self, directory: Path, base_offset: int, config, clock: Clock) -> None:
         self.dir = Path(directory)
+        self.clock = clock
         self.base_offset = base_offset
         self.config = config
         self.suffix = CLEANED_SUFFIX
@@ -272,7 +274,7 @@ class CleanedSegment:
     def open_segment(self) -> LogSegment:
         """Once renamed to the final names: close the writer and open it as a LogSegment."""
         self.close()
-        return LogSegment(self.dir, self.base_offset, self.config, writable=True)
+        return LogSegment(self.dir, self.base_offset, self.config, True, self.clock)
 
 
 # -- throttling ------------------------------------------------------------------------------
@@ -494,7 +496,7 @@ class Cleaner:
                        txn_metadata: CleanedTransactionMetadata, upper_bound: int) -> None:
         """Recopy ``group`` into one ``.cleaned`` segment and swap it in (``cleanSegments``).
         On any failure the ``.cleaned`` files are removed and the log keeps ``group``."""
-        cleaned = CleanedSegment(log_.dir, group[0].base_offset, log_.config)
+        cleaned = CleanedSegment(log_.dir, group[0].base_offset, log_.config, log_.clock)
         txn_metadata.cleaned_index = cleaned.txn_index
         try:
             producers = log_.last_records_of_active_producers()

@@ -22,6 +22,7 @@ from crc32c import crc32c
 
 from storage import log_loader
 from storage.checkpoint import fsync_directory
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.errors import (
@@ -68,7 +69,6 @@ from storage.segment import (
     Batch,
     LogSegment,
     filename_prefix,
-    now_ms,
 )
 
 log = logging.getLogger(__name__)
@@ -142,13 +142,16 @@ class Log:
     says where, and appends raise DamagedLogError. ``salvage=True``: recovery that would cut
     intact batches after damage raises ``log_loader.IntactDataAfterDamageError`` instead
     (see ``LogManager``). ``salvaged`` says what a salvage at open took out (empty: none).
+    ``clock`` (``storage.clock``, Kafka's ``Time``) is every time the log reads: rolls, retention,
+    flushes, producer expiry.
     """
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
                  writable: bool = True, *, had_clean_shutdown: bool = True,
                  recovery_point: int = 0, log_start_offset: int = 0, quarantine=None,
-                 salvage: bool = False):
+                 salvage: bool = False, clock: Clock = SYSTEM_CLOCK):
         self.dir = Path(directory)
+        self.clock = clock
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -156,11 +159,11 @@ class Log:
         self._lock = threading.RLock()
         self._cache = _BatchCache()
         self.epochs = LeaderEpochFileCache(self.dir, writable)
-        self.producer_state = ProducerStateManager(self.dir, writable=writable)
+        self.producer_state = ProducerStateManager(self.dir, writable=writable, clock=clock)
         loaded = log_loader.load(self.dir, config, writable, had_clean_shutdown=had_clean_shutdown,
                                  recovery_point=recovery_point, log_start_offset=log_start_offset,
                                  epochs=self.epochs, producer_state=self.producer_state,
-                                 quarantine=quarantine, salvage=salvage)
+                                 quarantine=quarantine, salvage=salvage, clock=clock)
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
         self.salvaged: list[str] = []  # what a salvage before this open cut (LogManager)
@@ -171,7 +174,7 @@ class Log:
         self._log_start_offset = loaded.log_start_offset
         self._leo = loaded.log_end_offset
         self.recovery_point = loaded.recovery_point
-        self._last_flush_ms = now_ms()
+        self._last_flush_ms = self.clock.milliseconds()
         self._pending_deletes: list[tuple[int, list[Path]]] = []  # (due epoch ms, files)
         # following another writer (read-only): its directory, and segments out of the view,
         # closed once no reader can still be in them
@@ -273,7 +276,7 @@ class Log:
             self._refuse_keyless()
         if not values:
             return self._leo
-        now = now_ms()
+        now = self.clock.milliseconds()
         if headers is None and timestamps is None and None not in values:
             sections = [(encode_records(values[start:end],
                                         None if keys is None else keys[start:end]),
@@ -337,7 +340,7 @@ class Log:
         limit = self._max_batch_bytes()
         codec, level = config.codec, config.compression_level
         compress_section = (lambda records: compress(codec, records, level)) if codec else None
-        timestamp = now_ms()
+        timestamp = self.clock.milliseconds()
         if not self._lock.acquire(blocking=not nowait):
             raise BlockingIOError(errno.EAGAIN, f"{self.name} is busy")
         try:
@@ -434,7 +437,7 @@ class Log:
         segment = self.active_segment
         max_ts = max(a[2] for a in appends)  # a batch rolls by time only if the latest would
         if total <= self.config.segment_bytes and segment.index_room() >= len(appends) and \
-                not segment.should_roll(total, max_ts, appends[-1][1], now_ms()):
+                not segment.should_roll(total, max_ts, appends[-1][1], self.clock.milliseconds()):
             segment.append_each(appends)
             return
         if nowait:
@@ -503,7 +506,7 @@ class Log:
         log_append = self.config.timestamp_type == TimestampType.LOG_APPEND_TIME
         with self._lock:
             first = offset = self._leo
-            epoch, now = self.leader_epoch, now_ms()
+            epoch, now = self.leader_epoch, self.clock.milliseconds()
             max_ts = shallow = -1
             for pos, count in batches:
                 assign_offsets(buf, pos, offset, epoch)
@@ -656,7 +659,7 @@ class Log:
         is max(first offset of the append, log end offset), i.e. the first offset: appends
         start at or past the log end offset."""
         segment = self.active_segment
-        if segment.should_roll(size, max_timestamp, last_offset, now_ms()):
+        if segment.should_roll(size, max_timestamp, last_offset, self.clock.milliseconds()):
             segment = self.roll(first_offset)
         return segment
 
@@ -674,7 +677,7 @@ class Log:
                 if leftover.exists():  # e.g. from a rolled-back append before a crash
                     log.warning("deleting leftover %s before rolling to it", leftover)
                     leftover.unlink()
-            segment = LogSegment(self.dir, new_base, self.config, writable=True)
+            segment = LogSegment(self.dir, new_base, self.config, True, self.clock)
             self._set_segments(self._segments + [segment])
             self.producer_state.update_map_end_offset(new_base)
             self.producer_state.take_snapshot()  # Kafka: a producer snapshot at every roll
@@ -718,7 +721,7 @@ class Log:
         """What :meth:`delete_old_segments` would delete now, oldest first, each with the rule
         that deletes it (``below the log start offset``, ``retention.bytes=N``,
         ``retention.ms=N``); nothing is changed."""
-        now = now_ms() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         config = self.config
         with self._lock:
             remaining, plan = list(self._segments), []
@@ -741,7 +744,7 @@ class Log:
         """Forget producers idle for ``producer.id.expiration.ms`` with no open transaction
         (the broker's ``producer.id.expiration.check.interval.ms`` job)."""
         with self._lock:
-            self.producer_state.remove_expired_producers(now_ms() if now is None else now)
+            self.producer_state.remove_expired_producers(self.clock.milliseconds() if now is None else now)
 
     def open_transactions(self) -> list[OpenTransaction]:
         """The transactions with data and no marker yet, by first offset."""
@@ -767,7 +770,7 @@ class Log:
         ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: the producer's epoch
         is bumped (``prepareFenceProducerEpoch``), so a zombie that goes on writing is
         refused. Returns the transactions aborted (with their epochs from before)."""
-        now = now_ms() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         aborted = []
         with self._lock:
             for txn in self.producer_state.open_transactions():
@@ -822,7 +825,7 @@ class Log:
         self.producer_state.delete_snapshots_before(self._log_start_offset)
         self._set_segments(kept)
         self._cache.clear()
-        due = now_ms() + self.config.file_delete_delay_ms
+        due = self.clock.milliseconds() + self.config.file_delete_delay_ms
         for segment in doomed:
             log.info("deleting segment %s of %s by retention", segment.base_offset, self.name)
             segment.rename_to_deleted()
@@ -866,7 +869,7 @@ class Log:
             if at is None or segments[at:at + len(old)] != old:
                 raise LogCleaningAbortedError(f"{self.name} changed while it was cleaned")
             cleaned.change_suffix(SWAP_SUFFIX, step)
-            due = now_ms() + self.config.file_delete_delay_ms
+            due = self.clock.milliseconds() + self.config.file_delete_delay_ms
             for segment in old:
                 segment.rename_to_deleted()
                 self._pending_deletes.append((due, segment))
@@ -887,7 +890,7 @@ class Log:
 
     def delete_due_files(self, now: int | None = None) -> None:
         """Remove the ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
-        now = now_ms() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         with self._lock:
             due = [s for t, s in self._pending_deletes if t <= now]
             self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
@@ -941,7 +944,7 @@ class Log:
                 and old[b].file_size() >= old[b].size}
         if len(kept) == len(old) == len(bases) or not bases:
             return False  # (no .log at all: a listing mid-roll; Kafka keeps an active segment)
-        segments = [kept.get(b) or LogSegment(self.dir, b, self.config, writable=False)
+        segments = [kept.get(b) or LogSegment(self.dir, b, self.config, False, self.clock)
                     for b in bases]
         for segment in segments[:-1]:  # finished segments: read to their end
             if segment.size < segment.file_size():
@@ -1214,7 +1217,7 @@ class Log:
             if bases[-1] >= self.recovery_point:
                 fsync_directory(self.dir)
             self.recovery_point = leo
-            self._last_flush_ms = now_ms()
+            self._last_flush_ms = self.clock.milliseconds()
 
     def flush_if_due(self, now: int) -> None:
         """Flush when ``flush.ms`` has passed since the last flush and data is unflushed (the

@@ -28,9 +28,9 @@ from storage.cleaner import (
     Throttler,
     log_segments,
 )
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import CorruptCheckpointError, KafkaStorageError
 from storage.offset_map import SkimpyOffsetMap
-from storage.segment import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -212,11 +212,13 @@ class LogCleaner:
     """The log cleaner of a backing directory with one cleaner "thread" that the caller drives
     (the mount's scheduler, or ``kfs compact``): each :meth:`clean_filthiest_log` is one
     ``CleanerThread.doWork`` round. ``config`` is the directory's ``LogManagerConfig``;
-    ``message_max_bytes`` the broker's ``message.max.bytes`` (the largest read buffer)."""
+    ``message_max_bytes`` the broker's ``message.max.bytes`` (the largest read buffer); ``clock``
+    is the time a pass runs at, unless given (``storage.clock``)."""
 
     def __init__(self, log_dir: Path, logs: Callable[[], dict], config,
-                 message_max_bytes: int = 1_048_588):
+                 message_max_bytes: int = 1_048_588, clock: Clock = SYSTEM_CLOCK):
         self.config = config
+        self.clock = clock
         self.manager = LogCleanerManager(log_dir, logs)
         self._logs = logs
         self._message_max_bytes = message_max_bytes
@@ -238,7 +240,7 @@ class LogCleaner:
         """Clean the dirtiest eligible log, then apply retention to the compacted logs with
         ``delete`` (``cleanFilthiestLog``). Returns the pass, or None when no log needed one
         (or the pass failed: it is logged)."""
-        now = now_ms() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         ltc = self.manager.grab_filthiest_compacted_log(now)
         result = None
         if ltc is not None:
@@ -253,7 +255,7 @@ class LogCleaner:
         """One pass over partition ``name`` whatever its dirty ratio (``kfs compact``); None
         when it has nothing cleanable. Raises KeyError for an unknown partition, ValueError for
         one whose cleanup.policy has no compact, and what the pass raises."""
-        now = now_ms() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         log_ = self._logs()[name]
         if not log_.config.compact:
             raise ValueError(f"{name}: cleanup.policy={log_.config.cleanup_policy} does not "
@@ -299,7 +301,7 @@ def for_log_manager(mgr) -> LogCleaner:
     # a damaged log is left as it is, for `kfs verify --repair`
     return LogCleaner(mgr.dir, lambda: {n: log_ for n in mgr.partition_names()
                                         if (log_ := mgr.get(n)).damage is None},
-                      mgr.config, broker.get("max_message_bytes", 1_048_588))
+                      mgr.config, broker.get("max_message_bytes", 1_048_588), mgr.clock)
 
 
 def _mb(n: float) -> float:

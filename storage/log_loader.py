@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.damage import LogDamage, next_intact_batch, readable_end
@@ -90,11 +91,12 @@ def swap_in_progress(names: list[str]) -> bool:
 def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdown: bool,
          recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache,
          producer_state: ProducerStateManager, quarantine: Quarantine | None = None,
-         salvage: bool = False) -> LoadedLog:
+         salvage: bool = False, clock: Clock = SYSTEM_CLOCK) -> LoadedLog:
     """Load ``directory`` (``LogLoader.load``). ``recovery_point`` and ``log_start_offset``
     come from the log-dir checkpoints (0 when absent). Read-only loads change no byte: they skip
     leftover files and recovery. ``quarantine`` keeps what recovery removes (see the module's
-    text). A log whose end cannot be read loads up to the damage (``LoadedLog.damage``).
+    text). A log whose end cannot be read loads up to the damage (``LoadedLog.damage``). ``clock``
+    dates the segments it creates.
     ``salvage=True``: damage with intact batches after it raises IntactDataAfterDamageError
     (nothing cut), for the caller to salvage the partition and load it again.
     Raises OSError, IndexOffsetOverflowError, QuarantineError (nothing removed)."""
@@ -109,7 +111,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
                           if not all((directory / (filename_prefix(b) + suffix)).exists()
                                      for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))}
         for base in bases:
-            segment = LogSegment(directory, base, config, writable)
+            segment = LogSegment(directory, base, config, writable, clock)
             segments.append(segment)
             # Every index is trimmed, except the active segment's after a crash
             trimmed = had_clean_shutdown or base != bases[-1]
@@ -120,7 +122,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
                                 recovery_point, epochs, recovered, quarantine, salvage)
             if not segments:
-                segments = [LogSegment(directory, log_start_offset, config, writable=True)]
+                segments = [LogSegment(directory, log_start_offset, config, True, clock)]
         if not segments:
             return LoadedLog([], log_start_offset, log_start_offset, log_start_offset)
         log_end_offset, damage = _log_end_offset(segments[-1])
@@ -130,7 +132,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
                         "every segment", directory, log_end_offset, log_start_offset)
             for segment in segments:
                 segment.delete()
-            segments = [LogSegment(directory, log_start_offset, config, writable=True)]
+            segments = [LogSegment(directory, log_start_offset, config, True, clock)]
             log_end_offset = log_start_offset
         log_start_offset = max(log_start_offset, segments[0].base_offset)
         if damage is not None:  # left as it is on disk, for a repair

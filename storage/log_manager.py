@@ -22,6 +22,7 @@ from storage.checkpoint import (
     write_atomically,
     write_offsets,
 )
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import load_broker_config, load_log_config, load_manager_config
 from storage.errors import (
     CorruptCheckpointError,
@@ -71,13 +72,17 @@ class LogManager:
     while intact data follows it goes to ``quarantine`` (default
     ``<backing_dir>.quarantine/<UTC time>/``, see ``storage.quarantine``) instead of being
     deleted; a partition that cannot be opened even so is logged and left out.
+
+    ``clock`` (``storage.clock``) is the time of every log it opens and of their cleaner: a
+    ``FixedClock`` holds a whole run at one instant (``kfs compact --now-ms``).
     """
 
     def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False, *,
                  force_recovery: bool = False, lock_timeout_s: float = 0.0,
                  partitions: Callable[[str, int], bool] | None = None,
-                 quarantine: Quarantine | None = None):
+                 quarantine: Quarantine | None = None, clock: Clock = SYSTEM_CLOCK):
         self.dir = Path(backing_dir)
+        self.clock = clock
         self.read_only = read_only
         self.quarantine = None if read_only else (
             quarantine or Quarantine(default_root(self.dir), keep_all=False))
@@ -176,15 +181,17 @@ class LogManager:
         truncating there would."""
         config = load_log_config(self.dir, topic, self._broker_config)
         if not writable:
-            return Log(path, topic, partition, config, writable=False, **offsets)
+            return Log(path, topic, partition, config, writable=False, clock=self.clock,
+                       **offsets)
         try:
             return Log(path, topic, partition, config, quarantine=self.quarantine, salvage=True,
-                       **offsets)
+                       clock=self.clock, **offsets)
         except IntactDataAfterDamageError as damage:
             plan = plan_partition(path)
             salvage_partition(plan, self.quarantine)
             offsets.update(had_clean_shutdown=False, recovery_point=0)
-            log_ = Log(path, topic, partition, config, quarantine=self.quarantine, **offsets)
+            log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
+                       clock=self.clock, **offsets)
             log_.salvaged = _salvage_summary(plan, damage, self.quarantine.directory)
             for line in log_.salvaged:
                 log.error("%s: %s", path.name, line)
@@ -303,7 +310,7 @@ class LogManager:
             try:
                 write_atomically(path / PARTITION_METADATA_FILE,
                                   f"version: 0\ntopic_id: {self._topic_id(topic)}")
-                log_ = Log(path, topic, partition, config, writable=True)
+                log_ = Log(path, topic, partition, config, writable=True, clock=self.clock)
             except BaseException:
                 shutil.rmtree(path, ignore_errors=True)  # no half-made partition
                 raise

@@ -45,7 +45,8 @@ from storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from storage.records.batch import RecordBatch, now_ms
+from storage.clock import SYSTEM_CLOCK, Clock
+from storage.records.batch import RecordBatch
 from storage.records.control import (
     ControlRecordType,
     EndTransactionMarker,
@@ -139,11 +140,12 @@ class TxnMetadata:
 
     __slots__ = ("producer_id", "first_offset", "last_offset", "start_ms")
 
-    def __init__(self, producer_id: int, first_offset: int, last_offset: int | None = None):
+    def __init__(self, producer_id: int, first_offset: int, start_ms: int,
+                 last_offset: int | None = None):
         self.producer_id = producer_id
         self.first_offset = first_offset
         self.last_offset = last_offset
-        self.start_ms = now_ms()
+        self.start_ms = start_ms
 
     def __repr__(self) -> str:
         return (f"TxnMetadata(producer_id={self.producer_id}, first_offset={self.first_offset}, "
@@ -299,8 +301,10 @@ class ProducerAppendInfo:
     against ``current_entry`` as ``origin`` requires. Apply with
     :meth:`ProducerStateManager.update`."""
 
-    def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin):
+    def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin,
+                 clock: Clock = SYSTEM_CLOCK):
         self.producer_id = producer_id
+        self.clock = clock
         self.current_entry = current_entry
         self.origin = origin
         self.updated_entry = current_entry.copy(with_batches=False)
@@ -345,7 +349,8 @@ class ProducerAppendInfo:
                 f"{first_offset}")
         if entry.current_txn_first_offset is None and is_transactional:
             entry.current_txn_first_offset = first_offset
-            self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
+            self.started_transactions.append(
+                TxnMetadata(self.producer_id, first_offset, self.clock.milliseconds()))
 
     def append_end_txn_marker(self, marker: EndTransactionMarker, producer_epoch: int,
                               offset: int, timestamp: int) -> CompletedTxn | None:
@@ -568,8 +573,9 @@ class ProducerStateManager:
 
     def __init__(self, log_dir: Path,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 writable: bool = True):
+                 writable: bool = True, clock: Clock = SYSTEM_CLOCK):
         self.log_dir = Path(log_dir)
+        self.clock = clock
         self.writable = writable  # False: snapshots are read, never written or deleted
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
@@ -611,7 +617,7 @@ class ProducerStateManager:
         self._add_producer(entry.producer_id, entry)
         if entry.current_txn_first_offset is not None:
             self._ongoing_txns[entry.current_txn_first_offset] = TxnMetadata(
-                entry.producer_id, entry.current_txn_first_offset)
+                entry.producer_id, entry.current_txn_first_offset, self.clock.milliseconds())
 
     def _is_expired(self, now: int, entry: ProducerStateEntry) -> bool:
         return (entry.current_txn_first_offset is None
@@ -626,7 +632,7 @@ class ProducerStateManager:
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         """A ProducerAppendInfo over the producer's current entry (``prepareUpdate``)."""
         current = self._producers.get(producer_id) or ProducerStateEntry(producer_id)
-        return ProducerAppendInfo(producer_id, current, origin)
+        return ProducerAppendInfo(producer_id, current, origin, self.clock)
 
     def update(self, append_info: ProducerAppendInfo) -> None:
         """Apply an append's changes and register the transactions it started (``update``).
@@ -842,7 +848,7 @@ class ProducerStateManager:
         (logged) and the next older one tried; expired producers are skipped. Without any,
         the state starts empty at ``log_start_offset``. Call on an empty state (as
         :meth:`truncate_and_reload` does); then replay the log from ``map_end_offset``."""
-        now = now_ms() if current_time_ms is None else current_time_ms
+        now = self.clock.milliseconds() if current_time_ms is None else current_time_ms
         while self._snapshots:
             offset = max(self._snapshots)
             path = self._snapshots[offset]

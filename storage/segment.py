@@ -15,12 +15,12 @@ import logging
 import os
 import random
 import struct
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from crc32c import crc32c
 
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.log_files import (
@@ -61,19 +61,18 @@ _V2_OFFSETS_AND_MAX_TS = struct.Struct(">qi11xi8xq")
 Batch = RecordBatch | LegacyRecordBatch
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class LogSegment:
     """A segment opened from ``directory`` at ``base_offset``.
 
     ``writable=False`` never changes a byte on disk (missing index files read as empty).
+    ``clock`` (``storage.clock``) dates the segment's creation, what ``segment.ms`` rolls by.
     Raises OSError when the files cannot be opened.
     """
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, writable: bool):
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, writable: bool,
+                 clock: Clock = SYSTEM_CLOCK):
         self.base_offset = base_offset
+        self.clock = clock
         self.config = config
         self.writable = writable
         prefix = Path(directory) / filename_prefix(base_offset)
@@ -93,7 +92,7 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset: tuple[int, int] | None = None  # loaded lazily, as Kafka
         self._rolling_based_timestamp: int | None = None
-        self.created_ms = now_ms()
+        self.created_ms = clock.milliseconds()
         jitter = min(config.segment_jitter_ms, config.segment_ms)
         self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
 
@@ -562,7 +561,7 @@ class LogSegment:
             os.ftruncate(fd, position)
         self.size = position
         if position == 0:
-            self.created_ms = now_ms()
+            self.created_ms = self.clock.milliseconds()
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
         self._load_largest_timestamp()

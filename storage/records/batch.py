@@ -17,11 +17,11 @@ varint, then per header a key (varint length >= 0, UTF-8) and a value (varint le
 from __future__ import annotations
 
 import struct
-import time
 from typing import Iterator, Sequence
 
 from crc32c import crc32c
 
+from storage.clock import now_ms
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import _codec
 from storage.records.compression import CompressionType, compress, decompress
@@ -287,11 +287,6 @@ def iter_batches(buf, pos: int = 0, end: int | None = None
 
 
 # -- encoding ---------------------------------------------------------------------------
-
-
-def now_ms() -> int:
-    """Wall-clock time in epoch milliseconds (``System.currentTimeMillis``)."""
-    return time.time_ns() // 1_000_000
 
 
 def _check_timestamp(timestamp: int) -> None:
