@@ -1,4 +1,5 @@
-"""The compiled record codec (``storage/records/_codec.pyx``), built by ``pip install``.
+"""The compiled twins of the record codec (``storage/records/_c/*.pyx``) and of the Spark
+writer (``kfs/spark/_*.pyx``), built by ``pip install``.
 
 Everything else is in pyproject.toml. ``KFS_SANITIZE=address`` builds it with
 AddressSanitizer (scripts/asan.sh); ``KFS_FUZZ=1`` adds libFuzzer's coverage
@@ -19,6 +20,10 @@ if os.environ.get("KFS_FUZZ"):
     flags += ["-fsanitize=fuzzer-no-link"]
 
 # libcrypto: OpenSSL's MD5 for the cleaner's offset map (Kafka hashes keys with MD5)
-codec = Extension("storage.records._codec", ["storage/records/_codec.pyx"], libraries=["crypto"],
-                  extra_compile_args=flags, extra_link_args=link)
-setup(ext_modules=cythonize([codec], compiler_directives={"language_level": 3}))
+LIBRARIES = {"storage.records._c.compaction": ["crypto"]}
+MODULES = ["storage.records._c.buffers", "storage.records._c.records", "storage.records._c.columns",
+           "storage.records._c.scan", "storage.records._c.compaction", "kfs.spark._partitioner"]
+extensions = [Extension(name, [name.replace(".", "/") + ".pyx"], libraries=LIBRARIES.get(name, []),
+                        extra_compile_args=flags, extra_link_args=link) for name in MODULES]
+setup(ext_modules=cythonize(extensions, include_path=["."],
+                            compiler_directives={"language_level": 3}))

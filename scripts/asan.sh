@@ -5,7 +5,7 @@
 # Copies the checkout's sources and tests (what git tracks or would track; not .venv or build/)
 # into the scratch directory $KFS_ASAN_DIR (default /tmp/kfs-asan, emptied first), fixtures
 # included (tests/fixtures), so the in-place build stays as it is; builds
-# storage/records/_codec.pyx there with gcc and KFS_SANITIZE=address; runs pytest there.
+# storage/records/_c/*.pyx and kfs/spark/_*.pyx there with gcc and KFS_SANITIZE=address; runs pytest there.
 #
 # Python is not built with ASan, so gcc's libasan is preloaded, into Python processes only: a
 # sitecustomize re-executes each Python (the CLI, the mount daemon, Spark's workers) with it
@@ -28,12 +28,13 @@ if ! CC=gcc LDSHARED="gcc -shared" KFS_SANITIZE=address "$py" setup.py -q build_
   cat build-asan.log >&2
   exit 2
 fi
-so=(storage/records/_codec*.so)
-if ! ldd "${so[0]}" | grep libasan >/dev/null; then
-  echo "asan: ${so[0]} is not linked with libasan" >&2
-  exit 2
-fi
-echo "asan: $dir/${so[0]} built with AddressSanitizer" >&2
+for so in storage/records/_c/*.so kfs/spark/_*.so; do
+  if ! ldd "$so" | grep libasan >/dev/null; then
+    echo "asan: $so is not linked with libasan" >&2
+    exit 2
+  fi
+done
+echo "asan: $dir/storage/records/_c/*.so and $dir/kfs/spark/_*.so built with AddressSanitizer" >&2
 
 cat >sitecustomize.py <<'EOF'
 """scripts/asan.sh: every Python process runs with libasan preloaded, nothing else does."""
@@ -49,5 +50,5 @@ EOF
 export KFS_ASAN_PRELOAD="$(gcc -print-file-name=libasan.so)"
 export LD_PRELOAD="$KFS_ASAN_PRELOAD" PYTHONPATH="$dir" PYTHONMALLOC=malloc
 export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
-"$py" -c "import storage.records._codec as c; assert c.__file__.startswith('$dir/'), c.__file__"
+"$py" -c "import storage.records._c.scan as c; assert c.__file__.startswith('$dir/'), c.__file__"
 exec "$py" -m pytest -p no:cacheprovider "$@"

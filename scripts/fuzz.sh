@@ -44,7 +44,7 @@ if command -v clang >/dev/null; then
   # A fresh copy of the sources: the instrumented .so never replaces the in-place one.
   rm -rf "$work/src" && mkdir -p "$work/src"
   cp -r "$root/setup.py" "$root/pyproject.toml" "$root/storage" "$work/src/"
-  find "$work/src" \( -name '*.so' -o -name '_codec.c' -o -name __pycache__ \) -prune \
+  find "$work/src" \( -name '*.so' -o -name '*.c' -o -name __pycache__ \) -prune \
     -exec rm -rf {} +
   (cd "$work/src" && CC=clang LDSHARED="clang -shared" KFS_FUZZ=1 KFS_SANITIZE=${asan:+address} \
     "$py" setup.py -q build_ext --inplace >"$work/logs/build.log" 2>&1) \

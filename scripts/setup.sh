@@ -2,7 +2,7 @@
 # Installs what kfs needs on a fresh Debian machine, skipping whatever is already there:
 # FUSE 3 (and its headers, for building pyfuse3), a C compiler, OpenSSL's libcrypto headers (the
 # cleaner's MD5) and the Python headers (pip
-# builds kfs's compiled record codec, storage/records/_codec.pyx, with Cython), the shell tools
+# builds kfs's compiled code, storage/records/_c/*.pyx and kfs/spark/_*.pyx, with Cython), the shell tools
 # the tests drive, and a virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools
 # and the PySpark data source's dependencies (pyspark, pyarrow, and a Java runtime if none);
 # pass "spark" for the data source alone.
@@ -34,14 +34,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-# Reinstall only when the package definition or the compiled codec changed since the last install.
+# Reinstall only when the package definition or the compiled code changed since the last install.
 stamp=".venv/.kfs-installed${extras:+-$extras}"
 # the test install holds everything the plain one has: a mount after the tests reinstalls nothing
 [ -z "$extras" ] && [ -f .venv/.kfs-installed-test ] && [ ! -f "$stamp" ] && stamp=.venv/.kfs-installed-test
 pip_extras="$extras"
 [ "$extras" = test ] && pip_extras="test,spark"  # the Spark tests run in CI too
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-   || [ storage/records/_codec.pyx -nt "$stamp" ]; then
+   || [ -n "$(find storage kfs \( -name '*.pyx' -o -name '*.pxd' \) -newer "$stamp" -print -quit)" ]; then
   echo "kfs setup: installing Python packages into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".${pip_extras:+[$pip_extras]}"

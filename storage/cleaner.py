@@ -12,7 +12,7 @@ A pass, as Kafka's ``Cleaner.doClean``:
    relative offset.
 3. **Recopy** each group into ``<first base>.log.cleaned`` (+ ``.index``, ``.timeindex``,
    ``.txnindex``) through ``MemoryRecords.filterTo``'s rules (the compiled
-   ``storage.records._codec.RecordFilter``), a read buffer at a time as Kafka reads; then
+   ``storage.offset_map.RecordFilter``), a read buffer at a time as Kafka reads; then
    ``Log.replace_segments`` renames it ``.swap``, the old segments ``.deleted`` and the new one
    to its final name, and swaps it into the log under the log's lock.
 
@@ -38,10 +38,9 @@ from crc32c import crc32c
 from storage.clock import Clock
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.offset_index import OffsetIndex
-from storage.offset_map import SkimpyOffsetMap
+from storage.offset_map import RecordFilter, SkimpyOffsetMap, map_run, map_section
 from storage.log_files import CLEANED_SUFFIX
 from storage.records import LOG_OVERHEAD, RecordBatch, batch_at, compress, decompress
-from storage.records._codec import RecordFilter, map_run, map_section
 from storage.records.control import ControlRecordType, decode_control_record_key
 from storage.segment import (
     INDEX_SUFFIX,

@@ -23,7 +23,7 @@ from crc32c import crc32c
 
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, Record
-from storage.records._codec import SegmentScan
+from storage.segment import SegmentScan
 
 _HEADER = struct.Struct(">qi")  # baseOffset, batchLength
 _COUNT = struct.Struct(">i")

@@ -42,9 +42,15 @@ from storage.records import (
     RecordBatch,
     batch_at,
 )
-from storage.records._codec import SegmentScan, producer_batches
+from storage.records._c.scan import (  # this module is their owner
+    SegmentScan,
+    batch_ends,
+    producer_batches,
+)
 from storage.time_index import TimeIndex
 from storage.transaction_index import TransactionIndex
+
+__all__ = ["Batch", "LogSegment", "SegmentScan", "batch_ends", "producer_batches"]
 
 log = logging.getLogger(__name__)
 

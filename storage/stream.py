@@ -43,12 +43,11 @@ from crc32c import crc32c
 from storage.coordinator.records import decoded_line, for_topic
 from storage.damage import LogDamage, next_intact_batch
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.records import _codec
-from storage.records._codec import SegmentScan
 from storage.records.record import TimestampType
 from storage.records.batch import RecordBatch, batch_at
+from storage.records.columns import ColumnBuilder
 from storage.records.compression import decompress
-from storage.segment import LogSegment
+from storage.segment import LogSegment, SegmentScan
 
 CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4
@@ -256,7 +255,7 @@ class LogStream:
         if self._coordinator is not None:
             return self._decode_coordinator(segment, position, size, end)
         jsonl = self.format is StreamFormat.JSONL
-        builder = _codec.ColumnBuilder(jsonl, values_text=self.format is StreamFormat.VALUES)
+        builder = ColumnBuilder(jsonl, values_text=self.format is StreamFormat.VALUES)
         with self._block(segment, position, size) as block:
             skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
                     if self.read_committed and len(block) >= 8 else None)

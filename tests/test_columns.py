@@ -19,7 +19,8 @@ from storage.records import (
     encode_line_batches,
     iter_batches,
 )
-from storage.records._codec import assign_partitions, encode_arrow
+from kfs.spark.partitioner import assign_partitions
+from storage.records.batch import encode_arrow
 from storage.records.columns import RecordColumns
 from test_batch import PROPERTY, batches, kp_build, kp_decode
 
@@ -216,7 +217,7 @@ def test_read_columns_across_segments_skips_aborted_and_stops_at_the_end(tmp_pat
 
 
 def test_arrow_rows_sealed_in_place_are_build_batchs_transactional_batch():
-    from storage.records._codec import seal_in_place
+    from storage.records.batch import seal_in_place
     values = [b"v%d" % i for i in range(50)]
     arr = pa.array(values, pa.binary())
     batch = bytearray(b"an earlier batch")

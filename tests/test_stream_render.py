@@ -9,7 +9,7 @@ from array import array
 from hypothesis import given, strategies as st
 
 from storage.records import build_batch, iter_batches
-from storage.records._codec import ColumnBuilder
+from storage.records.columns import ColumnBuilder
 from storage.records.record import TimestampType
 from test_batch import PROPERTY
 

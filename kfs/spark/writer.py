@@ -42,14 +42,14 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from storage import LogManager
-from storage.records import RECORD_BATCH_OVERHEAD
-from storage.records._codec import assign_partitions, encode_arrow, seal_in_place
 from storage.clock import now_ms
+from storage.records import RECORD_BATCH_OVERHEAD
+from storage.records.batch import encode_arrow, seal_in_place
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.topic_partition import parse_partition_dir_name
 
-from ..mounts import find_mount
-from .partitioner import StickyPartitioner
+from kfs.mount.mount_table import find_mount
+from .partitioner import StickyPartitioner, assign_partitions
 
 PRODUCER_EPOCH = 0
 # The driver's markers carry the next epoch, as a coordinator bumps it when it ends a

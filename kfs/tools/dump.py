@@ -82,7 +82,7 @@ from storage.records.compression import decompress
 from storage.records.legacy import COMPRESSION_CODEC_MASK as LEGACY_CODEC_MASK
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.legacy import _key_and_value as _legacy_key_and_value
-from storage.records._codec import ColumnBuilder
+from storage.records.columns import ColumnBuilder
 from storage.records.control import (
     ControlRecordType,
     decode_control_record_key,

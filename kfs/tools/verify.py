@@ -48,7 +48,6 @@ from storage.errors import (
 from storage.offset_index import OffsetIndex
 from storage.producer_state import decode_snapshot
 from storage.records import LOG_OVERHEAD, iter_batches
-from storage.records._codec import SegmentScan
 from storage.log_files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -61,6 +60,7 @@ from storage.log_files import (
     TXN_INDEX_SUFFIX,
     filename_prefix,
 )
+from storage.segment import SegmentScan
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn, TransactionIndex

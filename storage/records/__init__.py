@@ -13,11 +13,13 @@ from storage.records.batch import (
     assign_offsets,
     batch_at,
     build_batch,
+    encode_line_batches,
+    encode_lines,
+    encode_records,
     iter_batches,
     seal_batch,
     set_log_append_time,
 )
-from storage.records._codec import encode_line_batches, encode_lines, encode_records
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import Record, TimestampType

@@ -23,7 +23,15 @@ from crc32c import crc32c
 
 from storage.clock import now_ms
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.records import _codec
+from storage.records._c import records as _c
+from storage.records._c.records import (  # this module is their owner
+    decode_records,
+    encode_arrow,
+    encode_line_batches,
+    encode_lines,
+    encode_records,
+    seal_in_place,
+)
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import BatchSpan, Record, TimestampType
@@ -40,6 +48,12 @@ __all__ = [
     "seal_batch",
     "assign_offsets",
     "set_log_append_time",
+    "decode_records",
+    "encode_arrow",
+    "encode_line_batches",
+    "encode_lines",
+    "encode_records",
+    "seal_in_place",
 ]
 
 # Header geometry (DefaultRecordBatch / Records constants).
@@ -188,7 +202,7 @@ class RecordBatch(BatchSpan):
         """
         if self.records_count == 0:
             return []
-        return _codec.decode_records(self._records_section(), *self._decode_args())
+        return _c.decode_records(self._records_section(), *self._decode_args())
 
     def record_at(self, offset: int) -> Record | None:
         """The record at ``offset``, or None when the batch has none there (outside it, or a
@@ -196,7 +210,7 @@ class RecordBatch(BatchSpan):
         costs one record's decoding. Errors as :meth:`records`."""
         if not 0 <= offset - self.base_offset <= self.last_offset_delta or self.records_count <= 0:
             return None
-        return _codec.record_at(self._records_section(), *self._decode_args(), offset)
+        return _c.record_at(self._records_section(), *self._decode_args(), offset)
 
     def first_record_from_time(self, timestamp: int, min_offset: int) -> Record | None:
         """The first record with timestamp >= ``timestamp`` (epoch ms) and offset >=
@@ -204,7 +218,7 @@ class RecordBatch(BatchSpan):
         record is decoded: the others are read as far as their timestamp and offset deltas."""
         if self.records_count <= 0 or self.max_timestamp < timestamp:
             return None
-        return _codec.first_record_from_time(self._records_section(), *self._decode_args(),
+        return _c.first_record_from_time(self._records_section(), *self._decode_args(),
                                              timestamp, min_offset)
 
     def add_to(self, columns, start: int = 0, end: int = (1 << 63) - 1) -> int:
@@ -378,7 +392,7 @@ def build_batch(
         timestamp_deltas = timestamps - base_timestamp
     else:
         timestamp_deltas = [t - base_timestamp for t in timestamps]
-    records = _codec.encode_records(values, keys, timestamp_deltas, headers, offset_deltas)
+    records = encode_records(values, keys, timestamp_deltas, headers, offset_deltas)
     return seal_batch(
         records, count, base_offset, base_timestamp, max_timestamp, last_offset_delta,
         codec=codec, level=level, log_append=timestamp_type == TimestampType.LOG_APPEND_TIME,
@@ -411,7 +425,7 @@ def seal_batch(records: bytes, count: int, base_offset: int, base_timestamp: int
     if codec:
         records = compress(codec, records, level)
     try:
-        return _codec.seal(records, count, base_offset, base_timestamp, max_timestamp,
+        return _c.seal(records, count, base_offset, base_timestamp, max_timestamp,
                            last_offset_delta, attributes, partition_leader_epoch, producer_id,
                            producer_epoch, base_sequence, crc32c)
     except OverflowError as exc:

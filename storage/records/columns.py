@@ -2,7 +2,7 @@
 Python object per record.
 
 The compiled codec decodes records sections straight into buffers in Arrow's layouts
-(``_codec.ColumnBuilder``); :meth:`RecordColumns.to_arrow` wraps them with
+(``ColumnBuilder``, the compiled twin ``storage.records._c.columns``); :meth:`RecordColumns.to_arrow` wraps them with
 ``pa.Array.from_buffers``, without copying them and without a per-record Python object.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 import pyarrow as pa
 from crc32c import crc32c
 
-from storage.records import _codec
 from storage.records.batch import RecordBatch
 from storage.records.compression import decompress
 from storage.records.legacy import LegacyRecordBatch
+from storage.records._c.columns import ColumnBuilder
 
-__all__ = ["RecordColumns", "HEADERS_TYPE"]
+__all__ = ["ColumnBuilder", "RecordColumns", "HEADERS_TYPE"]
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _SCHEMA = [("offset", pa.int64()), ("timestamp", pa.int64()), ("timestamp_type", pa.int32()),
@@ -33,7 +33,7 @@ class RecordColumns:
 
     def __init__(self, headers: bool = False):
         self.headers = headers
-        self._builder = _codec.ColumnBuilder(headers)
+        self._builder = ColumnBuilder(headers)
 
     @property
     def num_rows(self) -> int:

@@ -6,7 +6,7 @@ finding, and so is a disagreement between two decoders of the same bytes:
 
 * ``records()`` and ``RecordColumns`` (the Arrow path) must fail together or give the same rows;
 * ``record_at`` / ``first_record_from_time`` (which skim) must answer as a scan of ``records()``;
-* ``iter_batches`` must walk the batch boundaries ``_codec.batch_ends`` finds, and
+* ``iter_batches`` must walk the batch boundaries ``segment.batch_ends`` finds, and
   ``SegmentScan`` (recovery's and verify's walk) consume exactly the leading v2 batches;
 * ``encode_lines`` must encode exactly what ``encode_records`` does for the same lines;
 * every Arrow batch built, even after an error mid-batch, must pass ``validate(full=True)``.
@@ -25,7 +25,8 @@ import pyarrow as pa
 from crc32c import crc32c
 
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.records import _codec
+from storage import segment
+from storage.records import batch as batch_codec
 from storage.records.batch import RecordBatch, batch_at, iter_batches
 from storage.records.columns import RecordColumns
 
@@ -140,7 +141,7 @@ def fuzz_segment(data: bytes) -> None:
     except EXPECTED:
         complete = False
     positions = [b.position for b in batches]
-    ends, stop = _codec.batch_ends(buf)
+    ends, stop = segment.batch_ends(buf)
     assert (ends if complete else ends[:len(positions)]) == positions, (ends, positions)
     assert stop <= len(data)
     check_scan(data, buf, ends)
@@ -161,7 +162,7 @@ def fuzz_segment(data: bytes) -> None:
 def check_scan(data: bytes, buf: memoryview, ends: list[int]) -> None:
     """``SegmentScan`` over the run: it takes the v2 batches (size >= 61) up to the first
     other entry or partial batch; its index checks read bytes of the input as index entries."""
-    scan = _codec.SegmentScan(0, crc32c)
+    scan = segment.SegmentScan(0, crc32c)
     consumed = scan.scan(buf, 0)
     want = count = 0
     for pos in ends:
@@ -175,7 +176,7 @@ def check_scan(data: bytes, buf: memoryview, ends: list[int]) -> None:
     scan.index_entries(64)
     scan.epoch_starts()
     scan.max_timestamp_and_offset()
-    assert _codec.SegmentScan(0, crc32c, 0, stop_at_problem=True).scan(buf, 0) <= consumed
+    assert segment.SegmentScan(0, crc32c, 0, stop_at_problem=True).scan(buf, 0) <= consumed
 
 
 # -- console-producer lines ----------------------------------------------------------------
@@ -190,7 +191,7 @@ def check_lines(data: bytes) -> None:
     max_bytes = (h >> 8) % 4096
     pos = (h >> 20) % (len(data) + 1)
     end = len(data) - (h >> 30)
-    got = _codec.encode_lines(exact(data), pos, end, max_bytes, max_records, separator)
+    got = batch_codec.encode_lines(exact(data), pos, end, max_bytes, max_records, separator)
     keys, values, total, longest = [], [], 0, 0
     while pos < end and len(values) < max_records:
         nl = data.find(b"\n", pos, end)
@@ -206,7 +207,7 @@ def check_lines(data: bytes) -> None:
                     return
                 break
             key, line = line[:cut], line[cut + len(separator):]
-        size = len(_codec.encode_records([line], [key], 0, None, [len(values)]))
+        size = len(batch_codec.encode_records([line], [key], 0, None, [len(values)]))
         if values and total + size > max_bytes:
             break
         keys.append(key)
@@ -214,8 +215,8 @@ def check_lines(data: bytes) -> None:
         total += size
         longest = max(longest, size)
         pos = nl + 1
-    section = _codec.encode_records(values, keys, 0) if values else b""
+    section = batch_codec.encode_records(values, keys, 0) if values else b""
     assert got == (section, len(values), pos, longest), (got, len(values), pos, longest)
     if values:
-        decoded = _codec.decode_records(section, len(values), 0, 0, -1, -1)
+        decoded = batch_codec.decode_records(section, len(values), 0, 0, -1, -1)
         assert [(r.key, r.value) for r in decoded] == list(zip(keys, values))

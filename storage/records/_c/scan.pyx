@@ -1,0 +1,394 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled twin of ``storage.segment``'s scans: batch boundaries, the producer batches a
+replay needs, and ``SegmentScan``, the checks of recovery and verify."""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdio cimport snprintf
+from libc.stdlib cimport free, realloc
+from libc.string cimport memchr, memcmp, memcpy, memset
+
+from storage.records._c.frame cimport *
+from storage.records._c.buffers cimport (
+    Growable, OwnedBuffer, grow, put_bytes, put_int32, put_int64, release, reserve, take,
+)
+
+from storage.errors import CorruptRecordError
+
+
+def batch_ends(const uint8_t[::1] buf, Py_ssize_t pos=0, Py_ssize_t end=-1):
+    """Walk the batches of ``buf[pos:end]`` by their batchLength fields alone:
+    ``(positions, stop)``, the start of each whole batch (any magic) and where the walk
+    stopped: at ``end``, at a partial batch, or at a declared size below the smallest entry
+    (14 bytes, a v0 message), where the bytes are not batches. Reads nothing but the 12-byte
+    log overhead of each batch."""
+    cdef Py_ssize_t n = buf.shape[0] if end < 0 else min(end, buf.shape[0])
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
+    cdef int32_t length
+    cdef list positions = []
+    if pos < 0:
+        raise ValueError(f"negative position {pos}")
+    while pos + 12 <= n:
+        length = be32(p + pos + 8)
+        if length < 14 or length > n - pos - 12:
+            break
+        positions.append(pos)
+        pos += 12 + length
+    return positions, pos
+
+
+
+cdef inline Py_ssize_t search(const int64_t* a, Py_ssize_t n, int64_t x, bint right) noexcept nogil:
+    # bisect_left (right False) / bisect_right (right True) of x in the sorted a[:n]
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x or (right and a[mid] == x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef class SegmentScan:
+    """One pass over a segment's ``.log``, a block of bytes at a time: each whole v2 batch is
+    checked as Kafka's ``LogSegment.recover`` and ``kafka-dump-log`` do (size, magic, CRC-32C
+    over bytes [21, size), codec id, record count against lastOffsetDelta, offsets that never
+    go back, offsets within the index's 32-bit reach of ``base``), and its position, last
+    offset, max timestamp and leader epoch are kept in columns for the index checks.
+
+    ``crc`` is the CRC-32C function (the ``crc32c`` package's), called once per batch;
+    ``next_offset`` the offset after the segment before, when its batches are checked too.
+    ``problems`` collects ``(position, message)``. With ``stop_at_problem`` (recovery) the scan
+    makes only recovery's checks (CRC, offsets going back) and stops at the first problem,
+    leaving ``valid_end`` before that batch; an offset past the index's reach stops it too, as
+    ``overflow_offset`` (Kafka raises there rather than truncating). A legacy v0/v1 entry stops
+    :meth:`scan` (``at_legacy``): the caller checks it and records it with :meth:`add`.
+    Positions are byte offsets in the ``.log``, timestamps epoch ms."""
+    cdef Growable _positions, _first_offsets, _last_offsets, _max_timestamps, _epochs
+    cdef Growable _rise_offsets, _rise_timestamps
+    cdef readonly Py_ssize_t count
+    cdef readonly int64_t base, next_offset
+    cdef readonly Py_ssize_t valid_end
+    cdef readonly bint at_legacy, broken, stop_at_problem
+    cdef readonly int64_t overflow_offset
+    cdef public list problems
+    cdef readonly list producer_positions
+    cdef object crc
+
+    def __cinit__(self, int64_t base, crc, int64_t next_offset=-1, bint stop_at_problem=False):
+        self.base = base
+        self.crc = crc
+        self.stop_at_problem = stop_at_problem
+        self.next_offset = next_offset  # where the batches must start (-1: anywhere)
+        self.overflow_offset = -1
+        self.problems = []
+        self.producer_positions = []  # batches with a producer id or control: what replay needs
+
+    def __dealloc__(self):
+        release(&self._positions)
+        release(&self._first_offsets)
+        release(&self._last_offsets)
+        release(&self._max_timestamps)
+        release(&self._epochs)
+        release(&self._rise_offsets)
+        release(&self._rise_timestamps)
+
+    @property
+    def last_offset(self):
+        """The last offset of the last batch, or None."""
+        return (<int64_t*>self._last_offsets.data)[self.count - 1] if self.count else None
+
+    def max_timestamp_and_offset(self):
+        """(largest max timestamp, last offset of the first batch carrying it), or (-1, -1)."""
+        cdef Py_ssize_t n = self._rise_offsets.length // 8
+        if not n:
+            return -1, -1
+        return (<int64_t*>self._rise_timestamps.data)[n - 1], (<int64_t*>self._rise_offsets.data)[n - 1]
+
+    def add(self, int64_t position, int64_t size, int64_t first_offset, int64_t last_offset,
+            int64_t max_timestamp, int32_t epoch=-1):
+        """Record a whole batch of ``size`` bytes checked elsewhere (a legacy entry);
+        ``first_offset`` is checked against the batches before as :meth:`scan` does."""
+        cdef Py_ssize_t problems_before = len(self.problems)
+        self.check_offsets(position, first_offset, last_offset)
+        if self.stop_at_problem and (len(self.problems) > problems_before or
+                                     self.overflow_offset >= 0):
+            return
+        self.record(position, first_offset, last_offset, max_timestamp, epoch)
+        self.valid_end = position + size
+        self.at_legacy = False
+
+    cdef int check_offsets(self, int64_t position, int64_t first, int64_t last) except -1:
+        if self.count == 0 and first < self.base:
+            self.problem(position, f"first batch starts at offset {first}, below the segment's "
+                                   f"base offset {self.base}")
+        if self.next_offset >= 0 and first < self.next_offset:
+            self.problem(position, f"offsets go back: batch at offset {first} follows one "
+                                   f"ending at offset {self.next_offset - 1}")
+        if last - self.base > 0x7FFFFFFF and self.stop_at_problem:
+            self.overflow_offset = last
+        elif last - self.base > 0x7FFFFFFF:
+            self.problem(position, f"offset {last} does not fit the index (more than 2^31-1 "
+                                   f"past the base offset {self.base})")
+        return 0
+
+    cdef int problem(self, int64_t position, str what) except -1:
+        self.problems.append((position, what))
+        return 0
+
+    cdef int record(self, int64_t position, int64_t first_offset, int64_t last_offset,
+                    int64_t max_timestamp, int32_t epoch) except -1:
+        cdef Py_ssize_t rises = self._rise_offsets.length // 8
+        put_int64(&self._positions, position)
+        put_int64(&self._first_offsets, first_offset)
+        put_int64(&self._last_offsets, last_offset)
+        put_int64(&self._max_timestamps, max_timestamp)
+        put_int64(&self._epochs, epoch)
+        if max_timestamp > (<int64_t*>self._rise_timestamps.data)[rises - 1] if rises else max_timestamp > -1:
+            put_int64(&self._rise_offsets, last_offset)
+            put_int64(&self._rise_timestamps, max_timestamp)
+        self.count += 1
+        self.next_offset = last_offset + 1
+        return 0
+
+    def scan(self, buf, Py_ssize_t position, Py_ssize_t end=-1):
+        """Check the whole batches of ``buf`` (the .log's bytes from ``position``) up to
+        ``end`` bytes of it; returns the bytes consumed: up to a partial batch (read on from
+        there), a legacy entry (``at_legacy``), bytes that are not a batch (``broken``, with a
+        problem) or, with ``stop_at_problem``, the first batch with a problem."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            return self.scan_block(<const uint8_t*>view.buf,
+                                   view.len if end < 0 else min(end, view.len), position)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef Py_ssize_t scan_block(self, const uint8_t* p, Py_ssize_t n, int64_t file_pos) except -1:
+        cdef Py_ssize_t pos = 0, size
+        cdef int32_t length, last_delta, count
+        cdef int64_t base_offset, max_ts
+        cdef uint32_t stored, computed
+        cdef int codec
+        cdef Py_ssize_t problems_before
+        self.at_legacy = False
+        while pos + 17 <= n:
+            length = be32(p + pos + 8)
+            if length < 14:
+                self.broken = True
+                self.problem(file_pos + pos, f"Found record size {length} smaller than minimum "
+                                             f"record overhead (14) at position {file_pos + pos}")
+                break
+            if p[pos + 16] < 2:
+                self.at_legacy = True
+                break
+            if p[pos + 16] > 2:
+                self.broken = True
+                self.problem(file_pos + pos, f"record batch at position {file_pos + pos} has "
+                                             f"magic {p[pos + 16]}; only magic 2 is read here")
+                break
+            size = 12 + <Py_ssize_t>length
+            if size < 61:
+                self.broken = True
+                self.problem(file_pos + pos, f"Record batch is corrupt (the size {size} is "
+                                             "smaller than the minimum allowed overhead 61)")
+                break
+            if size > n - pos:
+                break  # partial: the caller reads on from here
+            base_offset = be64(p + pos)
+            last_delta = be32(p + pos + 23)
+            max_ts = be64(p + pos + 35)
+            count = be32(p + pos + 57)
+            problems_before = len(self.problems)
+            stored = <uint32_t>be32(p + pos + 17)
+            computed = self.crc(PyMemoryView_FromMemory(<char*>p + pos + 21, size - 21, PyBUF_READ))
+            if computed != stored:
+                self.problem(file_pos + pos, f"Record batch at offset {base_offset} is corrupt "
+                                             f"(stored crc = {stored}, computed crc = {computed})")
+            codec = p[pos + 22] & 0x07
+            if codec > 4 and not self.stop_at_problem:
+                self.problem(file_pos + pos, f"batch at offset {base_offset}: unknown "
+                                             f"compression type id {codec}")
+            if (last_delta < 0 or count < 0 or count > <int64_t>last_delta + 1) and \
+                    not self.stop_at_problem:
+                self.problem(file_pos + pos, f"batch at offset {base_offset}: {count} records "
+                                             f"for lastOffsetDelta {last_delta}")
+            self.check_offsets(file_pos + pos, base_offset, base_offset + last_delta)
+            if self.stop_at_problem and (len(self.problems) > problems_before or
+                                         self.overflow_offset >= 0):
+                break
+            self.record(file_pos + pos, base_offset, base_offset + last_delta, max_ts,
+                        be32(p + pos + 12))
+            if be64(p + pos + 43) >= 0 or p[pos + 22] & 0x20:
+                self.producer_positions.append(file_pos + pos)
+            pos += size
+            self.valid_end = file_pos + pos
+        return pos
+
+    def check_offset_index(self, entries, bint readable):
+        """Problems of offset-index entries (``entries``: the 8-byte entries in use, relative
+        offset and position, big-endian): ``(slot, message)``, the message "beyond" for an
+        entry at or past ``valid_end`` (when ``readable``). An entry must strictly increase,
+        start a batch, not lie past the batch holding its offset (a lookup would skip it) and
+        not name an offset past the segment."""
+        cdef Py_buffer view
+        cdef const uint8_t* e
+        cdef Py_ssize_t slots, i, k, holder
+        cdef int64_t offset, position, prev_offset = -1, prev_position = -1
+        cdef const int64_t* positions = <int64_t*>self._positions.data
+        cdef const int64_t* last_offsets = <int64_t*>self._last_offsets.data
+        out = []
+        PyObject_GetBuffer(entries, &view, PyBUF_SIMPLE)
+        try:
+            e = <const uint8_t*>view.buf
+            slots = view.len // 8
+            for i in range(slots):
+                offset = self.base + be32(e + 8 * i)
+                position = <uint32_t>be32(e + 8 * i + 4)
+                if i and (offset <= prev_offset or position <= prev_position):
+                    out.append((i, f"not above the entry before (offset {prev_offset}, position "
+                                   f"{prev_position}): entries must strictly increase"))
+                elif position >= self.valid_end:
+                    if readable:
+                        out.append((i, "beyond"))
+                else:
+                    k = search(positions, self.count, position, False)
+                    if k >= self.count or positions[k] != position:
+                        out.append((i, "no batch starts at that position"))
+                    elif k > 0 and last_offsets[k - 1] >= offset:
+                        holder = search(last_offsets, self.count, offset, False)
+                        out.append((i, f"past the batch holding offset {offset} (at position "
+                                       f"{positions[holder]}): a lookup would skip it"))
+                    elif readable and offset > last_offsets[self.count - 1]:
+                        out.append((i, f"offset beyond the segment's last offset "
+                                       f"{last_offsets[self.count - 1]}"))
+                prev_offset, prev_position = offset, position
+        finally:
+            PyBuffer_Release(&view)
+        return out
+
+    def check_time_index(self, entries, bint readable):
+        """Problems of time-index entries (12-byte entries: timestamp, relative offset) as
+        ``(slot, message)``: (T, O) must strictly increase in T, not go back in O, and name the
+        last offset O of a batch whose largest timestamp is T, the largest up to O."""
+        cdef Py_buffer view
+        cdef const uint8_t* e
+        cdef Py_ssize_t slots, i, k, r
+        cdef int64_t ts, offset, prev_ts = 0, prev_offset = 0, running
+        cdef const int64_t* last_offsets = <int64_t*>self._last_offsets.data
+        cdef const int64_t* max_ts = <int64_t*>self._max_timestamps.data
+        cdef const int64_t* rise_offsets = <int64_t*>self._rise_offsets.data
+        cdef const int64_t* rise_ts = <int64_t*>self._rise_timestamps.data
+        cdef Py_ssize_t rises = self._rise_offsets.length // 8
+        out = []
+        PyObject_GetBuffer(entries, &view, PyBUF_SIMPLE)
+        try:
+            e = <const uint8_t*>view.buf
+            slots = view.len // 12
+            for i in range(slots):
+                ts = be64(e + 12 * i)
+                offset = self.base + be32(e + 12 * i + 8)
+                if i and (ts <= prev_ts or offset < prev_offset):
+                    out.append((i, f"not above the entry before (timestamp {prev_ts}, offset "
+                                   f"{prev_offset}): timestamps must strictly increase, offsets "
+                                   "must not go back"))
+                elif self.count == 0 or offset > last_offsets[self.count - 1]:
+                    if readable:
+                        out.append((i, "offset beyond the segment's last batch"))
+                else:
+                    k = search(last_offsets, self.count, offset, False)
+                    r = search(rise_offsets, rises, offset, True) - 1
+                    running = rise_ts[r] if r >= 0 else -1
+                    if last_offsets[k] != offset:
+                        out.append((i, "no batch ends at that offset (entries name the last "
+                                       "offset of a batch)"))
+                    elif running != ts:
+                        out.append((i, f"the largest timestamp up to that offset is {running}"))
+                    elif max_ts[k] != ts:
+                        out.append((i, f"the batch ending there has largest timestamp {max_ts[k]}"))
+                prev_ts, prev_offset = ts, offset
+        finally:
+            PyBuffer_Release(&view)
+        return out
+
+    def index_entries(self, Py_ssize_t interval):
+        """The offset- and time-index entries recovery writes for the batches scanned
+        (``LogSegment.recover``): an entry (last offset, position) for a batch
+        more than ``interval`` bytes past the last entry's, with a time entry (largest timestamp
+        so far, its offset) when that rose. Returns (offset entries, time entries) as the
+        on-disk bytes (relative offsets, big-endian)."""
+        cdef Growable offsets, times
+        cdef const int64_t* positions = <int64_t*>self._positions.data
+        cdef const int64_t* last_offsets = <int64_t*>self._last_offsets.data
+        cdef const int64_t* max_ts = <int64_t*>self._max_timestamps.data
+        cdef int64_t last_entry = 0, best_ts = -1, best_offset = -1, written_ts = -1
+        cdef uint8_t entry[12]
+        memset(&offsets, 0, sizeof(Growable))
+        memset(&times, 0, sizeof(Growable))
+        try:
+            for i in range(self.count):
+                if max_ts[i] > best_ts:
+                    best_ts, best_offset = max_ts[i], last_offsets[i]
+                if positions[i] - last_entry > interval:
+                    put_be32(entry, <int32_t>(last_offsets[i] - self.base))
+                    put_be32(entry + 4, <int32_t>positions[i])
+                    put_bytes(&offsets, entry, 8)
+                    if best_ts > written_ts:
+                        put_be64(entry, best_ts)
+                        put_be32(entry + 8, <int32_t>(best_offset - self.base))
+                        put_bytes(&times, entry, 12)
+                        written_ts = best_ts
+                    last_entry = positions[i]
+            return (PyBytes_FromStringAndSize(<char*>offsets.data, offsets.length),
+                    PyBytes_FromStringAndSize(<char*>times.data, times.length))
+        finally:
+            release(&offsets)
+            release(&times)
+
+    def epoch_starts(self):
+        """(leader epoch, base offset of the batch) where the batches' partitionLeaderEpoch
+        rises."""
+        cdef const int64_t* epochs = <int64_t*>self._epochs.data
+        cdef const int64_t* first_offsets = <int64_t*>self._first_offsets.data
+        cdef int64_t latest = -1
+        out = []
+        for i in range(self.count):
+            if epochs[i] > latest:
+                latest = epochs[i]
+                out.append((latest, first_offsets[i]))
+        return out
+
+
+
+def producer_batches(buf):
+    """``(positions, consumed)``: where the whole v2 batches at the front of ``buf`` that carry
+    a producer id or are control batches start (the only ones a producer-state replay applies,
+    ``UnifiedLog.loadProducersFromRecords``), and the bytes of whole batches walked. Legacy
+    entries (no producer) are walked over; the walk stops at a partial batch or a size below
+    the smallest entry."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t n, pos = 0, size
+    cdef int32_t length
+    positions = []
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t*>view.buf
+        n = view.len
+        while pos + 17 <= n:
+            length = be32(p + pos + 8)
+            size = 12 + <Py_ssize_t>length
+            if length < 14 or size > n - pos or (p[pos + 16] >= 2 and size < 61):
+                break
+            if p[pos + 16] >= 2 and (be64(p + pos + 43) >= 0 or p[pos + 22] & 0x20):
+                positions.append(pos)
+            pos += size
+    finally:
+        PyBuffer_Release(&view)
+    return positions, pos
+
