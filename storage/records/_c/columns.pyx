@@ -14,7 +14,9 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 
 from storage.records._c.frame cimport *
 from storage.records._c.varint cimport *
-from storage.records._c.records cimport RecordView, parse_record, read_bytes_field, record_error, skim_record
+from storage.records._c.records cimport (
+    RecordView, check_crc, parse_record, read_bytes_field, record_error, skim_record, whole_v2_batch,
+)
 from storage.records._c.buffers cimport (
     Growable, OwnedBuffer, grow, put_bytes, put_int32, put_int64, release, reserve, take,
 )
@@ -286,51 +288,40 @@ cdef class ColumnBuilder:
         (from ``decompress``) for an unknown codec."""
         cdef Py_buffer view
         cdef const uint8_t* p
+        cdef const uint8_t* b
         cdef Py_ssize_t n, pos = position, size
-        cdef int32_t length, count, last_delta
-        cdef int64_t base_offset, base_ts, max_ts, append_time
+        cdef int32_t count, last_delta
+        cdef int64_t base_offset, append_time
         cdef int16_t attributes
-        cdef uint32_t stored
         if position < 0:
             raise ValueError(f"negative position {position}")
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             p = <const uint8_t*>view.buf
             n = view.len
-            while pos + 61 <= n:
-                length = be32(p + pos + 8)
-                if p[pos + 16] != 2:
-                    if p[pos + 16] < 2:
-                        break  # legacy: the caller decodes it
-                    raise CorruptRecordError(f"record batch with magic {p[pos + 16]}")
-                size = 12 + <Py_ssize_t>length
-                if length < 49:
-                    raise CorruptRecordError(f"Record batch is corrupt (the size {size} is "
-                                             "smaller than the minimum allowed overhead 61)")
-                if size > n - pos:
-                    break
-                base_offset = be64(p + pos)
-                last_delta = be32(p + pos + 23)
+            while pos + RECORD_BATCH_OVERHEAD <= n:
+                size = whole_v2_batch(p, pos, n)
+                if size <= 0:
+                    break  # a partial batch, or legacy: the caller decodes it
+                b = p + pos
+                base_offset = base_offset_of(b)
+                last_delta = last_offset_delta_of(b)
                 if base_offset >= end:
                     return pos - position, True
                 if crc is not None:
-                    stored = <uint32_t>be32(p + pos + 17)
-                    if <uint32_t>crc(PyMemoryView_FromMemory(<char*>p + pos + 21, size - 21,
-                                                             PyBUF_READ)) != stored:
-                        raise CorruptRecordError(f"Record batch at offset {base_offset} is "
-                                                 "corrupt (CRC-32C mismatch)")
-                attributes = be16(p + pos + 21)
-                count = be32(p + pos + 57)
-                if base_offset + last_delta >= start and count and not attributes & 0x20 and not (
-                        skip is not None and attributes & 0x10 and
-                        skip(be64(p + pos + 43), base_offset)):
-                    base_ts = be64(p + pos + 27)
-                    max_ts = be64(p + pos + 35)
-                    append_time = max_ts if attributes & 0x08 else -1
-                    section = PyMemoryView_FromMemory(<char*>p + pos + 61, size - 61, PyBUF_READ)
-                    if attributes & 0x07:
-                        section = decompress(attributes & 0x07, section)
-                    self.add_section(section, count, base_offset, base_ts, append_time, start, end)
+                    check_crc(b, size, crc)
+                attributes = attributes_of(b)
+                count = records_count_of(b)
+                if base_offset + last_delta >= start and count and \
+                        not attributes & CONTROL_FLAG_MASK and not (
+                            skip is not None and attributes & TRANSACTIONAL_FLAG_MASK and
+                            skip(producer_id_of(b), base_offset)):
+                    append_time = max_timestamp_of(b) if attributes & TIMESTAMP_TYPE_MASK else -1
+                    section = records_section(b, size)
+                    if attributes & COMPRESSION_CODEC_MASK:
+                        section = decompress(attributes & COMPRESSION_CODEC_MASK, section)
+                    self.add_section(section, count, base_offset, base_timestamp_of(b),
+                                     append_time, start, end)
                 pos += size
                 if base_offset + last_delta >= end - 1:
                     return pos - position, True

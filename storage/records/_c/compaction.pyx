@@ -14,7 +14,9 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 
 from storage.records._c.frame cimport *
 from storage.records._c.varint cimport *
-from storage.records._c.records cimport RecordView, parse_record, read_bytes_field, record_error, skim_record
+from storage.records._c.records cimport (
+    RecordView, check_crc, parse_record, read_bytes_field, record_error, skim_record, whole_v2_batch,
+)
 from storage.records._c.buffers cimport (
     Growable, OwnedBuffer, grow, put_bytes, put_int32, put_int64, release, reserve, take,
 )
@@ -179,34 +181,6 @@ cdef class SkimpyOffsetMap:
         return <double>self.size / self.slots
 
 
-cdef inline int check_crc(const uint8_t* p, Py_ssize_t pos, Py_ssize_t size, int64_t base_offset,
-                          crc) except -1:
-    cdef uint32_t stored = <uint32_t>be32(p + pos + 17)
-    if <uint32_t>crc(PyMemoryView_FromMemory(<char*>p + pos + 21, size - 21, PyBUF_READ)) != stored:
-        raise CorruptRecordError(f"Record batch at offset {base_offset} is corrupt (CRC-32C "
-                                 "mismatch)")
-    return 0
-
-
-cdef inline Py_ssize_t whole_v2_batch(const uint8_t* p, Py_ssize_t pos, Py_ssize_t n) except -2:
-    """The size of the v2 batch at ``pos``, 0 when it is not whole in ``p[:n]``, -1 for a legacy
-    entry. Raises CorruptRecordError for an impossible size or magic."""
-    cdef int32_t length
-    cdef Py_ssize_t size
-    if pos + 17 > n:
-        return 0
-    length = be32(p + pos + 8)
-    if p[pos + 16] != 2:
-        if p[pos + 16] < 2:
-            return -1
-        raise CorruptRecordError(f"record batch with magic {p[pos + 16]}")
-    size = 12 + <Py_ssize_t>length
-    if length < 49:
-        raise CorruptRecordError(f"Record batch is corrupt (the size {size} is smaller than the "
-                                 "minimum allowed overhead 61)")
-    return size if size <= n - pos else 0
-
-
 cdef int map_records(SkimpyOffsetMap m, const uint8_t* p, Py_ssize_t n, int32_t count,
                      int64_t base_offset, int64_t start, Py_ssize_t max_entries,
                      int64_t* read) except -1:
@@ -258,10 +232,10 @@ cdef inline Py_ssize_t plain_v2_batch(const uint8_t* p, Py_ssize_t pos, Py_ssize
     if size <= 0:
         stop[0] = 0 if size == 0 else 1
         return 0
-    if be16(p + pos + 21) & 0x30:
+    if attributes_of(p + pos) & (CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK):
         stop[0] = 1
         return 0
-    check_crc(p, pos, size, be64(p + pos), crc)
+    check_crc(p + pos, size, crc)
     return size
 
 
@@ -275,6 +249,7 @@ def map_run(SkimpyOffsetMap m, buf, Py_ssize_t position, int64_t start, Py_ssize
     ``(bytes consumed, records read, stopped: 0 end, 1 batch for the caller, 2 full)``."""
     cdef Py_buffer view
     cdef const uint8_t* p
+    cdef const uint8_t* b
     cdef const unsigned char[::1] section
     cdef Py_ssize_t n, pos = position, size
     cdef int64_t read = 0, base_offset, last_offset
@@ -285,27 +260,29 @@ def map_run(SkimpyOffsetMap m, buf, Py_ssize_t position, int64_t start, Py_ssize
     try:
         p = <const uint8_t*>view.buf
         n = view.len
-        while pos + 61 <= n:
+        while pos + RECORD_BATCH_OVERHEAD <= n:
             size = plain_v2_batch(p, pos, n, crc, &stop)
             if not size:
                 break
-            attributes = be16(p + pos + 21)
-            base_offset = be64(p + pos)
-            count = be32(p + pos + 57)
+            b = p + pos
+            attributes = attributes_of(b)
+            base_offset = base_offset_of(b)
+            count = records_count_of(b)
             if count:
-                if attributes & 0x07:
-                    section = decompress(attributes & 0x07, PyMemoryView_FromMemory(
-                        <char*>p + pos + 61, size - 61, PyBUF_READ))
+                if attributes & COMPRESSION_CODEC_MASK:
+                    section = decompress(attributes & COMPRESSION_CODEC_MASK,
+                                         records_section(b, size))
                     full = map_records(m, &section[0] if section.shape[0] else NULL,
                                        section.shape[0], count, base_offset, start,
                                        max_entries, &read)
                 else:
-                    full = map_records(m, p + pos + 61, size - 61, count, base_offset, start,
+                    full = map_records(m, b + RECORD_BATCH_OVERHEAD,
+                                       size - RECORD_BATCH_OVERHEAD, count, base_offset, start,
                                        max_entries, &read)
                 if full:
                     stop = 2
                     break
-            last_offset = base_offset + be32(p + pos + 23)
+            last_offset = base_offset + last_offset_delta_of(b)
             if last_offset >= start:
                 m.latest_offset = last_offset
             pos += size
@@ -429,26 +406,28 @@ cdef class RecordFilter:
                            int retention, bint discard_records, bint marker_for_empty_txn,
                            bytearray out) except -1:
         """One batch through the filter (``filterTo``'s loop body) into ``out``."""
-        cdef int64_t base_offset = be64(p + pos), base_ts = be64(p + pos + 27)
-        cdef int64_t max_ts = be64(p + pos + 35)
-        cdef int32_t last_delta = be32(p + pos + 23), count = be32(p + pos + 57)
-        cdef int16_t attributes = be16(p + pos + 21)
-        cdef bint has_horizon = attributes & 0x40, tombstones = False
-        cdef int64_t append_time = max_ts if attributes & 0x08 else -1
+        cdef const uint8_t* b = p + pos
+        cdef int64_t base_offset = base_offset_of(b), base_ts = base_timestamp_of(b)
+        cdef int64_t max_ts = max_timestamp_of(b)
+        cdef int32_t last_delta = last_offset_delta_of(b), count = records_count_of(b)
+        cdef int16_t attributes = attributes_of(b)
+        cdef bint has_horizon = attributes & DELETE_HORIZON_FLAG_MASK, tombstones = False
+        cdef int64_t append_time = max_ts if attributes & TIMESTAMP_TYPE_MASK else -1
         cdef const unsigned char[::1] section
-        cdef const uint8_t* s = p + pos + 61
-        cdef Py_ssize_t n = size - 61, kept
+        cdef const uint8_t* s = b + RECORD_BATCH_OVERHEAD
+        cdef Py_ssize_t n = size - RECORD_BATCH_OVERHEAD, kept
         cdef int64_t horizon
         self.kept.length = 0
         if count and not discard_records:
-            if attributes & 0x07:
-                section = self.decompress(attributes & 0x07, PyMemoryView_FromMemory(
-                    <char*>s, n, PyBUF_READ))
+            if attributes & COMPRESSION_CODEC_MASK:
+                section = self.decompress(attributes & COMPRESSION_CODEC_MASK,
+                                          records_section(b, size))
                 s = &section[0] if section.shape[0] else NULL
                 n = section.shape[0]
             self.messages_read += self._filter_records(
                 s, n, count, base_offset, base_ts, append_time,
-                not has_horizon or self.now < base_ts, (attributes & 0x20) != 0, &tombstones)
+                not has_horizon or self.now < base_ts, (attributes & CONTROL_FLAG_MASK) != 0,
+                &tombstones)
         elif count > 0:
             self.messages_read += count
         kept = self.kept.length // sizeof(Kept)
@@ -464,16 +443,18 @@ cdef class RecordFilter:
                 self._rebuild(p, pos, s, kept, horizon, out)
         elif retention == RETAIN_EMPTY:
             empty_batch(p + pos, out, self.crc)
-            self._retained(max_ts, base_offset + last_delta, base_offset + last_delta, 0, 61)
+            self._retained(max_ts, base_offset + last_delta, base_offset + last_delta, 0,
+                           RECORD_BATCH_OVERHEAD)
         return 0
 
     cdef int _rebuild(self, const uint8_t* p, Py_ssize_t pos, const uint8_t* s, Py_ssize_t kept,
                       int64_t horizon, bytearray out) except -1:
         """``MemoryRecordsBuilder`` over the kept records of the batch at ``p + pos``."""
         cdef const Kept* ks = <const Kept*>self.kept.data
-        cdef int16_t attributes = be16(p + pos + 21)
-        cdef int64_t base_offset = be64(p + pos), base_ts, max_ts = -1, delta
-        cdef int32_t last_delta = be32(p + pos + 23)
+        cdef const uint8_t* b = p + pos
+        cdef int16_t attributes = attributes_of(b)
+        cdef int64_t base_offset = base_offset_of(b), base_ts, max_ts = -1, delta
+        cdef int32_t last_delta = last_offset_delta_of(b)
         cdef Py_ssize_t records_len = 0, body, at, start
         cdef uint8_t* w
         base_ts = horizon if horizon >= 0 else ks[0].timestamp
@@ -483,8 +464,8 @@ cdef class RecordFilter:
             records_len += varint_size(body) + body
             if ks[i].timestamp > max_ts:
                 max_ts = ks[i].timestamp
-        if attributes & 0x08:
-            max_ts = be64(p + pos + 35)  # LogAppendTime: the batch's append time
+        if attributes & TIMESTAMP_TYPE_MASK:
+            max_ts = max_timestamp_of(b)  # LogAppendTime: the batch's append time
         records = PyBytes_FromStringAndSize(NULL, records_len)
         w = <uint8_t*>PyBytes_AS_STRING(records)
         at = 0
@@ -498,18 +479,21 @@ cdef class RecordFilter:
             at += write_varint(w + at, ks[i].offset_delta)
             memcpy(w + at, s + ks[i].tail, ks[i].end - ks[i].tail)
             at += ks[i].end - ks[i].tail
-        if attributes & 0x07:
-            records = self.compress(attributes & 0x07, records)
-        attributes = (attributes & 0x3F) | (0x40 if horizon >= 0 else 0)
+        if attributes & COMPRESSION_CODEC_MASK:
+            records = self.compress(attributes & COMPRESSION_CODEC_MASK, records)
+        attributes = (attributes & (COMPRESSION_CODEC_MASK | TIMESTAMP_TYPE_MASK |
+                                    TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK)) | (
+            DELETE_HORIZON_FLAG_MASK if horizon >= 0 else 0)
         start = PyByteArray_GET_SIZE(out)
-        w = reserve_out(out, 61 + len(records))
+        w = reserve_out(out, RECORD_BATCH_OVERHEAD + len(records))
         put_header(w, len(records), <int32_t>kept, base_offset, base_ts, max_ts, last_delta,
-                   attributes, be32(p + pos + 12), be64(p + pos + 43), be16(p + pos + 51),
-                   be32(p + pos + 53))
-        memcpy(w + 61, PyBytes_AS_STRING(records), len(records))
-        put_crc(w, 61 + len(records), self.crc)
+                   attributes, partition_leader_epoch_of(b), producer_id_of(b),
+                   producer_epoch_of(b), base_sequence_of(b))
+        memcpy(w + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(records), len(records))
+        put_crc(w, RECORD_BATCH_OVERHEAD + len(records), self.crc)
         self._retained(max_ts, base_offset + last_delta,
-                       base_offset + ks[kept - 1].offset_delta, kept, 61 + len(records))
+                       base_offset + ks[kept - 1].offset_delta, kept,
+                       RECORD_BATCH_OVERHEAD + len(records))
         return 0
 
     def filter_batch(self, buf, Py_ssize_t position, bint retain_empty, bint discard_records,
@@ -524,8 +508,7 @@ cdef class RecordFilter:
             size = whole_v2_batch(<const uint8_t*>view.buf, position, view.len)
             if size <= 0:
                 raise CorruptRecordError(f"no whole v2 batch at position {position}")
-            check_crc(<const uint8_t*>view.buf, position, size,
-                      be64(<const uint8_t*>view.buf + position), self.crc)
+            check_crc(<const uint8_t*>view.buf + position, size, self.crc)
             self._filter_batch(<const uint8_t*>view.buf, position, size,
                                RETAIN_EMPTY if retain_empty else DELETE_EMPTY, discard_records,
                                marker_for_empty_txn, out)
@@ -549,13 +532,13 @@ cdef class RecordFilter:
         try:
             p = <const uint8_t*>view.buf
             n = view.len
-            while pos + 61 <= n:
+            while pos + RECORD_BATCH_OVERHEAD <= n:
                 size = plain_v2_batch(p, pos, n, self.crc, &stop)
                 if not size:
                     break
-                base_offset = be64(p + pos)
-                last_offset = base_offset + be32(p + pos + 23)
-                producer_id = be64(p + pos + 43)
+                base_offset = base_offset_of(p + pos)
+                last_offset = base_offset + last_offset_delta_of(p + pos)
+                producer_id = producer_id_of(p + pos)
                 retention = DELETE_EMPTY
                 if (producer_id >= 0 and self.producer_last.get(producer_id) == last_offset) or \
                         last_offset + 1 == self.upper_bound:
@@ -586,8 +569,11 @@ cdef int append_out(bytearray out, const uint8_t* p, Py_ssize_t n) except -1:
 cdef int empty_batch(const uint8_t* b, bytearray out, crc) except -1:
     """``DefaultRecordBatch.writeEmptyHeader`` for the batch at ``b``: no records, no codec, no
     delete horizon, baseTimestamp -1, its offsets, max timestamp and producer fields kept."""
-    cdef uint8_t* w = reserve_out(out, 61)
-    put_header(w, 0, 0, be64(b), -1, be64(b + 35), be32(b + 23), be16(b + 21) & 0x38,
-               be32(b + 12), be64(b + 43), be16(b + 51), be32(b + 53))
-    put_crc(w, 61, crc)
+    cdef uint8_t* w = reserve_out(out, RECORD_BATCH_OVERHEAD)
+    put_header(w, 0, 0, base_offset_of(b), -1, max_timestamp_of(b), last_offset_delta_of(b),
+               attributes_of(b) & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK |
+                                   CONTROL_FLAG_MASK),
+               partition_leader_epoch_of(b), producer_id_of(b), producer_epoch_of(b),
+               base_sequence_of(b))
+    put_crc(w, RECORD_BATCH_OVERHEAD, crc)
     return 0

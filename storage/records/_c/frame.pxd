@@ -138,3 +138,51 @@ cdef inline int put_crc(uint8_t* w, Py_ssize_t size, crc) except -1:
     """CRC-32C of the batch's bytes [21, size) into its CRC field."""
     put_be32(w + CRC_OFFSET, <int32_t>batch_crc(w, size, crc))
     return 0
+
+
+# -- the header's fields of the batch at ``b`` ---------------------------------------------------
+
+cdef inline int64_t base_offset_of(const uint8_t* b) noexcept nogil:
+    return be64(b + BASE_OFFSET_OFFSET)
+
+
+cdef inline int32_t partition_leader_epoch_of(const uint8_t* b) noexcept nogil:
+    return be32(b + PARTITION_LEADER_EPOCH_OFFSET)
+
+
+cdef inline int16_t attributes_of(const uint8_t* b) noexcept nogil:
+    return be16(b + ATTRIBUTES_OFFSET)
+
+
+cdef inline int32_t last_offset_delta_of(const uint8_t* b) noexcept nogil:
+    return be32(b + LAST_OFFSET_DELTA_OFFSET)
+
+
+cdef inline int64_t base_timestamp_of(const uint8_t* b) noexcept nogil:
+    return be64(b + BASE_TIMESTAMP_OFFSET)
+
+
+cdef inline int64_t max_timestamp_of(const uint8_t* b) noexcept nogil:
+    return be64(b + MAX_TIMESTAMP_OFFSET)
+
+
+cdef inline int64_t producer_id_of(const uint8_t* b) noexcept nogil:
+    return be64(b + PRODUCER_ID_OFFSET)
+
+
+cdef inline int16_t producer_epoch_of(const uint8_t* b) noexcept nogil:
+    return be16(b + PRODUCER_EPOCH_OFFSET)
+
+
+cdef inline int32_t base_sequence_of(const uint8_t* b) noexcept nogil:
+    return be32(b + BASE_SEQUENCE_OFFSET)
+
+
+cdef inline int32_t records_count_of(const uint8_t* b) noexcept nogil:
+    return be32(b + RECORDS_COUNT_OFFSET)
+
+
+cdef inline object records_section(const uint8_t* b, Py_ssize_t size):
+    """The records section of the batch at ``b`` (``size`` bytes in all), as a memoryview."""
+    return PyMemoryView_FromMemory(<char*>b + RECORD_BATCH_OVERHEAD,
+                                   size - RECORD_BATCH_OVERHEAD, PyBUF_READ)

@@ -1,8 +1,11 @@
 # cython: language_level=3
 """One v2 record (``DefaultRecord``), bounds-checked: its fields' positions in a
-``RecordView``; ``record_error`` (in ``records.pyx``) turns a status into Kafka's message."""
+``RecordView``; ``record_error`` (in ``records.pyx``) turns a status into Kafka's message,
+and ``whole_v2_batch`` / ``check_crc`` raise Kafka's errors for a batch that cannot be read."""
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from storage.records._c.frame cimport Framed
 
 from storage.records._c.varint cimport (
     BAD_SIZE, EOF, HEADER_KEY_NEGATIVE, HEADERS_NEGATIVE, HEADERS_TOO_MANY, MISMATCH, OK, Status,
@@ -100,3 +103,5 @@ cdef inline Status parse_record(const uint8_t* p, Py_ssize_t section_end, Py_ssi
 
 
 cdef object record_error(Status s, RecordView* r, Py_ssize_t decoded)
+cdef Py_ssize_t whole_v2_batch(const uint8_t* p, Py_ssize_t pos, Py_ssize_t n) except -2
+cdef int check_crc(const uint8_t* b, Py_ssize_t size, crc) except -1

@@ -65,6 +65,32 @@ cdef object record_error(Status s, RecordView* r, Py_ssize_t decoded):
     return CorruptRecordError(f"Invalid negative header key size {r.detail}")
 
 
+cdef Py_ssize_t whole_v2_batch(const uint8_t* p, Py_ssize_t pos, Py_ssize_t n) except -2:
+    """The size of the whole v2 batch at ``pos`` (:func:`next_batch`), 0 when ``p[:n]`` ends
+    inside it, -1 for a legacy entry (the caller's). Raises CorruptRecordError for a magic above
+    2 or a size below the v2 header's."""
+    cdef Py_ssize_t size
+    cdef Framed framed = next_batch(p, pos, n, &size)
+    if framed == WHOLE:
+        return size
+    if framed == PARTIAL:
+        return 0
+    if framed == LEGACY:
+        return -1
+    if framed == BAD_MAGIC:
+        raise CorruptRecordError(f"record batch with magic {p[pos + MAGIC_OFFSET]}")
+    raise CorruptRecordError(f"Record batch is corrupt (the size {size} is smaller than the "
+                             "minimum allowed overhead 61)")
+
+
+cdef int check_crc(const uint8_t* b, Py_ssize_t size, crc) except -1:
+    """CorruptRecordError when the batch at ``b`` fails its CRC-32C (``ensureValid``)."""
+    if batch_crc(b, size, crc) != stored_crc(b):
+        raise CorruptRecordError(f"Record batch at offset {base_offset_of(b)} is corrupt "
+                                 "(CRC-32C mismatch)")
+    return 0
+
+
 cdef object bytes_or_none(const uint8_t* p, Py_ssize_t at, int32_t length):
     if length < 0:
         return None
@@ -412,15 +438,15 @@ def seal(records, int32_t count, int64_t base_offset, int64_t base_timestamp,
     cdef uint8_t* w
     PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
     try:
-        if view.len > 0x7FFFFFFF - 49:
+        if view.len > 0x7FFFFFFF - (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD):
             raise OverflowError("records section larger than a batch can hold")
-        out = PyBytes_FromStringAndSize(NULL, 61 + view.len)
+        out = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + view.len)
         w = <uint8_t*>PyBytes_AS_STRING(out)
         put_header(w, view.len, count, base_offset, base_timestamp, max_timestamp,
                    last_offset_delta, attributes, partition_leader_epoch, producer_id,
                    producer_epoch, base_sequence)
         if view.len:
-            memcpy(w + 61, view.buf, view.len)
+            memcpy(w + RECORD_BATCH_OVERHEAD, view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
     put_crc(w, PyBytes_GET_SIZE(out), crc)
@@ -435,10 +461,10 @@ def seal_in_place(bytearray buf, Py_ssize_t position, int32_t count, int64_t bas
     Offsets 0..count-1, partition leader epoch -1. Raises ValueError when there is no room
     for a header or the batch would pass 2 GiB."""
     cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf) - position
-    if position < 0 or size < 61 or size > 0x7FFFFFFF:
+    if position < 0 or size < RECORD_BATCH_OVERHEAD or size > 0x7FFFFFFF:
         raise ValueError(f"no {size}-byte batch at position {position}")
     cdef uint8_t* w = <uint8_t*>PyByteArray_AS_STRING(buf) + position
-    put_header(w, size - 61, count, base_offset, base_timestamp, max_timestamp, count - 1,
+    put_header(w, size - RECORD_BATCH_OVERHEAD, count, base_offset, base_timestamp, max_timestamp, count - 1,
                attributes, -1, producer_id, producer_epoch, base_sequence)
     put_crc(w, size, crc)
 
@@ -454,13 +480,13 @@ def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t times
     compresses a section for ``codec``."""
     cdef Py_ssize_t pos = 0, end = len(buf), largest = 0
     cdef int64_t offset = base_offset
-    cdef int16_t attributes = codec | (0x08 if log_append else 0)
+    cdef int16_t attributes = codec | (TIMESTAMP_TYPE_MASK if log_append else 0)
     cdef uint8_t* w
     batches, counts = [], []
     while pos < end:
         # uncompressed: the records are encoded straight into the batch, after its header
         records, count, after, _ = encode_lines(buf, pos, end, room, 1 << 20, separator,
-                                                0 if compress is not None else 61)
+                                                0 if compress is not None else RECORD_BATCH_OVERHEAD)
         if count < 0:
             return None, None, bytes(buf[:pos]).count(b"\n") + 1
         if compress is not None:
@@ -468,10 +494,10 @@ def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t times
             batch = seal(compress(records), count, offset, timestamp, timestamp, count - 1,
                          attributes, partition_leader_epoch, -1, -1, -1, crc)
         else:
-            largest = max(largest, len(records) - 61)
+            largest = max(largest, len(records) - RECORD_BATCH_OVERHEAD)
             batch = records
             w = <uint8_t*>PyBytes_AS_STRING(batch)
-            put_header(w, len(batch) - 61, count, offset, timestamp, timestamp, count - 1,
+            put_header(w, len(batch) - RECORD_BATCH_OVERHEAD, count, offset, timestamp, timestamp, count - 1,
                        attributes, partition_leader_epoch, -1, -1, -1)
             put_crc(w, len(batch), crc)
         batches.append(batch)

@@ -28,16 +28,17 @@ def batch_ends(const uint8_t[::1] buf, Py_ssize_t pos=0, Py_ssize_t end=-1):
     log overhead of each batch."""
     cdef Py_ssize_t n = buf.shape[0] if end < 0 else min(end, buf.shape[0])
     cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
-    cdef int32_t length
+    cdef Py_ssize_t size
+    cdef Framed framed
     cdef list positions = []
     if pos < 0:
         raise ValueError(f"negative position {pos}")
-    while pos + 12 <= n:
-        length = be32(p + pos + 8)
-        if length < 14 or length > n - pos - 12:
+    while pos + LOG_OVERHEAD <= n:
+        framed = next_batch(p, pos, n, &size)
+        if framed == PARTIAL or framed == TOO_SMALL or size > n - pos:
             break
         positions.append(pos)
-        pos += 12 + length
+        pos += size
     return positions, pos
 
 
@@ -52,6 +53,19 @@ cdef inline Py_ssize_t search(const int64_t* a, Py_ssize_t n, int64_t x, bint ri
         else:
             hi = mid
     return lo
+
+
+cdef str not_a_batch(Framed framed, int64_t position, const uint8_t* b, Py_ssize_t size):
+    """What the bytes at ``position`` are instead of a batch, in Kafka's words
+    (``FileLogInputStream.nextBatch``, ``DefaultRecordBatch.ensureValid``)."""
+    if framed == TOO_SMALL:
+        return (f"Found record size {size - LOG_OVERHEAD} smaller than minimum record "
+                f"overhead (14) at position {position}")
+    if framed == BAD_MAGIC:
+        return (f"record batch at position {position} has magic {b[MAGIC_OFFSET]}; only "
+                "magic 2 is read here")
+    return (f"Record batch is corrupt (the size {size} is smaller than the minimum allowed "
+            "overhead 61)")
 
 
 cdef class SegmentScan:
@@ -171,46 +185,37 @@ cdef class SegmentScan:
 
     cdef Py_ssize_t scan_block(self, const uint8_t* p, Py_ssize_t n, int64_t file_pos) except -1:
         cdef Py_ssize_t pos = 0, size
-        cdef int32_t length, last_delta, count
+        cdef const uint8_t* b
+        cdef Framed framed
+        cdef int32_t last_delta, count
         cdef int64_t base_offset, max_ts
         cdef uint32_t stored, computed
         cdef int codec
         cdef Py_ssize_t problems_before
         self.at_legacy = False
-        while pos + 17 <= n:
-            length = be32(p + pos + 8)
-            if length < 14:
-                self.broken = True
-                self.problem(file_pos + pos, f"Found record size {length} smaller than minimum "
-                                             f"record overhead (14) at position {file_pos + pos}")
-                break
-            if p[pos + 16] < 2:
+        while pos + HEADER_SIZE_UP_TO_MAGIC <= n:
+            b = p + pos
+            framed = next_batch(p, pos, n, &size)
+            if framed == PARTIAL:
+                break  # the caller reads on from here
+            if framed == LEGACY:
                 self.at_legacy = True
                 break
-            if p[pos + 16] > 2:
+            if framed != WHOLE:
                 self.broken = True
-                self.problem(file_pos + pos, f"record batch at position {file_pos + pos} has "
-                                             f"magic {p[pos + 16]}; only magic 2 is read here")
+                self.problem(file_pos + pos, not_a_batch(framed, file_pos + pos, b, size))
                 break
-            size = 12 + <Py_ssize_t>length
-            if size < 61:
-                self.broken = True
-                self.problem(file_pos + pos, f"Record batch is corrupt (the size {size} is "
-                                             "smaller than the minimum allowed overhead 61)")
-                break
-            if size > n - pos:
-                break  # partial: the caller reads on from here
-            base_offset = be64(p + pos)
-            last_delta = be32(p + pos + 23)
-            max_ts = be64(p + pos + 35)
-            count = be32(p + pos + 57)
+            base_offset = base_offset_of(b)
+            last_delta = last_offset_delta_of(b)
+            max_ts = max_timestamp_of(b)
+            count = records_count_of(b)
             problems_before = len(self.problems)
-            stored = <uint32_t>be32(p + pos + 17)
-            computed = self.crc(PyMemoryView_FromMemory(<char*>p + pos + 21, size - 21, PyBUF_READ))
+            stored = stored_crc(b)
+            computed = batch_crc(b, size, self.crc)
             if computed != stored:
                 self.problem(file_pos + pos, f"Record batch at offset {base_offset} is corrupt "
                                              f"(stored crc = {stored}, computed crc = {computed})")
-            codec = p[pos + 22] & 0x07
+            codec = attributes_of(b) & COMPRESSION_CODEC_MASK
             if codec > 4 and not self.stop_at_problem:
                 self.problem(file_pos + pos, f"batch at offset {base_offset}: unknown "
                                              f"compression type id {codec}")
@@ -223,12 +228,13 @@ cdef class SegmentScan:
                                          self.overflow_offset >= 0):
                 break
             self.record(file_pos + pos, base_offset, base_offset + last_delta, max_ts,
-                        be32(p + pos + 12))
-            if be64(p + pos + 43) >= 0 or p[pos + 22] & 0x20:
+                        partition_leader_epoch_of(b))
+            if producer_id_of(b) >= 0 or attributes_of(b) & CONTROL_FLAG_MASK:
                 self.producer_positions.append(file_pos + pos)
             pos += size
             self.valid_end = file_pos + pos
         return pos
+
 
     def check_offset_index(self, entries, bint readable):
         """Problems of offset-index entries (``entries``: the 8-byte entries in use, relative
@@ -374,18 +380,20 @@ def producer_batches(buf):
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef Py_ssize_t n, pos = 0, size
-    cdef int32_t length
+    cdef Framed framed
     positions = []
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         p = <const uint8_t*>view.buf
         n = view.len
-        while pos + 17 <= n:
-            length = be32(p + pos + 8)
-            size = 12 + <Py_ssize_t>length
-            if length < 14 or size > n - pos or (p[pos + 16] >= 2 and size < 61):
-                break
-            if p[pos + 16] >= 2 and (be64(p + pos + 43) >= 0 or p[pos + 22] & 0x20):
+        while pos + HEADER_SIZE_UP_TO_MAGIC <= n:
+            framed = next_batch(p, pos, n, &size)
+            if framed == LEGACY and size <= n - pos:
+                pos += size  # no producer: walked over
+                continue
+            if framed != WHOLE:
+                break  # partial, or not a batch: the replay's own read says what is wrong
+            if producer_id_of(p + pos) >= 0 or attributes_of(p + pos) & CONTROL_FLAG_MASK:
                 positions.append(pos)
             pos += size
     finally:
