@@ -49,9 +49,7 @@ from storage.records import (
     Record,
     RecordBatch,
     TimestampType,
-    MAGIC_OFFSET,
     assign_offsets,
-    batch_at,
     compress,
     encode_line_batches,
     encode_records,
@@ -60,6 +58,7 @@ from storage.records import (
     set_log_append_time,
 )
 from storage.records.batch import CURRENT_MAGIC
+from storage.records.framing import last_offset_delta_at
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.varint import size_of_varint
 from storage.segment import (
@@ -67,6 +66,7 @@ from storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     Batch,
+    BatchBlocks,
     LogSegment,
     filename_prefix,
 )
@@ -1099,46 +1099,18 @@ class Log:
             if segment.base_offset >= end:
                 break
             position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
-            while True:
-                consumed, reached_end = self._columns_at(segment, position, buffer, columns,
-                                                         start, end, skip)
-                position += consumed
+            blocks = BatchBlocks(segment, position, buffer=buffer)
+            for block in blocks:
+                consumed, reached_end = columns.add_block(block, start, end, skip)
+                blocks.advance(consumed)
                 if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
                     yield columns.to_arrow()
                 if reached_end:
                     if columns.num_rows:
                         yield columns.to_arrow()
                     return
-                if not consumed:
-                    break  # the segment's end: on to the next
         if columns.num_rows:
             yield columns.to_arrow()
-
-    @staticmethod
-    def _columns_at(segment: LogSegment, position: int, buffer: bytearray, columns, start: int,
-                    end: int, skip) -> tuple[int, bool]:
-        """Decode the batches of one block of ``segment`` from ``position`` (read into
-        ``buffer``) into ``columns``: (bytes consumed, whether a batch reached ``end``); (0,
-        False) at the segment's end. A batch larger than the block is read whole, a legacy
-        entry decoded in Python."""
-        left = segment.size - position
-        if left <= MAGIC_OFFSET:
-            return 0, False
-        block = segment.read_into(buffer, position)
-        consumed, reached_end = columns.add_run(block, start, end, skip=skip)
-        if consumed or reached_end:
-            return consumed, reached_end
-        batch = batch_at(block)
-        if not batch.is_complete:
-            if batch.size_in_bytes > left:
-                return 0, False  # never past the published size
-            block = segment.read_at(position, batch.size_in_bytes)
-            batch = batch_at(block)
-        if batch.magic >= CURRENT_MAGIC:
-            return columns.add_run(block, start, end, skip=skip)
-        batch.ensure_valid()
-        columns.add_batch(batch, start, end)
-        return batch.size_in_bytes, batch.last_offset >= end - 1
 
     def visible_batches(self, start: int, end: int | None = None, read_committed: bool = False
                         ) -> Iterator[tuple[LogSegment, int, Batch, bool]]:
@@ -1256,7 +1228,7 @@ class Log:
 
 def _records_in(batch: bytes) -> int:
     """lastOffsetDelta + 1 of a v2 batch (offsets it spans)."""
-    return int.from_bytes(batch[23:27], "big") + 1
+    return last_offset_delta_at(batch) + 1
 
 
 def _headers_size(headers) -> int:

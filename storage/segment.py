@@ -14,7 +14,6 @@ import errno
 import logging
 import os
 import random
-import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,24 +32,27 @@ from storage.log_files import (
 )
 from storage.offset_index import OffsetIndex
 from storage.open_files import PooledFile
-from storage.records import (
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    RECORD_BATCH_OVERHEAD,
-    LegacyRecordBatch,
-    Record,
-    RecordBatch,
-    batch_at,
-)
+from storage.records import LegacyRecordBatch, Record, RecordBatch, batch_at
 from storage.records._c.scan import (  # this module is their owner
     SegmentScan,
     batch_ends,
     producer_batches,
 )
+from storage.records.framing import (
+    CURRENT_MAGIC,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    V2_OFFSETS_AND_MAX_TIMESTAMP,
+    Framed,
+    entry_size,
+    next_batch,
+)
 from storage.time_index import TimeIndex
 from storage.transaction_index import TransactionIndex
 
-__all__ = ["Batch", "LogSegment", "SegmentScan", "batch_ends", "producer_batches"]
+__all__ = ["Batch", "BatchBlocks", "LogSegment", "SegmentScan", "batch_ends", "producer_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +60,47 @@ _INT32_MAX = 2**31 - 1
 _SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 _RECOVER_BLOCK = 1024 * 1024  # bytes read at a time while validating whole batches
-_HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1  # fewer bytes left: nothing more to read
-_CURRENT_MAGIC = 2
-_LENGTH_OFFSET = 8  # batchLength / messageSize, after the offset
-_INT32 = struct.Struct(">i")
-# a v2 batch header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
-_V2_OFFSETS_AND_MAX_TS = struct.Struct(">qi11xi8xq")
 Batch = RecordBatch | LegacyRecordBatch
+
+
+class BatchBlocks:
+    """The batches of a segment's ``.log`` that start in [``position``, ``end``) (``end``
+    defaults to the segment's size), as blocks for the compiled walkers (Kafka's
+    ``FileLogInputStream``, a block at a time): each block is read into one reused buffer
+    (``buffer``, or ``block_size`` bytes), starts at a batch and holds that batch or legacy
+    entry whole, even one larger than the block or crossing ``end``. The consumer walks a
+    block and says how far with :meth:`advance`; iteration ends at ``end``, at a torn batch
+    (not yet wholly written, or cut) and at a block not advanced (bytes that are not batches,
+    or the consumer's stop). ``segment`` is anything with ``size``, ``read_into`` and
+    ``read_at`` as :class:`LogSegment` has them."""
+
+    def __init__(self, segment, position: int = 0, end: int | None = None,
+                 block_size: int = _RECOVER_BLOCK, buffer=None) -> None:
+        self.segment = segment
+        self.position = position
+        self.end = segment.size if end is None else end
+        self._buffer = memoryview(bytearray(block_size) if buffer is None else buffer)
+
+    def __iter__(self) -> Iterator[memoryview | bytes]:
+        segment = self.segment
+        # (17 bytes or fewer left in the file: a torn entry, nothing more to read)
+        while self.position < self.end and self.position + HEADER_SIZE_UP_TO_MAGIC < segment.size:
+            start = self.position
+            block = segment.read_into(self._buffer[:self.end - start], start)
+            if len(block) < RECORD_BATCH_OVERHEAD:  # the last bytes before ``end``: a header
+                block = segment.read_at(start, min(RECORD_BATCH_OVERHEAD, segment.size - start))
+            framed, size = next_batch(block)
+            if framed in (Framed.PARTIAL, Framed.LEGACY) and size > len(block):
+                if start + size > segment.size:
+                    return
+                block = segment.read_at(start, size)
+            yield block
+            if self.position == start:
+                return
+
+    def advance(self, consumed: int) -> None:
+        """The consumer took ``consumed`` bytes of the last block."""
+        self.position += consumed
 
 
 class LogSegment:
@@ -219,11 +255,11 @@ class LogSegment:
         if position + total > _INT32_MAX:
             raise ValueError(f"segment {self.log_path} would exceed 2 GiB")
         if position == 0:  # Kafka 4.1: the first batch's maxTimestamp (loadFirstBatchTimestamp)
-            self._rolling_based_timestamp = _V2_OFFSETS_AND_MAX_TS.unpack_from(appends[0][0])[3]
+            self._rolling_based_timestamp = V2_OFFSETS_AND_MAX_TIMESTAMP.unpack_from(appends[0][0])[3]
         self._write_at([a[0] for a in appends], position)
         self.size = position + total
         interval = self.config.index_interval_bytes
-        header = _V2_OFFSETS_AND_MAX_TS.unpack_from
+        header = V2_OFFSETS_AND_MAX_TIMESTAMP.unpack_from
         max_so_far = self.max_timestamp_and_offset_so_far
         for data, _, _, _ in appends:
             at, end = 0, len(data)
@@ -297,8 +333,8 @@ class LogSegment:
         impossible size; BlockingIOError as :meth:`read_at` with ``nowait``."""
         end = self.size if end is None else end
         block, block_pos, block_len = b"", position, 0
-        overhead, magic_at, v2 = RECORD_BATCH_OVERHEAD, MAGIC_OFFSET, _CURRENT_MAGIC
-        while position + _HEADER_SIZE_UP_TO_MAGIC < end:
+        overhead, magic_at, v2 = RECORD_BATCH_OVERHEAD, MAGIC_OFFSET, CURRENT_MAGIC
+        while position + HEADER_SIZE_UP_TO_MAGIC < end:
             rel = position - block_pos
             if rel < 0 or rel + overhead > block_len:  # past the block, or a header may be cut
                 if rel < 0 or block_pos + block_len < end:
@@ -309,8 +345,7 @@ class LogSegment:
                         return
                 if rel + overhead > block_len:
                     # The segment's last bytes: a torn header ends the scan as a torn batch does.
-                    (length,) = _INT32.unpack_from(block, rel + _LENGTH_OFFSET)
-                    if position + LOG_OVERHEAD + length > end:
+                    if position + entry_size(block, rel) > end:
                         return
             try:  # v2 first: the magic check costs v2 nothing, legacy entries an exception
                 batch = RecordBatch(block, rel)
@@ -334,23 +369,14 @@ class LogSegment:
                 header = batch_at(self.read_at(at, RECORD_BATCH_OVERHEAD))
                 yield at, batch_at(self.read_at(at, header.size_in_bytes))
             return
-        end, buffer = self.size, bytearray(_RECOVER_BLOCK)
-        while position + _HEADER_SIZE_UP_TO_MAGIC < end:
-            block = self.read_into(buffer, position)
+        blocks = BatchBlocks(self, position)
+        for block in blocks:
             positions, consumed = producer_batches(block)
             for at in positions:  # copied out of the reused buffer
-                size = LOG_OVERHEAD + _INT32.unpack_from(block, at + _LENGTH_OFFSET)[0]
-                yield position + at, batch_at(bytes(block[at:at + size]))
-            if not consumed:  # one batch larger than the block, torn, or not a batch
-                found = next(self.scan_batches(position, end), None)
-                if found is None:
-                    return
-                batch = self.read_batch(*found)
-                if batch.magic >= _CURRENT_MAGIC and (batch.producer_id >= 0 or
-                                                      batch.is_control_batch):
-                    yield found[0], batch
-                consumed = batch.size_in_bytes
-            position += consumed
+                yield blocks.position + at, batch_at(bytes(block[at:at + entry_size(block, at)]))
+            if not consumed:  # not a batch: scan_batches raises Kafka's error for it
+                next(self.scan_batches(blocks.position), None)
+            blocks.advance(consumed)
 
     def find_batch(self, offset: int, nowait: bool = False) -> tuple[int, Batch] | None:
         """(position, batch) of the first batch whose last offset >= ``offset``, found by
@@ -514,27 +540,21 @@ class LogSegment:
         """Feed the .log from byte ``position`` to ``scan`` (a ``SegmentScan``) in large blocks
         until it ends, tears or stops at a problem; legacy entries are checked here, one by
         one. Afterwards ``scan.valid_end`` is the end of the last whole valid batch."""
-        end, buffer = self.size, bytearray(_RECOVER_BLOCK)
-        while position + _HEADER_SIZE_UP_TO_MAGIC < end and not scan.problems:
-            block = self.read_into(buffer, position)
-            consumed = scan.scan(block, position)
-            if consumed == 0 and not scan.at_legacy and not scan.broken:
-                # one batch larger than the block, or torn at the end of the file
-                size = LOG_OVERHEAD + _INT32.unpack_from(block, _LENGTH_OFFSET)[0]
-                if position + size > end:
-                    return
-                block = self.read_at(position, size)
-                consumed = scan.scan(block, position)
+        if scan.problems:
+            return
+        blocks = BatchBlocks(self, position)
+        for block in blocks:
+            consumed = scan.scan(block, blocks.position)
             if scan.at_legacy:
-                consumed += self._recover_legacy(scan, block, consumed, position + consumed)
-            if consumed == 0:
+                consumed += self._recover_legacy(scan, block, consumed, blocks.position + consumed)
+            blocks.advance(consumed)
+            if scan.problems:
                 return
-            position += consumed
 
     def _recover_legacy(self, scan: SegmentScan, block, rel: int, position: int) -> int:
         """Check the legacy entry at ``block[rel:]`` (the .log's ``position``) as recovery
         does and record it; its size, or 0 when it is torn or bad (with a problem)."""
-        size = LOG_OVERHEAD + _INT32.unpack_from(block, rel + _LENGTH_OFFSET)[0]
+        size = entry_size(block, rel)
         if position + size > self.size:
             return 0
         if rel + size > len(block):

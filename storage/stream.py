@@ -44,10 +44,9 @@ from storage.coordinator.records import decoded_line, for_topic
 from storage.damage import LogDamage, next_intact_batch
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records.record import TimestampType
-from storage.records.batch import RecordBatch, batch_at
-from storage.records.columns import ColumnBuilder
-from storage.records.compression import decompress
-from storage.segment import LogSegment, SegmentScan
+from storage.records.batch import iter_batches
+from storage.records.columns import ColumnBuilder, add_block
+from storage.segment import BatchBlocks, LogSegment, SegmentScan
 
 CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4
@@ -256,19 +255,20 @@ class LogStream:
             return self._decode_coordinator(segment, position, size, end)
         jsonl = self.format is StreamFormat.JSONL
         builder = ColumnBuilder(jsonl, values_text=self.format is StreamFormat.VALUES)
-        with self._block(segment, position, size) as block:
-            skip = (self.log.aborted_transactions(_base_offset(block), end).is_aborted_at
-                    if self.read_committed and len(block) >= 8 else None)
-            pos, done = 0, False
-            while pos < len(block) and not done:
-                consumed, done = builder.add_run(block, pos, 0, end, crc32c, decompress, skip)
-                if not consumed and not done:
-                    consumed, done = self._decode_other(segment, position + pos, builder, end,
-                                                        skip)
-                    if not consumed:
-                        break
+        pos, first, skip = 0, -1, None
+        with self._buffer(segment, position, size) as buffer:
+            blocks = BatchBlocks(segment, position, position + size, buffer=buffer)
+            for block in blocks:
+                if first < 0:
+                    first = _base_offset(block)
+                    if self.read_committed:
+                        skip = self.log.aborted_transactions(first, end).is_aborted_at
+                consumed, done = add_block(builder, block, 0, end, skip)
+                blocks.advance(consumed)
                 pos += consumed
-            first = _base_offset(block) if pos else -1
+                if done:
+                    break
+        first = first if pos else -1
         if self.format is StreamFormat.KEYED:
             text, row_ends, offsets = _keyed_text(builder.finish(), self.key_separator)
         else:
@@ -277,18 +277,18 @@ class LogStream:
                       memoryview(offsets).cast("q")), pos, first
 
     @contextlib.contextmanager
-    def _block(self, segment: LogSegment, position: int, size: int):
-        """``size`` .log bytes from ``position`` (fewer at the segment's end) for the span of a
-        ``with``: read into a pooled buffer when they fit (fresh pages cost more than the
+    def _buffer(self, segment: LogSegment, position: int, size: int):
+        """A buffer for ``size`` .log bytes from ``position`` (fewer at the segment's end) for
+        the span of a ``with``: a pooled one when they fit (fresh pages cost more than the
         copy; the pool keeps BLOCK_BUFFERS_KEPT however many threads render)."""
         size = min(size, segment.size - position)
         if size > CHUNK_LOG_BYTES:
-            yield segment.read_at(position, size)
+            yield bytearray(size)
             return
         with self._lock:
             buffer = self._buffers.pop() if self._buffers else bytearray(CHUNK_LOG_BYTES)
         try:
-            yield segment.read_into(memoryview(buffer)[:size], position)
+            yield memoryview(buffer)[:max(size, 0)]
         finally:
             with self._lock:
                 if len(self._buffers) < BLOCK_BUFFERS_KEPT:
@@ -320,20 +320,14 @@ class LogStream:
 
     @staticmethod
     def _whole_batches(segment: LogSegment, position: int, size: int):
-        """The whole batches in ``size`` .log bytes from ``position`` (at least the first,
-        read whole when it is larger), any magic."""
-        block = segment.read_at(position, min(size, segment.size - position))
-        pos = 0
-        while pos + 12 <= len(block):
-            length = 12 + int.from_bytes(block[pos + 8:pos + 12], "big", signed=True)
-            if length < 12:
-                batch_at(block[pos:])  # raises CorruptRecordError with Kafka's message
-            if pos + length > len(block):
-                if pos or position + length > segment.size:
-                    return
-                block, pos = segment.read_at(position, length), 0
-            yield batch_at(block[pos:pos + length])
-            pos += length
+        """The whole batches that start in ``size`` .log bytes from ``position``, any magic."""
+        blocks = BatchBlocks(segment, position, position + size, block_size=size)
+        for block in blocks:
+            consumed = 0
+            for batch in iter_batches(block):
+                yield batch
+                consumed += batch.size_in_bytes
+            blocks.advance(consumed)
 
     def _coordinator_line(self, record) -> bytes:
         if self.format is StreamFormat.VALUES:
@@ -353,32 +347,6 @@ class LogStream:
                           for x in (k, None if v is None else v.decode("utf-8", "replace"))]
         obj["key"], obj["payload"] = decoded["key"], decoded["value"]
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-    @staticmethod
-    def _decode_other(segment: LogSegment, position: int, builder, end: int, skip
-                      ) -> tuple[int, bool]:
-        """The batch at ``position`` that ``add_run`` left: one cut by the block's end (read
-        whole) or a legacy entry (decoded in Python). (bytes consumed, reached ``end``)."""
-        head = segment.read_at(position, 12)
-        if len(head) < 12:
-            return 0, False
-        size = 12 + int.from_bytes(head[8:12], "big", signed=True)
-        if size < 12 or position + size > segment.size:
-            return 0, False  # not yet wholly written (or cut: recovery's business)
-        whole = segment.read_at(position, size)
-        consumed, done = builder.add_run(whole, 0, 0, end, crc32c, decompress, skip)
-        if consumed or done:
-            return consumed, done
-        batch = batch_at(whole)
-        if batch.base_offset >= end:
-            return 0, True
-        batch.ensure_valid()
-        if isinstance(batch, RecordBatch):
-            return 0, False  # a v2 batch add_run refused: nothing more to read here
-        for r in batch.records():
-            if r.offset < end:
-                builder.add_record(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, ())
-        return batch.size_in_bytes, batch.last_offset >= end - 1
 
     def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
         self._rendered[(segment, start, stop)] = chunk

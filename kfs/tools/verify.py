@@ -29,7 +29,6 @@ import argparse
 import dataclasses
 import hashlib
 import os
-import struct
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -47,7 +46,8 @@ from storage.errors import (
 )
 from storage.offset_index import OffsetIndex
 from storage.producer_state import decode_snapshot
-from storage.records import LOG_OVERHEAD, iter_batches
+from storage.records import iter_batches
+from storage.records.framing import COMPRESSION_CODEC_MASK
 from storage.log_files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -60,7 +60,7 @@ from storage.log_files import (
     TXN_INDEX_SUFFIX,
     filename_prefix,
 )
-from storage.segment import SegmentScan
+from storage.segment import BatchBlocks, SegmentScan
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn, TransactionIndex
@@ -94,9 +94,6 @@ _LEFTOVER_SUFFIXES = {
     DELETED_SUFFIX: "a file whose deletion did not finish",
 }
 _BLOCK = 1024 * 1024  # bytes read at a time from a .log, into one reused buffer
-_HEADER_UP_TO_MAGIC = 17
-_LENGTH = struct.Struct(">i")
-_CODEC_MASK = 0x07
 _MAX_CODEC_ID = 4
 
 
@@ -240,6 +237,7 @@ class _LogScan:
         self.batches = SegmentScan(base, crc32c, -1 if previous_end is None else previous_end)
         self.readable = True  # False when a structural error stopped the scan early
         self.size = 0
+        self._fd = -1
 
     @property
     def last_offset(self) -> int | None:
@@ -271,15 +269,14 @@ class _LogScan:
             os.close(fd)
 
     def _read(self, fd: int) -> None:
-        """Feed the .log to the scan in blocks read into one reused buffer (fresh pages cost
-        more than the copy); a batch larger than the block is read whole."""
-        scan, position = self.batches, 0
-        buffer = memoryview(bytearray(min(_BLOCK, self.size)))
-        while position + _HEADER_UP_TO_MAGIC < self.size:
-            block = buffer[:os.preadv(fd, [buffer[:min(_BLOCK, self.size - position)]], position)]
-            consumed = scan.scan(block, position)
+        """Feed the .log to the scan a block at a time (``storage.segment.BatchBlocks``)."""
+        self._fd = fd
+        scan = self.batches
+        blocks = BatchBlocks(self, 0, self.size, min(_BLOCK, self.size))
+        for block in blocks:
+            consumed = scan.scan(block, blocks.position)
             if scan.at_legacy:
-                consumed += self._legacy(block, position + consumed, consumed)
+                consumed += self._legacy(block, blocks.position + consumed, consumed)
             if scan.broken:
                 self.readable = False
                 what, = scan.problems[-1:]
@@ -287,17 +284,16 @@ class _LogScan:
                                                f"{self.size - what[0]} bytes of the segment "
                                                "cannot be read")
                 return
-            if consumed == 0:  # a batch larger than the block, or a torn tail
-                size = _LENGTH.unpack_from(block, 8)[0] + LOG_OVERHEAD
-                if position + size > self.size:
-                    return
-                consumed = scan.scan(os.pread(fd, size, position), position)
-                if consumed == 0:  # a legacy entry, or not a batch
-                    consumed = self._legacy(os.pread(fd, size, position), position, 0)
-                if consumed == 0:
-                    return
             self.on_bytes(consumed)
-            position += consumed
+            blocks.advance(consumed)
+
+    def read_into(self, buffer: bytearray, position: int) -> memoryview:
+        """What ``BatchBlocks`` reads with: the .log's bytes from ``position`` into ``buffer``."""
+        view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
+        return view[:os.preadv(self._fd, [view], position)]
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
 
     def _legacy(self, block, position: int, at: int) -> int:
         """Check the legacy v0/v1 entry at ``block[at:]`` (the .log's ``position``); its
@@ -316,7 +312,7 @@ class _LogScan:
             batch.ensure_valid()
         except CorruptRecordError as e:
             self.batches.problems.append((position, str(e)))
-        codec = batch.attributes & _CODEC_MASK
+        codec = batch.attributes & COMPRESSION_CODEC_MASK
         if codec > _MAX_CODEC_ID:
             self.batches.problems.append((position, f"batch at offset {batch.base_offset}: "
                                                     f"unknown compression type id {codec}"))

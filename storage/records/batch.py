@@ -33,6 +33,23 @@ from storage.records._c.records import (  # this module is their owner
     seal_in_place,
 )
 from storage.records.compression import CompressionType, compress, decompress
+from storage.records.framing import (  # the header's names, also re-exported from here
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    CURRENT_MAGIC,
+    DELETE_HORIZON_FLAG_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    HEADER_STRUCT,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import BatchSpan, Record, TimestampType
 
@@ -55,26 +72,6 @@ __all__ = [
     "encode_records",
     "seal_in_place",
 ]
-
-# Header geometry (DefaultRecordBatch / Records constants).
-HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
-RECORD_BATCH_OVERHEAD = HEADER_STRUCT.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
-LENGTH_OFFSET = 8
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
-LEGACY_RECORD_OVERHEAD_V0 = 14  # smallest possible batchLength/messageSize of any format
-CURRENT_MAGIC = 2
-assert RECORD_BATCH_OVERHEAD == 61
-
-# Attribute bits (low byte of the int16 at offset 21).
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG_MASK = 0x10
-CONTROL_FLAG_MASK = 0x20
-DELETE_HORIZON_FLAG_MASK = 0x40
 
 NO_TIMESTAMP = -1
 _INT32_MAX = 0x7FFFFFFF

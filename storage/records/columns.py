@@ -15,14 +15,40 @@ from crc32c import crc32c
 
 from storage.records.batch import RecordBatch
 from storage.records.compression import decompress
+from storage.records.framing import Framed, next_batch
 from storage.records.legacy import LegacyRecordBatch
 from storage.records._c.columns import ColumnBuilder
 
-__all__ = ["ColumnBuilder", "RecordColumns", "HEADERS_TYPE"]
+__all__ = ["ColumnBuilder", "RecordColumns", "HEADERS_TYPE", "add_block"]
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _SCHEMA = [("offset", pa.int64()), ("timestamp", pa.int64()), ("timestamp_type", pa.int32()),
            ("key", pa.binary()), ("value", pa.binary())]
+
+
+def add_block(builder: ColumnBuilder, block, start: int, end: int, skip=None
+              ) -> tuple[int, bool]:
+    """Decode the records with offsets in [``start``, ``end``) of the batches at the front of
+    ``block`` (a ``storage.segment.BatchBlocks`` block: its first entry is whole) into
+    ``builder``: a run of v2 batches in one compiled call (CRC-checked; control batches, and
+    transactional ones ``skip(producer_id, base_offset)`` names, left out), else one legacy
+    v0/v1 entry in Python. Returns (bytes consumed, whether a batch reached ``end``): (0,
+    False) when the block starts with bytes that are not a batch. Raises CorruptRecordError /
+    InvalidRecordError."""
+    consumed, done = builder.add_run(block, 0, start, end, crc32c, decompress, skip)
+    if consumed or done:
+        return consumed, done
+    framed, size = next_batch(block)
+    if framed is not Framed.LEGACY or size > len(block):
+        return 0, False
+    batch = LegacyRecordBatch(block, 0)
+    if batch.base_offset >= end:
+        return 0, True
+    batch.ensure_valid()
+    for r in batch.records():
+        if start <= r.offset < end:
+            builder.add_record(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, ())
+    return size, batch.last_offset >= end - 1
 
 
 class RecordColumns:
@@ -67,6 +93,11 @@ class RecordColumns:
         a legacy entry. Raises CorruptRecordError / InvalidRecordError."""
         return self._builder.add_run(buf, 0, start, end, crc32c if check_crc else None,
                                      decompress, skip)
+
+    def add_block(self, block, start: int = 0, end: int = (1 << 63) - 1,
+                  skip: Callable[[int, int], bool] | None = None) -> tuple[int, bool]:
+        """:func:`add_block` into these columns."""
+        return add_block(self._builder, block, start, end, skip)
 
     def add_batches(self, batches: Iterable[RecordBatch | LegacyRecordBatch], start: int = 0,
                     end: int = (1 << 63) - 1,

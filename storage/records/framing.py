@@ -1,0 +1,102 @@
+"""Record batch framing, once for the Python side (the compiled side's twin is
+``storage/records/_c/frame.pxd``): the v2 header's fields by name (``DefaultRecordBatch``),
+its attribute masks, and :func:`next_batch`, which says what the bytes at a position of a
+``.log`` are, in the order Kafka's ``FileLogInputStream.nextBatch`` checks them (the size,
+then the magic). Legacy v0/v1 entries share the first 17 bytes (offset, size, CRC, magic).
+Pure functions over bytes: nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+# The v2 header (DefaultRecordBatch): baseOffset int64, batchLength int32, partitionLeaderEpoch
+# int32, magic int8, crc uint32, attributes int16, lastOffsetDelta int32, baseTimestamp int64,
+# maxTimestamp int64, producerId int64, producerEpoch int16, baseSequence int32,
+# recordsCount int32.
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+RECORD_BATCH_OVERHEAD = HEADER_STRUCT.size  # 61: the records section starts here
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8  # batchLength / messageSize: the bytes after the log overhead
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # CRC-32C covers the batch from here on
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+LEGACY_RECORD_OVERHEAD_V0 = 14  # the smallest batchLength / messageSize of any format
+CURRENT_MAGIC = 2
+assert RECORD_BATCH_OVERHEAD == 61
+
+# Attribute bits (the low byte of the int16 at ATTRIBUTES_OFFSET).
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+_BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")
+# a v2 header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
+V2_OFFSETS_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
+_INT32 = struct.Struct(">i")
+
+
+class Framed(enum.IntEnum):
+    """What :func:`next_batch` found (the compiled ``Framed``, value for value)."""
+
+    WHOLE = 0      # a whole v2 batch
+    PARTIAL = 1    # the bytes end inside the batch (or its first 17 bytes)
+    LEGACY = 2     # a v0/v1 entry, whole or not: its reader's
+    TOO_SMALL = 3  # a declared size below the smallest entry: these bytes are not batches
+    BAD_MAGIC = 4  # a magic above 2
+    SHORT_V2 = 5   # magic 2 but smaller than the v2 header
+
+
+def entry_size(buf, at: int = 0) -> int:
+    """The size of the batch or legacy entry at ``buf[at:]``, log overhead included, from
+    its length field (the caller has 12 bytes there)."""
+    return LOG_OVERHEAD + _INT32.unpack_from(buf, at + LENGTH_OFFSET)[0]
+
+
+def base_offset_at(buf, at: int = 0) -> int:
+    """The base offset of the batch at ``buf[at:]`` (a legacy entry's: its own offset)."""
+    return _BASE_OFFSET_AND_LENGTH.unpack_from(buf, at)[0]
+
+
+def records_count_at(buf, at: int = 0) -> int:
+    """The recordsCount of the v2 batch header at ``buf[at:]``."""
+    return _INT32.unpack_from(buf, at + RECORDS_COUNT_OFFSET)[0]
+
+
+def last_offset_delta_at(buf, at: int = 0) -> int:
+    """The lastOffsetDelta of the v2 batch header at ``buf[at:]``."""
+    return _INT32.unpack_from(buf, at + LAST_OFFSET_DELTA_OFFSET)[0]
+
+
+def next_batch(buf, pos: int = 0, end: int | None = None) -> tuple[Framed, int]:
+    """What ``buf[pos:end]`` starts with, and its size (log overhead included; 0 while its
+    length field is cut off)."""
+    end = len(buf) if end is None else end
+    if end - pos < HEADER_SIZE_UP_TO_MAGIC:
+        return Framed.PARTIAL, 0
+    size = entry_size(buf, pos)
+    if size - LOG_OVERHEAD < LEGACY_RECORD_OVERHEAD_V0:
+        return Framed.TOO_SMALL, size
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic < CURRENT_MAGIC:
+        return Framed.LEGACY, size
+    if magic > CURRENT_MAGIC:
+        return Framed.BAD_MAGIC, size
+    if size < RECORD_BATCH_OVERHEAD:
+        return Framed.SHORT_V2, size
+    if size > end - pos:
+        return Framed.PARTIAL, size
+    return Framed.WHOLE, size
