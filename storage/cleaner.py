@@ -27,7 +27,6 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,12 +35,13 @@ from pathlib import Path
 from crc32c import crc32c
 
 from storage.clock import Clock
-from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.errors import CorruptRecordError, InvalidRecordError, LogCleaningAbortedError
 from storage.offset_index import OffsetIndex
 from storage.offset_map import RecordFilter, SkimpyOffsetMap, map_run, map_section
 from storage.log_files import CLEANED_SUFFIX
-from storage.records import LOG_OVERHEAD, RecordBatch, batch_at, compress, decompress
+from storage.records import RecordBatch, batch_at, compress, decompress
 from storage.records.control import ControlRecordType, decode_control_record_key
+from storage.records.framing import V2_OFFSETS_AND_MAX_TIMESTAMP, entry_size
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -56,10 +56,6 @@ from storage.transaction_index import AbortedTxn, TransactionIndex
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-
-
-class LogCleaningAbortedError(Exception):
-    """The pass was abandoned (``LogCleaningAbortedException``): the log changed under it."""
 
 
 def crash_point(step: str) -> None:
@@ -166,7 +162,6 @@ class CleanedTransactionMetadata:
 # -- the segment being written ---------------------------------------------------------------
 
 # a v2 batch header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
-_V2_OFFSETS_AND_MAX_TS = struct.Struct(">qi11xi8xq")
 
 
 class CleanedSegment:
@@ -218,7 +213,7 @@ class CleanedSegment:
             view = view[written:]
         at = 0
         while at < len(data):  # each batch
-            base, length, last_delta, max_timestamp = _V2_OFFSETS_AND_MAX_TS.unpack_from(data, at)
+            base, length, last_delta, max_timestamp = V2_OFFSETS_AND_MAX_TIMESTAMP.unpack_from(data, at)
             last, size = base + last_delta, 12 + length
             if max_timestamp > self._max_ts_and_offset[0]:
                 self._max_ts_and_offset = (max_timestamp, last)
@@ -452,7 +447,7 @@ class Cleaner:
         elif txn_metadata.on_batch_read(batch):
             stats.map_messages_read += max(batch.records_count, 0)  # aborted: not mapped
         elif batch.records_count:
-            read, full = map_section(self.offset_map, batch._records_section(),
+            read, full = map_section(self.offset_map, batch.records_section(),
                                      batch.records_count, batch.base_offset, start, max_entries)
             stats.map_messages_read += read
             if full:
@@ -578,7 +573,7 @@ class Cleaner:
             if len(chunk) < 12:
                 raise CorruptRecordError(f"Could not determine next batch size for log segment "
                                          f"{segment.log_path} at position {position}")
-            next_size = LOG_OVERHEAD + int.from_bytes(chunk[8:12], "big", signed=True)
+            next_size = entry_size(chunk)
             if next_size > segment.size - position:
                 raise CorruptRecordError(
                     f"Log segment may be corrupt, batch size {next_size} > "

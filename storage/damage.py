@@ -16,20 +16,25 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
-import struct
 from collections.abc import Iterator
 
 from crc32c import crc32c
 
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.records import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, Record
+from storage.records import Record
+from storage.records.framing import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    base_offset_at,
+    entry_size,
+    records_count_at,
+)
 from storage.segment import SegmentScan
 
-_HEADER = struct.Struct(">qi")  # baseOffset, batchLength
-_COUNT = struct.Struct(">i")
-_COUNT_AT = 57
-_CRC_AT = 17
-_CRC_FROM = 21
 _INT32_MAX = 2**31 - 1
 _RESYNC_BLOCK = 4 << 20
 # magic 2 at byte 16, then the CRC, then the attributes' high byte (byte 21), always 0
@@ -151,13 +156,13 @@ def next_intact_batch(segment, start: int, next_offset: int) -> int | None:
 
 
 def _intact_at(segment, block, at: int, position: int, next_offset: int) -> bool:
-    base_offset, length = _HEADER.unpack_from(block, at)
-    size = LOG_OVERHEAD + length
+    base_offset, size = base_offset_at(block, at), entry_size(block, at)
     if size < RECORD_BATCH_OVERHEAD or position + size > segment.size or \
             not 0 <= base_offset - max(next_offset, segment.base_offset) <= _INT32_MAX:
         return False
     data = block[at:at + size] if at + size <= len(block) else segment.read_at(position, size)
-    return crc32c(data[_CRC_FROM:]) == int.from_bytes(data[_CRC_AT:_CRC_FROM], "big")
+    return crc32c(data[ATTRIBUTES_OFFSET:]) == int.from_bytes(data[CRC_OFFSET:ATTRIBUTES_OFFSET],
+                                                               "big")
 
 
 def header_records(segment, start: int, end: int) -> int | None:
@@ -167,10 +172,9 @@ def header_records(segment, start: int, end: int) -> int | None:
     position, records = start, 0
     while position < end:
         header = segment.read_at(position, RECORD_BATCH_OVERHEAD)
-        if len(header) < RECORD_BATCH_OVERHEAD or header[MAGIC_OFFSET] != 2:
+        if len(header) < RECORD_BATCH_OVERHEAD or header[MAGIC_OFFSET] != CURRENT_MAGIC:
             return None
-        size = LOG_OVERHEAD + _HEADER.unpack_from(header)[1]
-        count = _COUNT.unpack_from(header, _COUNT_AT)[0]
+        size, count = entry_size(header), records_count_at(header)
         if size < RECORD_BATCH_OVERHEAD or count < 0:
             return None
         records += count
@@ -179,14 +183,14 @@ def header_records(segment, start: int, end: int) -> int | None:
 
 
 def _base_offset_at(segment, position: int) -> int:
-    return _HEADER.unpack_from(segment.read_at(position, LOG_OVERHEAD))[0]
+    return base_offset_at(segment.read_at(position, LOG_OVERHEAD))
 
 
 def _torn_reason(segment, position: int) -> str:
     left = segment.size - position
     if left < LOG_OVERHEAD:
         return f"{left} bytes after the last whole batch (a torn write)"
-    size = LOG_OVERHEAD + _HEADER.unpack_from(segment.read_at(position, LOG_OVERHEAD))[1]
+    size = entry_size(segment.read_at(position, LOG_OVERHEAD))
     return (f"a batch of {size} bytes starts here but only {left} bytes follow (a torn write, "
             "or a corrupt batch size)")
 

@@ -105,3 +105,8 @@ class InvalidTxnStateError(KafkaStorageError):
 class TransactionCoordinatorFencedError(KafkaStorageError):
     """A marker from a coordinator epoch older than the producer's last one
     (Kafka's ``TransactionCoordinatorFencedException``)."""
+
+
+class LogCleaningAbortedError(Exception):
+    """A cleaning pass was abandoned (``LogCleaningAbortedException``): the log changed under
+    it."""

@@ -29,6 +29,7 @@ from storage.errors import (
     CorruptRecordError,
     DamagedLogError,
     InvalidRecordError,
+    LogCleaningAbortedError,
     KeylessRecordError,
     KeySeparatorMissingError,
     ReadOnlyLogError,
@@ -861,8 +862,6 @@ class Log:
         one, never a mix, and a crash between renames loads as one or the other. ``step(name)``
         is called after each rename. Raises LogCleaningAbortedError when ``old`` is no longer
         in the log (retention or truncation got there first); OSError."""
-        from storage.cleaner import LogCleaningAbortedError
-
         with self._lock:
             segments = self._segments
             at = next((i for i, s in enumerate(segments) if s is old[0]), None)

@@ -24,12 +24,11 @@ from storage.checkpoint import read_offsets, write_offsets
 from storage.cleaner import (
     Cleaner,
     CleanerStats,
-    LogCleaningAbortedError,
     Throttler,
     log_segments,
 )
 from storage.clock import SYSTEM_CLOCK, Clock
-from storage.errors import CorruptCheckpointError, KafkaStorageError
+from storage.errors import CorruptCheckpointError, KafkaStorageError, LogCleaningAbortedError
 from storage.offset_map import SkimpyOffsetMap
 
 log = logging.getLogger(__name__)
@@ -88,7 +87,7 @@ def max_compaction_delay(log_, first_dirty: int, now: int) -> int:
     """How long past ``max.compaction.lag.ms`` the oldest dirty segment has waited, in ms (0:
     not overdue) (``maxCompactionDelay``); a segment's age is its first batch's timestamp."""
     stamps = [t for s in non_active_segments_from(log_, first_dirty)
-              if (t := s._load_first_batch_timestamp()) > 0]
+              if (t := s.first_batch_timestamp()) > 0]
     clean_until = now - max(log_.config.max_compaction_lag_ms, 0)
     earliest = min(stamps, default=2**63 - 1)
     return clean_until - earliest if earliest < clean_until else 0

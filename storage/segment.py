@@ -189,7 +189,9 @@ class LogSegment:
         with self._file as fd:
             return os.fstat(fd).st_mtime_ns // 1_000_000
 
-    def _load_first_batch_timestamp(self) -> int:
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp, epoch ms (-1 when empty): what ``segment.ms`` rolls
+        and ``max.compaction.lag.ms`` count from (Kafka 4.1's ``getFirstBatchTimestamp``)."""
         if self._rolling_based_timestamp is None:
             for _, batch in self.scan_batches(0):
                 self._rolling_based_timestamp = batch.max_timestamp
@@ -199,7 +201,7 @@ class LogSegment:
     def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
         """Record time since the first batch, or wall time since creation when the segment has
         no timestamps (``LogSegment.timeWaitedForRoll``)."""
-        first = self._load_first_batch_timestamp()
+        first = self.first_batch_timestamp()
         return message_timestamp - first if first >= 0 else now - self.created_ms
 
     def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now: int) -> bool:

@@ -45,6 +45,7 @@ from storage.damage import LogDamage, next_intact_batch
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records.record import TimestampType
 from storage.records.batch import iter_batches
+from storage.records.framing import base_offset_at
 from storage.records.columns import ColumnBuilder, add_block
 from storage.segment import BatchBlocks, LogSegment, SegmentScan
 
@@ -218,7 +219,7 @@ class LogStream:
         batches before them as a chunk, then the damaged bytes, up to the next intact batch
         (or the segment's end), as a chunk without text that readers crossing it get EIO
         from (see :meth:`read`)."""
-        expected = _base_offset(segment.read_at(start, 8))
+        expected = base_offset_at(segment.read_at(start, 8))
         scan = SegmentScan(segment.base_offset, crc32c, expected, stop_at_problem=True)
         segment.scan_whole_batches(scan, start)
         bad = scan.valid_end if scan.valid_end > start else start
@@ -233,7 +234,7 @@ class LogStream:
         low = index.first_offsets[-1] if index.first_offsets else segment.base_offset
         resume = next_intact_batch(segment, bad + 1, low)
         stop = segment.size if resume is None else resume
-        after = None if resume is None else _base_offset(segment.read_at(resume, 8))
+        after = None if resume is None else base_offset_at(segment.read_at(resume, 8))
         # the first offset lost: the damaged header's, when it is believable
         lost = expected if low <= expected <= (after if after is not None else expected) else low
         problem = scan.problems[0][1] if scan.problems else str(exc)
@@ -260,7 +261,7 @@ class LogStream:
             blocks = BatchBlocks(segment, position, position + size, buffer=buffer)
             for block in blocks:
                 if first < 0:
-                    first = _base_offset(block)
+                    first = base_offset_at(block)
                     if self.read_committed:
                         skip = self.log.aborted_transactions(first, end).is_aborted_at
                 consumed, done = add_block(builder, block, 0, end, skip)
@@ -513,10 +514,6 @@ class LogStream:
     def close(self) -> None:
         """Stop any :meth:`refresh` in progress (it returns at its next chunk)."""
         self.closed = True
-
-
-def _base_offset(block) -> int:
-    return int.from_bytes(block[:8], "big")
 
 
 def _keyed_text(columns: dict, separator: bytes) -> tuple[object, object, object]:

@@ -25,6 +25,8 @@ import binascii
 import json
 from typing import Any, NamedTuple
 
+from storage.records.framing import LEGACY_RECORD_OVERHEAD_V0, LOG_OVERHEAD, entry_size
+
 DEFAULT_KEY_SEPARATOR = b"\t"
 
 
@@ -164,9 +166,10 @@ class BatchFramer:
             raise AbandonedLineError("this write continues batches abandoned by a failed write")
         self._buf += chunk
         end = 0
-        while len(self._buf) - end >= 12:
-            size = 12 + int.from_bytes(self._buf[end + 8:end + 12], "big", signed=True)
-            if size < 12 + 14 or size > self.max_batch + 12:
+        while len(self._buf) - end >= LOG_OVERHEAD:
+            size = entry_size(self._buf, end)
+            if size < LOG_OVERHEAD + LEGACY_RECORD_OVERHEAD_V0 or \
+                    size > self.max_batch + LOG_OVERHEAD:
                 self.abandon()
                 raise ValueError(f"a record batch of {size} bytes: not a batch, or larger than "
                                  f"max.message.bytes={self.max_batch}")

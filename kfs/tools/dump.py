@@ -78,10 +78,8 @@ from storage.offset_index import OffsetIndex
 from storage.stream import jsonl_prefix
 from storage.producer_state import ProducerStateEntry, decode_snapshot
 from storage.records import Record, RecordBatch, iter_batches
-from storage.records.compression import decompress
 from storage.records.legacy import COMPRESSION_CODEC_MASK as LEGACY_CODEC_MASK
 from storage.records.legacy import LegacyRecordBatch
-from storage.records.legacy import _key_and_value as _legacy_key_and_value
 from storage.records.columns import ColumnBuilder
 from storage.records.control import (
     ControlRecordType,
@@ -210,18 +208,7 @@ def _legacy_record_checks(batch: LegacyRecordBatch) -> list[tuple[bool, int]]:
     wrapper (whose records() already checked every inner CRC, so they are valid)."""
     if not batch.attributes & LEGACY_CODEC_MASK:
         return [(_is_valid(batch), batch.crc)]
-    # the wrapper's value, decompressed again for the inner messages' stored CRCs (the
-    # records do not keep them); LegacyRecordBatch has no public accessor for these bytes
-    _, compressed = _legacy_key_and_value(batch._message(), batch.magic, batch.offset)
-    data = decompress(batch.compression_type, compressed, magic=batch.magic)
-    checks, pos = [], 0
-    while len(data) - pos >= 12:  # the inner entries, as LegacyRecordBatch._inner_entries
-        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
-        if pos + 12 + size > len(data):
-            break
-        checks.append((True, int.from_bytes(data[pos + 12:pos + 16], "big")))
-        pos += 12 + size
-    return checks
+    return [(True, crc) for crc in batch.record_crcs()]
 
 
 # -- Java's String(bytes, UTF_8) ----------------------------------------------------------

@@ -199,7 +199,7 @@ class RecordBatch(BatchSpan):
         """
         if self.records_count == 0:
             return []
-        return _c.decode_records(self._records_section(), *self._decode_args())
+        return _c.decode_records(self.records_section(), *self._decode_args())
 
     def record_at(self, offset: int) -> Record | None:
         """The record at ``offset``, or None when the batch has none there (outside it, or a
@@ -207,7 +207,7 @@ class RecordBatch(BatchSpan):
         costs one record's decoding. Errors as :meth:`records`."""
         if not 0 <= offset - self.base_offset <= self.last_offset_delta or self.records_count <= 0:
             return None
-        return _c.record_at(self._records_section(), *self._decode_args(), offset)
+        return _c.record_at(self.records_section(), *self._decode_args(), offset)
 
     def first_record_from_time(self, timestamp: int, min_offset: int) -> Record | None:
         """The first record with timestamp >= ``timestamp`` (epoch ms) and offset >=
@@ -215,7 +215,7 @@ class RecordBatch(BatchSpan):
         record is decoded: the others are read as far as their timestamp and offset deltas."""
         if self.records_count <= 0 or self.max_timestamp < timestamp:
             return None
-        return _c.first_record_from_time(self._records_section(), *self._decode_args(),
+        return _c.first_record_from_time(self.records_section(), *self._decode_args(),
                                              timestamp, min_offset)
 
     def add_to(self, columns, start: int = 0, end: int = (1 << 63) - 1) -> int:
@@ -224,7 +224,7 @@ class RecordBatch(BatchSpan):
         :meth:`records`."""
         if self.records_count == 0:
             return 0
-        return columns.add_section(self._records_section(), *self._decode_args()[:4],
+        return columns.add_section(self.records_section(), *self._decode_args()[:4],
                                    start, end)
 
     def _decode_args(self) -> tuple[int, int, int, int, int]:
@@ -233,7 +233,7 @@ class RecordBatch(BatchSpan):
         return (self.records_count, self.base_offset, self.base_timestamp, append_time,
                 self.base_sequence)
 
-    def _records_section(self):
+    def records_section(self):
         """The records section, decompressed (a view of the buffer when uncompressed).
         Raises CorruptRecordError when truncated."""
         self._check_complete(f"record batch at offset {self.base_offset}")

@@ -43,7 +43,7 @@ TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
-_BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
 # a v2 header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
 V2_OFFSETS_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 _INT32 = struct.Struct(">i")
@@ -68,7 +68,7 @@ def entry_size(buf, at: int = 0) -> int:
 
 def base_offset_at(buf, at: int = 0) -> int:
     """The base offset of the batch at ``buf[at:]`` (a legacy entry's: its own offset)."""
-    return _BASE_OFFSET_AND_LENGTH.unpack_from(buf, at)[0]
+    return _INT64.unpack_from(buf, at)[0]
 
 
 def records_count_at(buf, at: int = 0) -> int:

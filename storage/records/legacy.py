@@ -67,7 +67,7 @@ class LegacyRecordBatch(BatchSpan):
 
     __slots__ = (
         "_buf", "_pos", "offset", "message_size", "size_in_bytes", "crc", "magic",
-        "attributes", "timestamp", "_records",
+        "attributes", "timestamp", "_records", "_crcs",
     )
 
     # Fields v0/v1 do not have, as Kafka reports them.
@@ -109,6 +109,7 @@ class LegacyRecordBatch(BatchSpan):
         self._buf = buf
         self._pos = pos
         self._records: list[Record] | None = None
+        self._crcs: list[int] = [self.crc]  # a wrapper's: its inner messages', once read
 
     # -- header fields --------------------------------------------------------------------
 
@@ -204,6 +205,12 @@ class LegacyRecordBatch(BatchSpan):
                                         key, value, _NO_HEADERS, -1)]
         return self._records
 
+    def record_crcs(self) -> list[int]:
+        """The stored CRC of each record (of the message itself, or of each inner message of a
+        wrapper, as kafka-dump-log prints them). Errors as :meth:`records`."""
+        self.records()
+        return self._crcs
+
     def record_at(self, offset: int) -> Record | None:
         """The record at ``offset``, or None when the entry has none there. Errors as
         :meth:`records`."""
@@ -253,7 +260,8 @@ class LegacyRecordBatch(BatchSpan):
         wrapper_type = self.timestamp_type
         append_time = self.timestamp if wrapper_type == TimestampType.LOG_APPEND_TIME else None
         records = []
-        for offset, magic, timestamp, key, value in entries:
+        self._crcs = [entry[-1] for entry in entries]
+        for offset, magic, timestamp, key, value, _ in entries:
             if magic == 0:
                 timestamp, timestamp_type = NO_TIMESTAMP, TimestampType.NO_TIMESTAMP_TYPE
             else:
@@ -296,7 +304,7 @@ def _key_and_value(message, magic: int, offset: int) -> tuple[bytes | None, byte
 
 
 def _inner_entries(data: bytes, wrapper_offset: int) -> list[tuple]:
-    """(offset as stored, magic, timestamp, key, value) of each inner entry of a wrapper's
+    """(offset as stored, magic, timestamp, key, value, crc) of each inner entry of a wrapper's
     decompressed value (``DataLogInputStream``: a partial entry at the end ends the set).
     Raises CorruptRecordError for a size below 14 or an inner CRC mismatch,
     InvalidRecordError for an empty set, a magic other than 0/1 or a compressed inner record."""
@@ -331,7 +339,7 @@ def _inner_entries(data: bytes, wrapper_offset: int) -> list[tuple]:
                 f"message at offset {offset} of the wrapper at offset {wrapper_offset}")
         timestamp = _INT64.unpack_from(message, 6)[0] if magic else NO_TIMESTAMP
         key, value = _key_and_value(message, magic, offset)
-        entries.append((offset, magic, timestamp, key, value))
+        entries.append((offset, magic, timestamp, key, value, crc))
         pos = start + size
     if not entries:
         raise InvalidRecordError(
