@@ -204,7 +204,7 @@ def readable_record_lists(log, start: int, read_committed: bool = False
     :meth:`Log.record_lists` gives them, but stepping over what cannot be read: a LogDamage
     comes in its place and the records go on after it, from the next batch when the damaged
     one's header can be walked over, else from the next segment."""
-    end = log.last_stable_offset if read_committed else log.log_end_offset
+    end = log.visible_end(read_committed)
     segments = log.log_segments()
     bases = [s.base_offset for s in segments]
     start = max(start, log.log_start_offset)

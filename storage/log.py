@@ -1008,8 +1008,10 @@ class Log:
             self._cache.put(key, records)
         return records
 
-    def _visible_end(self, read_committed: bool) -> int:
-        """Where reads stop: the last stable offset for read_committed, else the log end."""
+    def visible_end(self, read_committed: bool = False) -> int:
+        """Where a reader's records end, exclusive (``isolation.level``, see
+        ``storage.isolation``): the last stable offset for read_committed, else the log end
+        offset (the high watermark, with one replica). Kafka's ``FetchIsolation``."""
         return self.last_stable_offset if read_committed else self._leo
 
     def aborted_transactions(self, offset: int, upper: int) -> AbortedTxnFilter:
@@ -1030,7 +1032,7 @@ class Log:
         for a batch whose CRC or layout is bad, InvalidRecordError for one breaking a format
         rule; v0/v1 entries an old broker wrote are read as Kafka reads them. ``nowait=True``
         (for event loops) raises BlockingIOError instead of waiting for the disk."""
-        end = self._visible_end(read_committed)
+        end = self.visible_end(read_committed)
         if offset < self.log_start_offset or offset >= end:
             return None
         segment = self._segment_for(offset)
@@ -1066,7 +1068,7 @@ class Log:
         start = max(start, self.log_start_offset)
         for segment, pos, header, last in self.visible_batches(start, end, read_committed):
             if last:  # never cached: the batch may not be wholly published yet
-                end = self._visible_end(read_committed) if end is None else end
+                end = self.visible_end(read_committed) if end is None else end
                 records = [r for r in segment.read_records(pos, header) if start <= r.offset < end]
             else:
                 records = (self._batch_records(segment, pos, header) if cache
@@ -1087,7 +1089,7 @@ class Log:
         from storage.records.columns import RecordColumns  # pyarrow: only for column readers
 
         start = max(start, self.log_start_offset)
-        visible = self._visible_end(read_committed)
+        visible = self.visible_end(read_committed)
         end = visible if end is None else min(end, visible)
         if start >= end:
             return
@@ -1118,7 +1120,7 @@ class Log:
         batches follow; control batches are skipped, and with ``read_committed`` aborted ones
         and everything at or past the last stable offset. ``end`` defaults to, and is bounded
         by, the log end offset. ``is_last`` marks a batch reaching ``end``, the last one."""
-        visible = self._visible_end(read_committed)
+        visible = self.visible_end(read_committed)
         end = visible if end is None else min(end, visible)
         if start >= end:
             return

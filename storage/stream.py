@@ -148,7 +148,7 @@ class LogStream:
     # -- the index --------------------------------------------------------------------------
 
     def _visible_end(self) -> int:
-        return self.log.last_stable_offset if self.read_committed else self.log.log_end_offset
+        return self.log.visible_end(self.read_committed)
 
     def is_current(self) -> bool:
         """Whether the index reaches the log's visible end over the log's current segments (the

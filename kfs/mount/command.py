@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+from storage.isolation import IsolationLevel
+
 from kfs.args import CliError, positive_float
 
 from .append import parse_separator
@@ -53,7 +55,7 @@ def add_parsers(sub) -> None:
                             "read from keyed-values, like the console producer's and "
                             "consumer's key.separator (default: TAB; the escapes "
                             "\\t and \\\\ are understood)")
-    mount.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+    mount.add_argument("--isolation-level", choices=IsolationLevel.names(),
                        default="read_uncommitted",
                        help="as Kafka's consumer isolation.level: read_committed hides records "
                             "of aborted transactions and everything at or past the last stable "

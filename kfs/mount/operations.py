@@ -62,6 +62,7 @@ import trio
 from storage import errors as serr
 from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.coordinator.records import decoded_line
+from storage.isolation import IsolationLevel
 
 from . import inodes
 from .append import (
@@ -334,7 +335,7 @@ class KafkaFs(pyfuse3.Operations):
         super().__init__()
         # Kafka's consumer isolation.level: read_committed hides aborted transactions and
         # everything at or past the last stable offset.
-        self._read_committed = isolation_level == "read_committed"
+        self._read_committed = IsolationLevel.parse(isolation_level).read_committed
         self._mgr = mgr
         self._backing_dir = os.fspath(backing_dir)
         self._read_only = read_only

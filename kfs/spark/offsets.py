@@ -72,7 +72,7 @@ def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, i
 def latest_offset(log: Log, read_committed: bool = False) -> int:
     """Where "latest" is: the last stable offset for read_committed, else the log end offset
     (as a Kafka consumer's end offsets under each ``isolation.level``)."""
-    return log.last_stable_offset if read_committed else log.log_end_offset
+    return log.visible_end(read_committed)
 
 
 def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "error",

@@ -15,11 +15,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from storage.isolation import IsolationLevel
+
 EARLIEST = -2  # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP, as Spark's JSON offsets use it
 LATEST = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
 
 _STRATEGIES = ("error", "latest")
-_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class SourceOptions:
 
     @property
     def read_committed(self) -> bool:
-        return self.isolation_level == "read_committed"
+        return IsolationLevel(self.isolation_level).read_committed
 
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition is one the query reads (subscription or assignment)."""
@@ -87,8 +88,7 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
     if strategy not in _STRATEGIES:
         raise ValueError(f"startingOffsetsByTimestampStrategy must be one of {_STRATEGIES}")
     isolation = opts.get("isolation.level", opts.get("kafka.isolation.level", "read_uncommitted"))
-    if isolation not in _ISOLATION_LEVELS:
-        raise ValueError(f"isolation.level must be one of {_ISOLATION_LEVELS}, not {isolation!r}")
+    IsolationLevel.parse(isolation)  # ValueError for an unknown level
     return SourceOptions(
         path=path,
         subscribe=subscribe,
