@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -38,12 +37,12 @@ from storage.errors import (
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_files import SWAP_SUFFIX
 from storage.producer_state import (
-    NO_PRODUCER_ID,
     AppendOrigin,
     OpenTransaction,
     ProducerStateManager,
 )
 from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
+from storage.record_cache import RecordCache, records_cost
 from storage.transaction_index import AbortedTxn
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
@@ -90,46 +89,6 @@ def _overhead_bound(value_bits: int) -> int:
 _OVERHEAD_BY_BITS = [_overhead_bound(bits) for bits in range(32)]
 
 
-class _BatchCache:
-    """The decoded records of recently read batches, so that a lookup followed by reads of
-    neighbouring offsets (``ls``, ``cat`` in a loop) decodes each batch once. Bounded by
-    batches and by an estimate of the memory its records take (a batch of a megabyte of small
-    records decodes to a few megabytes of objects)."""
-
-    RECORD_COST = 200  # bytes of a Record's objects besides its key and value
-
-    def __init__(self, capacity: int = 256, max_bytes: int = 8 << 20):
-        self._capacity, self._max_bytes = capacity, max_bytes
-        self._entries: OrderedDict[tuple[int, int], tuple[list[Record], int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[int, int]) -> list[Record] | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
-
-    def put(self, key: tuple[int, int], records: list[Record]) -> None:
-        cost = sum(self.RECORD_COST + len(r.key or b"") + len(r.value or b"") for r in records)
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._entries[key] = (records, cost)
-            self._bytes += cost
-            while len(self._entries) > 1 and (len(self._entries) > self._capacity
-                                              or self._bytes > self._max_bytes):
-                self._bytes -= self._entries.popitem(last=False)[1][1]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-
-
 class Log:
     """The log of one partition directory ``<topic>-<N>/``.
 
@@ -158,7 +117,8 @@ class Log:
         self.config = config
         self.writable = writable
         self._lock = threading.RLock()
-        self._cache = _BatchCache()
+        # decoded records of recently read batches, by (segment base offset, position)
+        self._cache = RecordCache(256, 8 << 20, records_cost)
         self.epochs = LeaderEpochFileCache(self.dir, writable)
         self.producer_state = ProducerStateManager(self.dir, writable=writable, clock=clock)
         loaded = log_loader.load(self.dir, config, writable, had_clean_shutdown=had_clean_shutdown,

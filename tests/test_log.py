@@ -791,14 +791,14 @@ def test_short_writes_are_continued(tmp_path, monkeypatch):
 
 
 def test_the_decoded_batch_cache_is_bounded_by_memory_as_well_as_batches():
-    from storage.log import _BatchCache
+    from storage.record_cache import RecordCache, records_cost
     from storage.records import Record
 
     def batch(n, size):
         return [Record(offset=i, timestamp=0, timestamp_type=0, key=None, value=b"x" * size,
                        headers=(), sequence=-1) for i in range(n)]
 
-    cache = _BatchCache(capacity=256, max_bytes=1 << 20)
+    cache = RecordCache(256, 1 << 20, records_cost)
     for base in range(10):
         cache.put((0, base), batch(1000, 300))  # about 500 KB each
     kept = [base for base in range(10) if cache.get((0, base)) is not None]

@@ -53,7 +53,6 @@ import os
 import stat
 import time
 from bisect import bisect_left
-from collections import OrderedDict
 from typing import Any, Callable
 
 import pyfuse3
@@ -63,6 +62,7 @@ from storage import errors as serr
 from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.coordinator.records import decoded_line
 from storage.isolation import IsolationLevel
+from storage.record_cache import RecordCache, record_cost
 
 from . import inodes
 from .append import (
@@ -204,45 +204,6 @@ def _fail(code: int) -> pyfuse3.FUSEError:
 # --------------------------------------------------------------------------- small helpers
 
 
-class RecordCache:
-    """LRU of recently resolved records, keyed by (partition id, offset), bounded both in
-    entries and in value bytes, so lookup -> getattr -> open -> read decodes a record once."""
-
-    def __init__(self, max_entries: int = 1024, max_bytes: int = 64 << 20) -> None:
-        self._items: OrderedDict[tuple[int, int], Any] = OrderedDict()
-        self._bytes = 0
-        self._max_entries = max_entries
-        self._max_bytes = max_bytes
-
-    @staticmethod
-    def _cost(record: Any) -> int:
-        return 64 + len(record.value or b"") + len(record.key or b"")
-
-    def get(self, key: tuple[int, int]) -> Any:
-        record = self._items.get(key)
-        if record is not None:
-            self._items.move_to_end(key)
-        return record
-
-    def drop_below(self, pid: int, offset: int) -> None:
-        """Forget the records of partition ``pid`` below ``offset`` (deleted by retention)."""
-        for key in [k for k in self._items if k[0] == pid and k[1] < offset]:
-            self._bytes -= self._cost(self._items.pop(key))
-
-    def put(self, key: tuple[int, int], record: Any) -> None:
-        cost = self._cost(record)
-        if cost > self._max_bytes:
-            return
-        old = self._items.pop(key, None)
-        if old is not None:
-            self._bytes -= self._cost(old)
-        self._items[key] = record
-        self._bytes += cost
-        while len(self._items) > self._max_entries or self._bytes > self._max_bytes:
-            _, evicted = self._items.popitem(last=False)
-            self._bytes -= self._cost(evicted)
-
-
 async def _cached_first(read: Callable[..., Any], target: int, read_committed: bool) -> Any:
     """``read(target, nowait, read_committed)`` on the trio thread when the bytes it needs are
     in the page cache (it raises BlockingIOError otherwise, never waiting for the disk), else in
@@ -341,7 +302,9 @@ class KafkaFs(pyfuse3.Operations):
         self._read_only = read_only
         self._sep = key_separator
         self._ids = inodes.PartitionIds()
-        self._cache = RecordCache()
+        # the records files resolved to, by (partition id, offset): lookup -> getattr -> open
+        # -> read decodes a record once
+        self._cache = RecordCache(1024, 64 << 20, record_cost)
         self._handles: dict[int, Any] = {}
         self._next_fh = itertools.count(1)
         # Lowest offset per partition whose by-offset entry the kernel may cache, and by-time
@@ -414,7 +377,7 @@ class KafkaFs(pyfuse3.Operations):
         except serr.UnknownTopicOrPartitionError:
             return  # (gone: the handlers answer ENOENT)
         if plog.log_start_offset > before:
-            self._cache.drop_below(pid, plog.log_start_offset)
+            self._drop_records_below(pid, plog.log_start_offset)
             await trio.to_thread.run_sync(self._invalidate_below, pid, plog.log_start_offset)
 
     async def _record(self, pid: int, offset: int) -> Any:
@@ -692,7 +655,7 @@ class KafkaFs(pyfuse3.Operations):
             pid = self._ids.get(name)
             start = self._mgr.get(name).log_start_offset
             if pid is not None and start > before[name]:
-                self._cache.drop_below(pid, start)
+                self._drop_records_below(pid, start)
                 await trio.to_thread.run_sync(self._invalidate_below, pid, start)
         return deleted
 
@@ -709,9 +672,13 @@ class KafkaFs(pyfuse3.Operations):
             return False
         pid = self._ids.get(result.name)
         if pid is not None:
-            self._cache.drop_below(pid, result.end)
+            self._drop_records_below(pid, result.end)
             await trio.to_thread.run_sync(self._invalidate_below, pid, result.end)
         return True
+
+    def _drop_records_below(self, pid: int, offset: int) -> None:
+        """Forget the cached records of partition ``pid`` below ``offset`` (deleted)."""
+        self._cache.drop(lambda key: key[0] == pid and key[1] < offset)
 
     def _invalidate_below(self, pid: int, start: int) -> None:
         """Runs in a worker thread (never inside a handler: the kernel may wait on one)."""
