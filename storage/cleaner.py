@@ -30,18 +30,15 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from crc32c import crc32c
 
-from storage.clock import Clock
 from storage.errors import CorruptRecordError, InvalidRecordError, LogCleaningAbortedError
-from storage.offset_index import OffsetIndex
 from storage.offset_map import RecordFilter, SkimpyOffsetMap, map_run, map_section
 from storage.log_files import CLEANED_SUFFIX
 from storage.records import RecordBatch, batch_at, compress, decompress
 from storage.records.control import ControlRecordType, decode_control_record_key
-from storage.records.framing import V2_OFFSETS_AND_MAX_TIMESTAMP, entry_size
+from storage.records.framing import entry_size
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -50,7 +47,6 @@ from storage.segment import (
     LogSegment,
     filename_prefix,
 )
-from storage.time_index import TimeIndex
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -161,114 +157,25 @@ class CleanedTransactionMetadata:
 
 # -- the segment being written ---------------------------------------------------------------
 
-# a v2 batch header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
+
+def cleaned_segment(log_, base_offset: int) -> LogSegment:
+    """The segment a pass writes: a LogSegment of ``log_``'s directory at ``base_offset`` with
+    the ``.cleaned`` suffix (``LogCleaner.createNewCleanedSegment``), renamed ``.swap`` and to
+    the final names by ``Log.replace_segments``. Leftover files of an earlier attempt are
+    replaced. Raises OSError (e.g. ENOSPC)."""
+    for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        (log_.dir / f"{filename_prefix(base_offset)}{kind}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+    return LogSegment(log_.dir, base_offset, log_.config, True, log_.clock,
+                      file_suffix=CLEANED_SUFFIX)
 
 
-class CleanedSegment:
-    """``<base>.log.cleaned`` and its indexes, written by appends as ``LogSegment.append``
-    writes (an offset-index entry when more than ``index.interval.bytes`` were appended since
-    the last one), then renamed ``.swap`` and to the final names (``changeFileSuffixes``).
-    Leftover files of an earlier attempt are replaced. Raises OSError (e.g. ENOSPC)."""
-
-    def __init__(self, directory: Path, base_offset: int, config, clock: Clock) -> None:
-        self.dir = Path(directory)
-        self.clock = clock
-        self.base_offset = base_offset
-        self.config = config
-        self.suffix = CLEANED_SUFFIX
-        for path in self._paths().values():
-            path.unlink(missing_ok=True)
-        paths = self._paths()
-        self._fd = os.open(paths[LOG_SUFFIX], os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                           0o644)
-        self.offset_index = OffsetIndex(paths[INDEX_SUFFIX], base_offset,
-                                        config.segment_index_bytes, writable=True)
-        self.time_index = TimeIndex(paths[TIME_INDEX_SUFFIX], base_offset,
-                                    config.segment_index_bytes, writable=True)
-        self.txn_index = TransactionIndex(paths[TXN_INDEX_SUFFIX], base_offset, writable=True)
-        self.size = 0
-        self._bytes_since_last_index_entry = 0
-        self._max_ts_and_offset = (-1, base_offset)
-
-    def _paths(self, suffix: str | None = None) -> dict[str, Path]:
-        prefix = filename_prefix(self.base_offset)
-        return {kind: self.dir / f"{prefix}{kind}{self.suffix if suffix is None else suffix}"
-                for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
-
-    def append(self, largest_offset: int, largest_timestamp: int, shallow_offset: int,
-               data: bytes | bytearray) -> None:
-        """Append whole v2 batches (``LogSegment.append``), indexed per batch from their
-        headers as Kafka 4.1's ``LogSegment.append`` does (see ``storage.segment``; the
-        timestamp arguments, the whole append's, are not needed for it)."""
-        if not data:
-            return
-        if not self.offset_index.can_append_offset(largest_offset):
-            raise LogCleaningAbortedError(f"offset {largest_offset} does not fit segment "
-                                          f"{self.base_offset}")
-        position = self.size
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(self._fd, view, self.size)
-            self.size += written
-            view = view[written:]
-        at = 0
-        while at < len(data):  # each batch
-            base, length, last_delta, max_timestamp = V2_OFFSETS_AND_MAX_TIMESTAMP.unpack_from(data, at)
-            last, size = base + last_delta, 12 + length
-            if max_timestamp > self._max_ts_and_offset[0]:
-                self._max_ts_and_offset = (max_timestamp, last)
-            if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-                self.offset_index.append(last, position)
-                self.time_index.maybe_append(*self._max_ts_and_offset)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += size
-            position += size
-            at += size
-
-    def finish(self, last_modified_ns: int) -> None:
-        """``onBecomeInactiveSegment``, flush, and the source segments' last modification time
-        (retention by time falls back on it)."""
-        self.time_index.maybe_append(*self._max_ts_and_offset, skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
-        os.fsync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
-        for path in (self._paths()[LOG_SUFFIX], self.offset_index.path, self.time_index.path):
-            os.utime(path, ns=(last_modified_ns, last_modified_ns))
-
-    def change_suffix(self, new_suffix: str, step: Callable[[str], None] = crash_point) -> None:
-        """Rename every file from the current suffix to ``new_suffix``: the .log first, as
-        Kafka does (a crash between leaves a mix the loader resolves)."""
-        old, new = self._paths(), self._paths(new_suffix)
-        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            if old[kind].exists():
-                os.replace(old[kind], new[kind])
-                step(f"renamed {kind}{self.suffix} to {kind}{new_suffix}")
-        self.suffix = new_suffix
-        self.offset_index.path = new[INDEX_SUFFIX]
-        self.time_index.path = new[TIME_INDEX_SUFFIX]
-        self.txn_index.path = new[TXN_INDEX_SUFFIX]
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
-
-    def delete(self) -> None:
-        """Close and remove the files (whatever their suffix now)."""
-        self.close()
-        for path in self._paths().values():
-            path.unlink(missing_ok=True)
-
-    def open_segment(self) -> LogSegment:
-        """Once renamed to the final names: close the writer and open it as a LogSegment."""
-        self.close()
-        return LogSegment(self.dir, self.base_offset, self.config, True, self.clock)
+def _finish(cleaned: LogSegment, last_modified_ns: int) -> None:
+    """``onBecomeInactiveSegment``, flush, and the source segments' last modification time
+    (retention by time falls back on it)."""
+    cleaned.on_become_inactive()
+    cleaned.flush()
+    for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
+        os.utime(path, ns=(last_modified_ns, last_modified_ns))
 
 
 # -- throttling ------------------------------------------------------------------------------
@@ -490,7 +397,7 @@ class Cleaner:
                        txn_metadata: CleanedTransactionMetadata, upper_bound: int) -> None:
         """Recopy ``group`` into one ``.cleaned`` segment and swap it in (``cleanSegments``).
         On any failure the ``.cleaned`` files are removed and the log keeps ``group``."""
-        cleaned = CleanedSegment(log_.dir, group[0].base_offset, log_.config, log_.clock)
+        cleaned = cleaned_segment(log_, group[0].base_offset)
         txn_metadata.cleaned_index = cleaned.txn_index
         try:
             producers = log_.last_records_of_active_producers()
@@ -507,7 +414,7 @@ class Cleaner:
                 self._clean_into(log_, segment, cleaned, flt, txn_metadata, producers, now,
                                  upper_bound, stats)
             stats.invalid_messages_read += flt.invalid_messages
-            cleaned.finish(_mtime_ns(group[-1]))
+            _finish(cleaned, _mtime_ns(group[-1]))
             crash_point("cleaned segment written")
             log.info("Swapping in cleaned segment %d for segment(s) %s in log %s",
                      cleaned.base_offset, [s.base_offset for s in group], log_.name)
@@ -516,7 +423,7 @@ class Cleaner:
             cleaned.delete()
             raise
 
-    def _clean_into(self, log_, source: LogSegment, dest: CleanedSegment, flt: RecordFilter,
+    def _clean_into(self, log_, source: LogSegment, dest: LogSegment, flt: RecordFilter,
                     txn_metadata: CleanedTransactionMetadata, producers: dict, now: int,
                     upper_bound: int, stats: CleanerStats) -> None:
         """Recopy one segment into ``dest`` a read buffer at a time (``cleanInto``)."""
@@ -536,6 +443,9 @@ class Cleaner:
             position += consumed
             self.progress(consumed)
             if out:
+                if not dest.offset_index.can_append_offset(flt.max_offset):
+                    raise LogCleaningAbortedError(f"offset {flt.max_offset} does not fit segment "
+                                                  f"{dest.base_offset}")
                 dest.append(flt.max_offset, flt.max_timestamp,
                             flt.shallow_offset_of_max_timestamp, out)
                 crash_point("cleaned segment appended")

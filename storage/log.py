@@ -814,7 +814,7 @@ class Log:
 
     def replace_segments(self, cleaned, old: list[LogSegment],
                          step: Callable[[str], None] = lambda _: None) -> LogSegment:
-        """Swap ``cleaned`` (a ``storage.cleaner.CleanedSegment``, its files ``.cleaned``) in
+        """Swap ``cleaned`` (the cleaner's LogSegment, its files ``.cleaned``) in
         for the consecutive segments ``old`` (``UnifiedLog.replaceSegments``): rename it
         ``.swap``, rename the old files ``.deleted`` (removed ``file.delete.delay.ms`` later,
         with their producer snapshots), rename ``.swap`` to the final names, then publish the
@@ -827,14 +827,14 @@ class Log:
             at = next((i for i, s in enumerate(segments) if s is old[0]), None)
             if at is None or segments[at:at + len(old)] != old:
                 raise LogCleaningAbortedError(f"{self.name} changed while it was cleaned")
-            cleaned.change_suffix(SWAP_SUFFIX, step)
+            cleaned.change_file_suffixes(SWAP_SUFFIX, step)
             due = self.clock.milliseconds() + self.config.file_delete_delay_ms
             for segment in old:
                 segment.rename_to_deleted()
                 self._pending_deletes.append((due, segment))
                 step(f"renamed segment {segment.base_offset} to .deleted")
-            cleaned.change_suffix("", step)
-            new = cleaned.open_segment()
+            cleaned.change_file_suffixes("", step)
+            new = cleaned
             self._set_segments(segments[:at] + [new] + segments[at + len(old):])
             self._cache.clear()
             for segment in old:  # their producer snapshots go now: a loader would keep a

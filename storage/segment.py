@@ -108,19 +108,22 @@ class LogSegment:
 
     ``writable=False`` never changes a byte on disk (missing index files read as empty).
     ``clock`` (``storage.clock``) dates the segment's creation, what ``segment.ms`` rolls by.
-    Raises OSError when the files cannot be opened.
+    ``file_suffix`` names files ``<base>.log<suffix>`` and so on: the cleaner writes its
+    segment as ``.cleaned`` and renames it (``LogSegment.open(..., fileSuffix)`` and
+    :meth:`change_file_suffixes`). Raises OSError when the files cannot be opened.
     """
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, writable: bool,
-                 clock: Clock = SYSTEM_CLOCK):
+                 clock: Clock = SYSTEM_CLOCK, file_suffix: str = ""):
         self.base_offset = base_offset
         self.clock = clock
         self.config = config
         self.writable = writable
-        prefix = Path(directory) / filename_prefix(base_offset)
+        self.dir = Path(directory)
+        self.file_suffix = file_suffix
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
         # the .log's descriptor: opened when used, closed when idle (storage.open_files)
-        self._file = PooledFile(prefix.with_suffix(LOG_SUFFIX), flags)
+        self._file = PooledFile(self._path(LOG_SUFFIX), flags)
         with self._file as fd:
             self.size = os.fstat(fd).st_size
         # A writable segment's indexes are mapped now (the loader checks them); a read-only
@@ -130,13 +133,19 @@ class LogSegment:
         if writable:
             self.reload_indexes()
         # created on the first aborted transaction, as Kafka's
-        self.txn_index = TransactionIndex(prefix.with_suffix(TXN_INDEX_SUFFIX), base_offset, writable)
+        self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset, writable)
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset: tuple[int, int] | None = None  # loaded lazily, as Kafka
         self._rolling_based_timestamp: int | None = None
         self.created_ms = clock.milliseconds()
         jitter = min(config.segment_jitter_ms, config.segment_ms)
         self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+
+    def _path(self, kind: str, suffix: str | None = None) -> Path:
+        """The segment's file of ``kind`` (``.log``, ``.index``, ...) with ``suffix`` (default:
+        the segment's own)."""
+        return self.dir / (filename_prefix(self.base_offset) + kind +
+                           (self.file_suffix if suffix is None else suffix))
 
     @property
     def log_path(self) -> Path:
@@ -444,10 +453,9 @@ class LogSegment:
         another process (a broker) appended since. Call it before reading the .log's new size:
         a broker writes a batch before its index entries, so every entry read names bytes
         already there."""
-        prefix = self.log_path.with_suffix("")
-        self._offset_index = OffsetIndex(prefix.with_suffix(INDEX_SUFFIX), self.base_offset,
+        self._offset_index = OffsetIndex(self._path(INDEX_SUFFIX), self.base_offset,
                                          self.config.segment_index_bytes, self.writable)
-        self._time_index = TimeIndex(prefix.with_suffix(TIME_INDEX_SUFFIX), self.base_offset,
+        self._time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), self.base_offset,
                                      self.config.segment_index_bytes, self.writable)
 
     def catch_up(self) -> int | None:
@@ -623,17 +631,25 @@ class LogSegment:
         self._file.close()
 
     def rename_to_deleted(self) -> None:
-        """Rename every file of the segment to ``<name>.deleted`` (``LogSegment
-        .changeFileSuffixes``): readers holding it keep working until the delayed delete."""
-        for owner, attr in ((self, "log_path"), (self.offset_index, "path"),
-                            (self.time_index, "path")):
-            path = getattr(owner, attr)
-            renamed = path.with_name(path.name + DELETED_SUFFIX)
+        """Rename every file of the segment to ``<name>.deleted``: readers holding it keep
+        working until the delayed delete."""
+        self.change_file_suffixes(DELETED_SUFFIX)
+
+    def change_file_suffixes(self, new_suffix: str,
+                             step: Callable[[str], None] = lambda _: None) -> None:
+        """Rename every file of the segment from its suffix to ``new_suffix``, the .log first
+        (``LogSegment.changeFileSuffixes``; a crash between renames leaves a mix the loader
+        resolves); ``step(what)`` after each rename."""
+        for kind, owner, attr in ((LOG_SUFFIX, self, "log_path"),
+                                  (INDEX_SUFFIX, self.offset_index, "path"),
+                                  (TIME_INDEX_SUFFIX, self.time_index, "path"),
+                                  (TXN_INDEX_SUFFIX, self.txn_index, "path")):
+            path, renamed = getattr(owner, attr), self._path(kind, new_suffix)
             if path.exists():
-                path.rename(renamed)
+                os.replace(path, renamed)
+                step(f"renamed {kind}{self.file_suffix} to {kind}{new_suffix}")
             setattr(owner, attr, renamed)
-        txn = self.txn_index.path
-        self.txn_index.rename_to(txn.with_name(txn.name + DELETED_SUFFIX))
+        self.file_suffix = new_suffix
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
