@@ -1,4 +1,4 @@
-"""``storage.stream.LogStream``: a partition as one byte stream, checked against the text
+"""``kfs.mount.text_stream.LogStream``: a partition as one byte stream, checked against the text
 rendered record by record from ``Log.record_lists`` (the record path), on logs of many
 segments and chunks, with transactions, as the log grows and as retention removes segments,
 and on the Kafka-written fixtures."""
@@ -13,7 +13,8 @@ from storage.log import Log
 from storage.records import build_batch
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.record import TimestampType
-from storage.stream import LogStream, StreamFormat
+from kfs.mount.text_stream import LogStream
+from kfs.record_format import StreamFormat
 from test_fixtures import FIXTURES
 from test_stream_render import json_bytes
 
@@ -72,7 +73,7 @@ def txn_log(path, **config) -> Log:
 @pytest.mark.parametrize("fmt", list(StreamFormat))
 @pytest.mark.parametrize("read_committed", [False, True])
 def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, read_committed):
-    monkeypatch.setattr("storage.stream.CHUNK_LOG_BYTES", 700)  # many chunks per segment
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)  # many chunks per segment
     log = txn_log(tmp_path / "t-0", segment_bytes=4096)
     assert log.segment_count > 5
     stream, rng = LogStream(log, fmt, read_committed), random.Random(1)
@@ -105,8 +106,8 @@ def test_stream_of_kafka_written_logs(name, fmt):
 
 
 def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
-    monkeypatch.setattr("storage.stream.CHUNK_LOG_BYTES", 700)
-    monkeypatch.setattr("storage.stream.RENDERED_CHUNKS_KEPT", 1)
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    monkeypatch.setattr("kfs.mount.text_stream.RENDERED_CHUNKS_KEPT", 1)
     log = txn_log(tmp_path / "t-0", segment_bytes=4096)
     stream = LogStream(log, StreamFormat.VALUES)
     stream.refresh()
@@ -119,8 +120,8 @@ def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
 
 
 def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch):
-    monkeypatch.setattr("storage.stream.CHUNK_LOG_BYTES", 700)
-    monkeypatch.setattr("storage.stream.RENDERED_CHUNKS_KEPT", 2)
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    monkeypatch.setattr("kfs.mount.text_stream.RENDERED_CHUNKS_KEPT", 2)
     log = txn_log(tmp_path / "t-0", segment_bytes=4096)
     stream = LogStream(log, StreamFormat.VALUES)
     stream.refresh()

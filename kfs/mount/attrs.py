@@ -3,11 +3,12 @@ consumer sees of a ConsumerRecord) and of a partition directory (its offsets and
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 from storage import TimestampType
+
+from kfs.record_format import text_or_base64
 
 XATTR_PREFIX = b"user.kafka."
 
@@ -19,17 +20,8 @@ def _timestamp_type_name(value: int) -> str:
         return str(value)
 
 
-def _header_value_json(value: bytes | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(value).decode("ascii")}
-
-
 def _headers_json(headers: tuple) -> bytes:
-    pairs = [[key, _header_value_json(value)] for key, value in headers]
+    pairs = [[key, text_or_base64(value)] for key, value in headers]
     try:
         return json.dumps(pairs, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate in a header key: fall back to \\u escapes

@@ -1,7 +1,7 @@
 """The mount's stream files: ``/<topic>-<N>/values``, ``keyed-values`` and ``records.jsonl`` (the
 whole partition, from its log start offset) and the same three under
 ``/<topic>-<N>/from/<start>/`` (a window from a start offset), served from
-``storage.stream.LogStream``.
+``kfs.mount.text_stream.LogStream``.
 
 Sizes. ``tail -n``/``tail -f`` need a true, growing ``st_size``; ``ls -l`` must stay instant
 however large the partition. A size is exact once the stream's position index covers the
@@ -29,10 +29,11 @@ from typing import Any
 import pyfuse3
 import trio
 
-from storage.stream import LogStream, StreamFormat
+from kfs.record_format import StreamFormat
 
 from . import inodes
 from .inodes import Kind
+from .text_stream import LogStream
 
 log = logging.getLogger(__name__)
 

@@ -75,7 +75,6 @@ from storage.errors import (
     KafkaStorageError,
 )
 from storage.offset_index import OffsetIndex
-from storage.stream import jsonl_prefix
 from storage.producer_state import ProducerStateEntry, decode_snapshot
 from storage.records import Record, RecordBatch, iter_batches
 from storage.records.legacy import COMPRESSION_CODEC_MASK as LEGACY_CODEC_MASK
@@ -91,6 +90,7 @@ from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import TransactionIndex
 
 from kfs.args import positive_int, with_stdout
+from kfs.record_format import jsonl_prefix
 
 __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_line"]
 

@@ -1,7 +1,8 @@
-"""A partition's records as one byte stream, read at any byte position: every record's value
-and ``\\n`` (``values``, as ``kafka-console-consumer --from-beginning`` prints them) or one kcat
-``-J`` JSON object and ``\\n`` per record (``records.jsonl``), from a start offset to the end of
-the log, produced from the segments on demand (nothing is stored twice).
+"""The mount's text streams: a partition's records as one byte stream, read at any byte
+position: every record's value and ``\\n`` (``values``, as ``kafka-console-consumer
+--from-beginning`` prints them), ``key<SEP>value`` lines (``keyed-values``) or one kcat ``-J``
+JSON object and ``\\n`` per record (``records.jsonl``), from a start offset to the end of the
+log, produced from the segments on demand (nothing is stored twice).
 
 Byte positions map to records through a sparse position index per segment, as Kafka's offset
 index maps offsets to file positions: the segment is cut into chunks of about
@@ -14,10 +15,9 @@ costs the new batches only. A read renders the one chunk it falls in (a few rece
 kept rendered); :meth:`LogStream.read_ahead` renders the next one while a sequential reader
 is still on this one.
 
-Records of Kafka's coordinator topics (``__consumer_offsets``, ``__transaction_state``) are
-decoded through their message schemas (``storage.coordinator``): a ``values`` line is the
-record as Kafka's console-consumer formatters print it, ``{"key": {...}, "value": {...}}``,
-and in ``records.jsonl`` the ``key`` and ``payload`` fields are those decoded objects.
+How each record looks is ``kfs.record_format``'s: a plain partition's records are rendered a
+chunk at a time by the compiled column builder; Kafka's coordinator topics'
+(``__consumer_offsets``, ``__transaction_state``) are decoded through their message schemas.
 
 Control records are never in the stream; with ``read_committed`` neither are aborted
 transactions' records nor anything at or past the last stable offset. When retention removes
@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import enum
 import itertools
-import json
 import threading
 import time
 from array import array
@@ -40,35 +38,19 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
-from storage.coordinator.records import decoded_line, for_topic
 from storage.damage import LogDamage, next_intact_batch
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.records.record import TimestampType
 from storage.records.batch import iter_batches
+from storage.records.columns import add_block
 from storage.records.framing import base_offset_at
-from storage.records.columns import ColumnBuilder, add_block
 from storage.segment import BatchBlocks, LogSegment, SegmentScan
+
+from kfs.record_format import CoordinatorFormat, StreamFormat, record_format
 
 CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4
 BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers (one per rendering thread at a time)
 STARTS_KEPT = 256  # window starts remembered (each a segment and a text position)
-
-
-class StreamFormat(enum.Enum):
-    """What each record becomes in a stream."""
-
-    VALUES = "values"  # the value and "\n"; a null value prints "null"
-    KEYED = "keyed-values"  # key, separator, value and "\n"; a null key or value prints "null"
-    JSONL = "records.jsonl"  # kcat -J fields, as `kfs dump --json` encodes them, and "\n"
-
-
-def jsonl_prefix(topic: str | None, partition: int | None) -> bytes:
-    """The text every JSON line of a partition starts with: ``{"topic":...,"partition":N,``
-    (``null`` for an unknown topic or partition, as ``kfs dump`` of a file outside a
-    partition directory)."""
-    return json.dumps({"topic": topic, "partition": partition}, ensure_ascii=False,
-                      separators=(",", ":"))[:-1].encode("utf-8") + b","
 
 
 @dataclass
@@ -127,8 +109,8 @@ class LogStream:
                  key_separator: bytes = b"\t"):
         self.log, self.format, self.read_committed = log, fmt, read_committed
         self.key_separator = bytes(key_separator)  # between key and value in KEYED lines
-        self._prefix = jsonl_prefix(log.topic, log.partition)
-        self._coordinator = for_topic(log.topic)  # None but for the coordinator topics
+        # how each record looks: a plain partition's or a coordinator topic's
+        self._format = record_format(log.topic, log.partition, fmt, key_separator)
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
         self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
         self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
@@ -252,10 +234,9 @@ class LogStream:
         """Render the whole batches in ``size`` .log bytes from ``position`` (at least one
         batch, and none at or past offset ``end``): (chunk, bytes consumed, base offset of the
         first batch, or -1 when none)."""
-        if self._coordinator is not None:
+        if isinstance(self._format, CoordinatorFormat):
             return self._decode_coordinator(segment, position, size, end)
-        jsonl = self.format is StreamFormat.JSONL
-        builder = ColumnBuilder(jsonl, values_text=self.format is StreamFormat.VALUES)
+        builder = self._format.builder()
         pos, first, skip = 0, -1, None
         with self._buffer(segment, position, size) as buffer:
             blocks = BatchBlocks(segment, position, position + size, buffer=buffer)
@@ -270,10 +251,7 @@ class LogStream:
                 if done:
                     break
         first = first if pos else -1
-        if self.format is StreamFormat.KEYED:
-            text, row_ends, offsets = _keyed_text(builder.finish(), self.key_separator)
-        else:
-            text, row_ends, offsets = builder.render(jsonl, self._prefix)
+        text, row_ends, offsets = self._format.render(builder)
         return _Chunk(memoryview(text), memoryview(row_ends).cast("q"),
                       memoryview(offsets).cast("q")), pos, first
 
@@ -314,7 +292,7 @@ class LogStream:
                 continue
             for record in batch.records():
                 if record.offset < end:
-                    text += self._coordinator_line(record)
+                    text += self._format.line(record)
                     row_ends.append(len(text))
                     offsets.append(record.offset)
         return _Chunk(memoryview(bytes(text)), row_ends, offsets), pos, first
@@ -329,25 +307,6 @@ class LogStream:
                 yield batch
                 consumed += batch.size_in_bytes
             blocks.advance(consumed)
-
-    def _coordinator_line(self, record) -> bytes:
-        if self.format is StreamFormat.VALUES:
-            return decoded_line(self.log.topic, record.key, record.value, record.offset)
-        if self.format is StreamFormat.KEYED:  # the decoded key and value, each as JSON
-            decoded = self._coordinator.decode(record.key, record.value).to_json()
-            return self.key_separator.join(
-                json.dumps(decoded[part], ensure_ascii=False, separators=(",", ":")).encode()
-                for part in ("key", "value")) + b"\n"
-        decoded = self._coordinator.decode(record.key, record.value).to_json()
-        obj = {"topic": self.log.topic, "partition": self.log.partition, "offset": record.offset}
-        if record.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
-            obj["tstype"] = ("create" if record.timestamp_type == TimestampType.CREATE_TIME
-                             else "logappend")
-            obj["ts"] = record.timestamp
-        obj["headers"] = [x for k, v in record.headers
-                          for x in (k, None if v is None else v.decode("utf-8", "replace"))]
-        obj["key"], obj["payload"] = decoded["key"], decoded["value"]
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
     def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
         self._rendered[(segment, start, stop)] = chunk
@@ -514,41 +473,6 @@ class LogStream:
     def close(self) -> None:
         """Stop any :meth:`refresh` in progress (it returns at its next chunk)."""
         self.closed = True
-
-
-def _keyed_text(columns: dict, separator: bytes) -> tuple[object, object, object]:
-    """``(text, row ends, offsets)`` of KEYED lines from a ColumnBuilder's finished columns
-    (buffers, as :meth:`ColumnBuilder.render` gives them): each record's key, ``separator``,
-    its value and ``\\n``, ``null`` for a null key or value (kafka-console-consumer with
-    ``print.key=true``). Joined by Arrow's kernels over the columns' buffers, with no
-    per-record Python."""
-    import pyarrow as pa  # (loaded with the codec's column readers; compute on first use)
-    import pyarrow.compute as pc
-
-    rows = columns["rows"]
-    if not rows:
-        return b"", b"", b""
-
-    def binary(column) -> pa.Array:
-        validity, ends, data, nulls = column
-        return pa.Array.from_buffers(pa.binary(), rows, [
-            pa.py_buffer(validity) if nulls else None, pa.py_buffer(ends), pa.py_buffer(data)],
-            null_count=nulls)
-
-    lines = pc.binary_join_element_wise(
-        pc.binary_join_element_wise(binary(columns["key"]), binary(columns["value"]),
-                                    pa.scalar(separator, pa.binary()),
-                                    null_handling="replace", null_replacement="null"),
-        pa.scalar(b"", pa.binary()), pa.scalar(b"\n", pa.binary()))
-    _, ends, text = lines.buffers()
-    ends = pa.Array.from_buffers(pa.int32(), rows + 1, [None, ends], offset=lines.offset)
-    ends = ends.cast(pa.int64())
-    first, last = ends[0].as_py(), ends[rows].as_py()
-    if first:
-        ends = pc.subtract(ends, first)
-    row_ends = memoryview(ends.buffers()[1])[8 * (ends.offset + 1):8 * (ends.offset + rows + 1)]
-    # Arrow exports signed chars ('b'): as bytes ('B'), equal to the bytes they hold
-    return memoryview(text).cast("B")[first:last], row_ends, columns["offset"]
 
 
 def _crossed(damage: list, here: int, start: int) -> LogDamage | None:

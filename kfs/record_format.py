@@ -1,0 +1,135 @@
+"""How a record looks as text, one format per partition kind: a plain partition's records are
+rendered a chunk at a time by the compiled column builder (``values``: the value and ``\\n``;
+``keyed-values``: key, separator, value; ``records.jsonl``: kcat ``-J``'s fields), a
+coordinator topic's (``__consumer_offsets``, ``__transaction_state``) one by one through their
+message schemas. The mount's streams, ``kfs dump --json`` and the mount's attributes all take
+their text from here; bytes that are UTF-8 are text, other bytes ``{"base64": ...}``."""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+from typing import Any
+
+from storage.coordinator.records import decoded_line, for_topic
+from storage.records.columns import ColumnBuilder
+from storage.records.record import TimestampType
+
+
+class StreamFormat(enum.Enum):
+    """What each record becomes in a stream."""
+
+    VALUES = "values"  # the value and "\n"; a null value prints "null"
+    KEYED = "keyed-values"  # key, separator, value and "\n"; a null key or value prints "null"
+    JSONL = "records.jsonl"  # kcat -J fields, as `kfs dump --json` encodes them, and "\n"
+
+
+def jsonl_prefix(topic: str | None, partition: int | None) -> bytes:
+    """The text every JSON line of a partition starts with: ``{"topic":...,"partition":N,``
+    (``null`` for an unknown topic or partition, as ``kfs dump`` of a file outside a
+    partition directory)."""
+    return json.dumps({"topic": topic, "partition": partition}, ensure_ascii=False,
+                      separators=(",", ":"))[:-1].encode("utf-8") + b","
+
+
+def text_or_base64(value: bytes | None) -> Any:
+    """JSON for bytes: a string when they are UTF-8, else ``{"base64": ...}``; None for null
+    (the compiled renderer's rule for keys and values, here for header values)."""
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+class PlainFormat:
+    """A plain partition's records in ``fmt``, rendered from a ColumnBuilder's chunk."""
+
+    def __init__(self, topic: str, partition: int, fmt: StreamFormat, key_separator: bytes):
+        self.format, self.key_separator = fmt, bytes(key_separator)
+        self._prefix = jsonl_prefix(topic, partition)
+
+    def builder(self) -> ColumnBuilder:
+        """A builder for one chunk (``values`` keeps only the rendered text as it decodes)."""
+        return ColumnBuilder(self.format is StreamFormat.JSONL,
+                             values_text=self.format is StreamFormat.VALUES)
+
+    def render(self, builder: ColumnBuilder) -> tuple[Any, Any, Any]:
+        """``(text, row ends, offsets)`` of the builder's records (buffers)."""
+        if self.format is StreamFormat.KEYED:
+            return _keyed_text(builder.finish(), self.key_separator)
+        return builder.render(self.format is StreamFormat.JSONL, self._prefix)
+
+
+class CoordinatorFormat:
+    """A coordinator topic's records in ``fmt``, decoded through its message schemas: a
+    ``values`` line as Kafka's console-consumer formatters print it, ``{"key": {...},
+    "value": {...}}``; keyed lines of the decoded key and value; in ``records.jsonl`` the
+    ``key`` and ``payload`` fields are the decoded objects."""
+
+    def __init__(self, topic: str, partition: int, fmt: StreamFormat, key_separator: bytes):
+        self.topic, self.partition = topic, partition
+        self.format, self.key_separator = fmt, bytes(key_separator)
+        self._decoder = for_topic(topic)
+
+    def line(self, record) -> bytes:
+        if self.format is StreamFormat.VALUES:
+            return decoded_line(self.topic, record.key, record.value, record.offset)
+        decoded = self._decoder.decode(record.key, record.value).to_json()
+        if self.format is StreamFormat.KEYED:  # the decoded key and value, each as JSON
+            return self.key_separator.join(
+                json.dumps(decoded[part], ensure_ascii=False, separators=(",", ":")).encode()
+                for part in ("key", "value")) + b"\n"
+        obj = {"topic": self.topic, "partition": self.partition, "offset": record.offset}
+        if record.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
+            obj["tstype"] = ("create" if record.timestamp_type == TimestampType.CREATE_TIME
+                             else "logappend")
+            obj["ts"] = record.timestamp
+        obj["headers"] = [x for k, v in record.headers
+                          for x in (k, None if v is None else v.decode("utf-8", "replace"))]
+        obj["key"], obj["payload"] = decoded["key"], decoded["value"]
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def record_format(topic: str, partition: int, fmt: StreamFormat,
+                  key_separator: bytes = b"\t") -> PlainFormat | CoordinatorFormat:
+    """The format of ``topic``'s records: a coordinator topic's, or a plain one's."""
+    kind = CoordinatorFormat if for_topic(topic) is not None else PlainFormat
+    return kind(topic, partition, fmt, key_separator)
+
+
+def _keyed_text(columns: dict, separator: bytes) -> tuple[object, object, object]:
+    """``(text, row ends, offsets)`` of KEYED lines from a ColumnBuilder's finished columns
+    (buffers, as :meth:`ColumnBuilder.render` gives them): each record's key, ``separator``,
+    its value and ``\\n``, ``null`` for a null key or value (kafka-console-consumer with
+    ``print.key=true``). Joined by Arrow's kernels over the columns' buffers, with no
+    per-record Python."""
+    import pyarrow as pa  # (loaded with the codec's column readers; compute on first use)
+    import pyarrow.compute as pc
+
+    rows = columns["rows"]
+    if not rows:
+        return b"", b"", b""
+
+    def binary(column) -> pa.Array:
+        validity, ends, data, nulls = column
+        return pa.Array.from_buffers(pa.binary(), rows, [
+            pa.py_buffer(validity) if nulls else None, pa.py_buffer(ends), pa.py_buffer(data)],
+            null_count=nulls)
+
+    lines = pc.binary_join_element_wise(
+        pc.binary_join_element_wise(binary(columns["key"]), binary(columns["value"]),
+                                    pa.scalar(separator, pa.binary()),
+                                    null_handling="replace", null_replacement="null"),
+        pa.scalar(b"", pa.binary()), pa.scalar(b"\n", pa.binary()))
+    _, ends, text = lines.buffers()
+    ends = pa.Array.from_buffers(pa.int32(), rows + 1, [None, ends], offset=lines.offset)
+    ends = ends.cast(pa.int64())
+    first, last = ends[0].as_py(), ends[rows].as_py()
+    if first:
+        ends = pc.subtract(ends, first)
+    row_ends = memoryview(ends.buffers()[1])[8 * (ends.offset + 1):8 * (ends.offset + rows + 1)]
+    # Arrow exports signed chars ('b'): as bytes ('B'), equal to the bytes they hold
+    return memoryview(text).cast("B")[first:last], row_ends, columns["offset"]
