@@ -3,7 +3,7 @@ cache, and how the recovery point bounds recovery after an unclean shutdown (§8
 
 import pytest
 
-from conftest import KAFKA_WRITTEN
+from helpers.paths import KAFKA_WRITTEN
 from storage import LogManager
 from storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO
+from helpers.paths import REPO
 from storage import LogManager
 from storage.errors import CorruptRecordError, KeylessRecordError
 from storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, for_log_manager

@@ -7,7 +7,7 @@ import json
 import struct
 
 import pytest
-from conftest import INTERNAL_TOPICS
+from helpers.paths import INTERNAL_TOPICS
 
 from storage.coordinator.groups import GroupStates
 from storage.coordinator.transactions import TransactionStates

@@ -9,7 +9,6 @@ content, offsets contiguous from 0, nothing torn served.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import shutil
@@ -21,7 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers.log_writer import KEYED, acknowledged, key_for, value_for
+from helpers.paths import REPO, TESTS
 
 from storage import LogManager
 from storage.errors import CorruptRecordError, LogDirLockedError
@@ -29,24 +29,11 @@ from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from storage.records import RecordBatch, build_batch, iter_batches
 from storage.segment import filename_prefix
 
-TESTS = Path(__file__).resolve().parent
-
-
 # --------------------------------------------------------------------------- helpers
 
+# The writer a kill -9 trial kills, its records' contents and its acknowledgements:
+# helpers/log_writer.py.
 
-def value_for(name: str, offset: int) -> bytes:
-    """The value the writer appends at ``offset`` of partition ``name`` (0 to ~300 bytes, some
-    empty), so a reader can check every record without being told its content."""
-    digest = hashlib.blake2b(f"{name}/{offset}".encode(), digest_size=8).hexdigest().encode()
-    return b"" if offset % 17 == 5 else b"%d:" % offset + digest * (offset % 37)
-
-
-def key_for(name: str, offset: int) -> bytes | None:
-    return None if offset % 3 else b"k%d" % offset
-
-
-KEYED = "keyed-0"
 # partition -> <topic>.topic.properties: several segments, dense indexes, codecs, LogAppendTime,
 # flush.messages (a recovery point that moves, so recovery starts mid-log)
 TOPICS = {
@@ -55,39 +42,6 @@ TOPICS = {
     "zstd-0": "segment.bytes=5000\ncompression.type=zstd\nflush.messages=150\nindex.interval.bytes=0\n",
     KEYED: "segment.bytes=7000\ncompression.type=gzip\nbatch.size=900\n",
 }
-
-
-def writer_main(backing: str, seed: int) -> None:
-    """The process a test kills: appends random batches to every partition of ``backing`` and
-    prints ``<partition> <first> <last>`` (flushed) after each append returned."""
-    rng = random.Random(seed)
-    mgr = LogManager(backing)
-    names = mgr.partition_names()
-    print("ready", flush=True)
-    for i in range(1, 10**9):
-        name = rng.choice(names)
-        log = mgr.get(name)
-        n = rng.choice([1, 1, 2, 3, 7, 20, 60, 150])
-        first = log.log_end_offset
-        offsets = range(first, first + n)
-        keys = [key_for(name, o) for o in offsets] if name == KEYED else None
-        assert log.append([value_for(name, o) for o in offsets], keys) == first
-        sys.stdout.write(f"{name} {first} {first + n - 1}\n")
-        sys.stdout.flush()
-        if i % 40 == 0:
-            mgr.checkpoint_recovery_points()
-
-
-def acknowledged(stdout: str) -> dict[str, int]:
-    """The last acknowledged offset of each partition from the writer's complete lines."""
-    last: dict[str, int] = {}
-    for line in stdout.split("\n")[:-1]:  # a line cut by the kill is not an acknowledgement
-        if line == "ready":
-            continue
-        name, first, end = line.split()
-        assert name not in last or int(first) == last[name] + 1, "contiguous appends"
-        last[name] = int(end)
-    return last
 
 
 def check_log(log, name: str, keyed: bool) -> None:
@@ -150,13 +104,12 @@ def test_kill9_loop_every_acknowledged_record_survives(tmp_path):
         mgr.create(name)
     mgr.close()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS)]))
-    script = "import sys, test_crash; test_crash.writer_main(sys.argv[1], int(sys.argv[2]))"
     rng = random.Random(2024)
     verified = dict.fromkeys(TOPICS, 0)  # log end offsets seen by the previous check
     for trials in range(1, TRIALS + 1):
         out_path = tmp_path / f"writer{trials}.out"
         with open(out_path, "w") as out:
-            proc = subprocess.Popen([sys.executable, "-c", script, str(backing), str(trials)],
+            proc = subprocess.Popen([sys.executable, "-m", "helpers.log_writer", str(backing), str(trials)],
                                     stdout=out, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
         try:
             if rng.random() < 0.15:  # sometimes while it loads (and recovers) the directory

@@ -5,16 +5,18 @@ files identical to Kafka's.
 
 One version difference: the fixtures were written by Kafka at commit 1eb7644 (October 2024),
 whose ``LogSegment.append`` added at most one index entry per append (the append's last offset at
-its first batch's position). Kafka 4.1.1, the broker kfs follows (``tests/test_kafka_same_bytes.py``
+its first batch's position). Kafka 4.1.1, the broker kfs follows (``tests/kafka/test_kafka_same_bytes.py``
 compares with it), decides per batch, so where plain-0 had multi-batch appends its ``.index`` and
-``.timeindex`` files are those of 4.1.1's rule (:func:`kafka_41_indexes`), not the fixture's."""
+``.timeindex`` files are those of 4.1.1's rule (:func:`helpers.kafka_written.kafka_41_indexes`),
+not the fixture's."""
 
 import struct
 from pathlib import Path
 
 import pytest
 
-from conftest import KAFKA_WRITTEN
+from helpers.kafka_written import kafka_41_indexes
+from helpers.paths import KAFKA_WRITTEN
 from storage import LogConfig
 from storage.log import Log
 from storage.records import iter_batches
@@ -56,36 +58,6 @@ def kafka_appends(directory: Path) -> list[bytes]:
                 group_start, group_end_offset = pos, starts.get(pos)
         appends.append(data[group_start:])
     return appends
-
-
-def kafka_41_indexes(log_path: Path, interval: int = 4096) -> tuple[bytes, bytes]:
-    """The ``.index`` and ``.timeindex`` Kafka 4.1.1 leaves for a segment written by appends
-    and then rolled or closed, whatever the batches' grouping into appends: ``LogSegment.append``
-    walks each batch: a larger maxTimestamp becomes the largest so far (with the batch's last
-    offset); when more than ``interval`` bytes were appended since the last entry, the offset
-    index gets (batch last offset, batch position) and the time index the largest so far if
-    its timestamp is larger than its last entry's; ``onBecomeInactiveSegment``/``close`` add the
-    largest so far the same way."""
-    base = int(log_path.stem)
-    offsets, times = [], []
-    since, max_ts, max_ts_offset, last_time = 0, -1, base, -1
-
-    def maybe_append_time():
-        nonlocal last_time
-        if max_ts > last_time:
-            times.append(struct.pack(">qi", max_ts, max_ts_offset - base))
-            last_time = max_ts
-
-    for batch in iter_batches(log_path.read_bytes()):
-        if batch.max_timestamp > max_ts:
-            max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
-        if since > interval:
-            offsets.append(struct.pack(">ii", batch.last_offset - base, batch.position))
-            maybe_append_time()
-            since = 0
-        since += batch.size_in_bytes
-    maybe_append_time()
-    return b"".join(offsets), b"".join(times)
 
 
 @needs_fixtures

@@ -4,27 +4,19 @@ engine: every record by offset and the ListOffsets answer for every timestamp, c
 
 import base64
 import bisect
-import json
 
 import pytest
 
-from conftest import KAFKA_WRITTEN
+from helpers.kafka_written import FIXTURE_NAMES, expected_records
+from helpers.paths import KAFKA_WRITTEN
 from storage import LogManager, TimestampType
 
 FIXTURES = KAFKA_WRITTEN
-FIXTURE_NAMES = ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"]
-
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
 
 def b64(text):
     return None if text is None else base64.b64decode(text)
-
-
-def expected_records(name):
-    with open(FIXTURES / f"{name}.expected.jsonl") as f:
-        rows = [json.loads(line) for line in f]
-    return [r for r in rows if not r["isControl"]]
 
 
 def as_expected(record):

@@ -8,14 +8,14 @@ import random
 
 import pytest
 
+from helpers.paths import KAFKA_WRITTEN
+from helpers.records import json_bytes
 from storage import LogConfig, LogManager
 from storage.log import Log
 from storage.records import build_batch
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.record import TimestampType
 from storage.stream import LogStream, StreamFormat
-from test_fixtures import FIXTURES
-from test_stream_render import json_bytes
 
 
 def naive(log, fmt: StreamFormat, start: int, read_committed: bool) -> bytes:
@@ -94,7 +94,7 @@ def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, r
 @pytest.mark.parametrize("name", ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"])
 @pytest.mark.parametrize("fmt", list(StreamFormat))
 def test_stream_of_kafka_written_logs(name, fmt):
-    manager = LogManager(FIXTURES, read_only=True)
+    manager = LogManager(KAFKA_WRITTEN, read_only=True)
     try:
         log = manager.get(name)
         for read_committed in (False, True):
@@ -153,7 +153,7 @@ def test_keyed_lines_take_the_separator_and_print_null(tmp_path):
 
 @pytest.mark.needs_fixture("internal-topics/__consumer_offsets-7")
 def test_keyed_lines_of_a_coordinator_topic_are_its_decoded_key_and_value():
-    from conftest import INTERNAL_TOPICS
+    from helpers.paths import INTERNAL_TOPICS
     from storage.coordinator.records import decoded_line
 
     manager = LogManager(INTERNAL_TOPICS, read_only=True)

@@ -16,7 +16,8 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 from kafka.structs import TopicPartition
 
-from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import KAFKA_WRITTEN, REPO
 from storage.errors import (
     CorruptIndexError,
     CorruptSnapshotError,

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kfs_env, require_modules
+from helpers.kfs import kfs_env
+from helpers.needs import require_modules
 
 require_modules("atheris")
 
-FUZZ = Path(__file__).resolve().parent / "fuzz"
+FUZZ = Path(__file__).resolve().parent  # the targets beside this module
 SECONDS = 18  # per target, besides about 3 s of start-up and seed loading
 
 

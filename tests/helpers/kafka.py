@@ -4,7 +4,8 @@ of the pinned release's jars (``scripts/kafka/pom.xml``, fetched into ``.cache/k
 
 A broker listens on free loopback ports and keeps its ``log.dirs`` where the test says (under
 ``tmp_path``); the ``kafka_broker`` fixture (conftest) always stops it in teardown. Its JVM
-heap is 512 MiB at most. Nothing here is used by kfs itself.
+heap is 512 MiB at most. Nothing here is used by kfs itself; the benchmarks use the broker as
+their peer (benchmarks/bench_kafka_peer.py, bench_dump.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from .paths import REPO
+from .waits import DEADLINE_S, wait_until
+
 KAFKA_LIB = REPO / ".cache" / "kafka" / "lib"
 LOG4J_CONFIG = REPO / "scripts" / "kafka" / "log4j2.properties"
 JAVA_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -29,7 +32,7 @@ def kafka_missing() -> str | None:
     """Why Kafka's jars cannot be run here, or None."""
     if not any(KAFKA_LIB.glob("kafka_2.13-*.jar")):
         return f"Kafka's jars are not in {KAFKA_LIB} (run scripts/setup.sh test)"
-    if subprocess.run(["java", "-version"], capture_output=True).returncode != 0:
+    if subprocess.run(["java", "-version"], capture_output=True, timeout=120).returncode != 0:
         return "no java on the PATH"
     return None
 
@@ -187,40 +190,19 @@ class KafkaBroker:
         admin = self.admin()
         futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
         futures[name].result(60)
-        deadline = time.monotonic() + 60
-        while not all((self.log_dir / f"{name}-{p}").is_dir() for p in range(partitions)):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {name}'s partition directories did not appear")
-            time.sleep(0.05)
+        wait_until(lambda: all((self.log_dir / f"{name}-{p}").is_dir() for p in range(partitions)),
+                   f"topic {name}'s partition directories", timeout=60)
 
     def topic_id(self, name: str) -> str:
         """The topic ID the cluster assigned, as ``partition.metadata`` spells it."""
         path = self.log_dir / f"{name}-0" / "partition.metadata"
-        deadline = time.monotonic() + 60  # written by the broker shortly after the directory
-        while "topic_id:" not in (path.read_text() if path.exists() else ""):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{path} did not get a topic ID")
-            time.sleep(0.05)
+        # written by the broker shortly after the directory
+        wait_until(lambda: "topic_id:" in (path.read_text() if path.exists() else ""),
+                   f"a topic ID in {path}", timeout=60)
         return path.read_text().split("topic_id:")[1].split()[0]
 
 
 # -- what Kafka's consumer reads, and the same shape of what kfs serves ----------------------
-
-DEADLINE_S = 90.0  # a wait on a condition gives up after this (a loaded machine is slow)
-
-
-def wait_until(condition, what: str):
-    """Poll ``condition`` until it returns something true (returned); TimeoutError after
-    DEADLINE_S."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
 
 def consume_all(broker: KafkaBroker, topic: str, partition: int, isolation: str) -> list[tuple]:
     """Every record Kafka's consumer (confluent-kafka) returns for the partition, read until

@@ -40,8 +40,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
-from kafka_broker import KafkaBroker, consume_all, records_of, wait_until
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import KAFKA_WRITTEN, REPO
+from helpers.kafka import KafkaBroker, consume_all, records_of
+from helpers.waits import wait_until
 from storage import LogManager
 from storage.checkpoint import read_offsets
 from storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, for_log_manager
@@ -149,7 +151,7 @@ def write_retained(backing: Path) -> str:
 def write_repaired(backing: Path) -> str:
     """Kafka's plain-0 fixture with one bit flipped, salvaged by ``kfs verify --repair --yes``
     (the batch at offsets 8-25 is cut: the log has an offset gap)."""
-    from test_repair import FIRST, batches, copy_partitions, flip_bit
+    from helpers.damage import FIRST, batches, copy_partitions, flip_bit
 
     copy_partitions(backing, "plain-0", clean_shutdown=False)
     topic_properties(backing, "plain", KFS_CONFIG["plain"])
@@ -451,8 +453,8 @@ CLUSTER_CONFIG = {topic: {k: v for k, v in config.items() if k != "segment.bytes
 
 @pytest.fixture(scope="module")
 def adopted(tmp_path_factory):
-    from conftest import unavailable
-    from kafka_broker import kafka_missing
+    from helpers.needs import unavailable
+    from helpers.kafka import kafka_missing
 
     if kafka_missing():
         unavailable(kafka_missing())

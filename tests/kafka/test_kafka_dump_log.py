@@ -1,7 +1,7 @@
 """``kfs dump`` equals Kafka's own ``kafka-dump-log`` line for line on segments a real broker
 wrote.
 
-One broker (``tests/kafka_broker.py``, Kafka 4.1.1's jars) per module takes, through its
+One broker (``tests/helpers/kafka.py``, Kafka 4.1.1's jars) per module takes, through its
 clients: a topic written by one producer per codec (none, gzip, snappy, lz4, zstd) with keys
 (text, empty, null, not UTF-8), null values (tombstones), empty and binary values, text that is
 not valid UTF-8 and headers, enough of it to roll its 1 MiB segments; an idempotent producer;
@@ -39,9 +39,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env, unavailable
+from helpers.kfs import kfs_command, kfs_env
+from helpers.needs import unavailable
+from helpers.paths import KAFKA_WRITTEN, REPO
 
-from kafka_broker import KafkaBroker, kafka_missing, run_tool
+from helpers.kafka import KafkaBroker, kafka_missing, run_tool
 from storage.records import CompressionType, build_batch
 
 pytestmark = pytest.mark.kafka
@@ -252,7 +254,7 @@ def report_blocks(stderr: list[str]) -> list[tuple[str, ...]]:
     index errors, non-consecutive offsets), one block per file: its header line and the
     indented lines after it, sorted. Normalised because Kafka prints a kind's blocks in the
     iteration order of the Scala ``mutable.HashMap`` holding them (by the hash of the file's
-    absolute path), kfs in the order the files were given, which tests/test_dump.py holds it
+    absolute path), kfs in the order the files were given, which tests/tools/test_dump.py holds it
     to; the lines within a block are compared as printed."""
     blocks: list[list[str]] = []
     for line in stderr:
@@ -387,7 +389,7 @@ def test_every_file_at_once_and_relative_paths(broker_logs):
 # where the Kafka that dumped tests/fixtures/internal-topics (commit 1eb7644, Oct 2024) printed
 # TransactionLog.formatRecordKeyAndValue's text (transaction_metadata::transactionalId=... /
 # producerId:...,state=...,partitions=[...],...). kfs prints the latter, which
-# tests/test_coordinator_dump.py holds it to against that fixture's dump; this test holds every
+# tests/tools/test_coordinator_dump.py holds it to against that fixture's dump; this test holds every
 # other line equal and each record's key and payload to the same facts as Kafka 4.1.1's JSON.
 
 TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",

@@ -17,17 +17,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_broker import DEADLINE_S, KafkaBroker, consume_all, records_of, wait_until
+from helpers.kafka import KafkaBroker, consume_all, records_of
+from helpers.shell import sh
+from helpers.waits import DEADLINE_S, wait_until
 from storage import LogManager
 
 pytestmark = pytest.mark.kafka
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-def sh(script: str, cwd: Path | None = None, check: bool = True) -> str:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, check=check,
-                          timeout=120).stdout.decode()
 
 
 def producer(broker: KafkaBroker, **config) -> Producer:
@@ -66,8 +63,8 @@ def produce_everything(broker: KafkaBroker) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def everything(tmp_path_factory):
     """One broker for the module, with produce_everything() done."""
-    from kafka_broker import kafka_missing
-    from conftest import unavailable
+    from helpers.kafka import kafka_missing
+    from helpers.needs import unavailable
 
     if kafka_missing():
         unavailable(kafka_missing())
@@ -140,7 +137,7 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
     produce(100, "a")
     m = mount(broker.log_dir, "--read-only")
     part = m.path / "orders-0"
-    assert sh("ls", m.path).split() == ["orders-0"]  # not __cluster_metadata-0
+    assert sh("ls", m.path).out.split() == ["orders-0"]  # not __cluster_metadata-0
     assert len(os.listdir(part / "by-offset")) == 100
     tail = subprocess.Popen(["tail", "-n", "0", "-f", str(part / "values")],
                             stdout=subprocess.PIPE, text=True)
@@ -148,10 +145,10 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
         produce(10, "b")
         wait_until(lambda: len(os.listdir(part / "by-offset")) == 110, "ls by-offset to grow")
         assert (part / "by-offset" / "105").read_bytes() == b"b-5"
-        assert sh("getfattr --only-values -n user.kafka.logEndOffset .", part) == "110"
-        assert sh("tail -n 2 values", part) == "b-8\nb-9\n"
-        assert sh("jq -r .payload records.jsonl | tail -n 1", part) == "b-9\n"
-        assert sh("cat from/-3/values", part) == "b-7\nb-8\nb-9\n"
+        assert sh("getfattr --only-values -n user.kafka.logEndOffset .", part).out == "110"
+        assert sh("tail -n 2 values", part).out == "b-8\nb-9\n"
+        assert sh("jq -r .payload records.jsonl | tail -n 1", part).out == "b-9\n"
+        assert sh("cat from/-3/values", part).out == "b-7\nb-8\nb-9\n"
         got = [tail.stdout.readline() for _ in range(10)]  # tail -f follows the broker
         assert got == [f"b-{i}\n" for i in range(10)]
     finally:
@@ -162,15 +159,15 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
     wait_until(lambda: "later-0" in os.listdir(m.path), "the new partition in ls")
     # rolls, then retention by size deleting the first segments: the log start moves on
     produce(3000, "c", 1000)
-    wait_until(lambda: int(sh("getfattr --only-values -n user.kafka.segmentCount .", part)) >= 3,
+    wait_until(lambda: int(sh("getfattr --only-values -n user.kafka.segmentCount .", part).out) >= 3,
                "rolled segments")
     sh("test -s by-offset/3109", part)
     admin_config(broker, "orders", {"retention.bytes": "1048576"})
     start = wait_until(lambda: int(sh("getfattr --only-values -n user.kafka.logStartOffset .",
-                                      part)) or None, "retention to move the log start")
+                                      part).out) or None, "retention to move the log start")
     missing = subprocess.run(["cat", str(part / "by-offset" / "0")], capture_output=True)
     assert missing.returncode == 1 and b"No such file" in missing.stderr
-    lines = sh("cat values", part).splitlines()
+    lines = sh("cat values", part).out.splitlines()
     assert lines[0] == f"c-{start - 110}" + "x" * 1000 and lines[-1] == "c-2999" + "x" * 1000
     assert len(lines) == 3110 - start
     assert "Traceback" not in m.log_text()
@@ -240,7 +237,7 @@ def test_the_mount_never_changes_the_brokers_directory(everything, mount, tmp_pa
         values = [r[4] for r in records_of(manager.get("mixed-0"), False)]
     finally:
         manager.close()
-    assert sh("wc -l < values", part).strip() == str(len(values))
+    assert sh("wc -l < values", part).out.strip() == str(len(values))
     assert tree_digest(everything.log_dir) == before
     assert not (everything.log_dir / ".kfs").exists()
 
@@ -298,12 +295,12 @@ def test_a_broker_killed_mid_write_under_a_live_mount(kafka_broker, mount):
     p.flush(1)  # (whatever was in flight stays unacknowledged)
     before = tree_digest(broker.log_dir)
     part = m.path / "events-0"
-    lines = sh("cat values", part).splitlines()
+    lines = sh("cat values", part).out.splitlines()
     numbers = [int(line.split("-")[1]) for line in lines]
     assert all(line == f"event-{n}-" + "y" * 200 for line, n in zip(lines, numbers))
     assert numbers == list(range(len(numbers)))  # in order, nothing torn or spliced
     assert set(acked) <= set(numbers)
-    assert sh("ls by-offset | wc -l", part).strip() == str(len(numbers))
+    assert sh("ls by-offset | wc -l", part).out.strip() == str(len(numbers))
     assert tree_digest(broker.log_dir) == before
     assert "Traceback" not in m.log_text()
 
@@ -327,8 +324,8 @@ def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
     deadline = time.monotonic() + DEADLINE_S
     while cleaned < 2 or not (broker.log_dir / "cleaner-offset-checkpoint").read_text().count(
             "latest 0"):
-        lines = sh("cat values", part).splitlines()
-        offsets = [int(x) for x in sh("ls -U by-offset", part).split()]
+        lines = sh("cat values", part).out.splitlines()
+        offsets = [int(x) for x in sh("ls -U by-offset", part).out.split()]
         assert all(line.startswith("v-") and line.endswith("z" * 1000) for line in lines)
         assert offsets == sorted(offsets)
         if len(offsets) < 4000:  # the cleaner removed records: count the passes seen
@@ -339,7 +336,7 @@ def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
 
     def same_as_the_consumer() -> bool:  # (the cleaner may pass again meanwhile: both move on)
         expected = consume_all(broker, "latest", 0, "read_uncommitted")
-        got = sh("jq -c '[.offset, .payload]' records.jsonl", part).splitlines()
+        got = sh("jq -c '[.offset, .payload]' records.jsonl", part).out.splitlines()
         return got == [f'[{o},"{v.decode()}"]' for o, _, _, _, v, _ in expected]
 
     wait_until(same_as_the_consumer, "the mount to serve what Kafka's consumer reads")
@@ -350,7 +347,7 @@ def test_consumer_groups_as_kafka_consumer_groups_describes_them(kafka_broker, m
     """A consumer group commits offsets through the broker; the live mount's
     ``consumer-groups/<group>/describe`` has the rows ``kafka-consumer-groups --describe``
     prints (columns split on whitespace: the tool pads to its own widths)."""
-    from kafka_broker import run_tool
+    from helpers.kafka import run_tool
 
     broker = kafka_broker()
     broker.create_topic("orders", 2)

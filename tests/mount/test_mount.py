@@ -20,7 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KAFKA_WRITTEN, REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
+from helpers.kfs import kfs_command, kfs_env
+from helpers.mounts import is_mounted
+from helpers.paths import KAFKA_WRITTEN, REPO
+from helpers.shell import sh
+from helpers.waits import wait_for_exit
 from kfs.mount.inodes import PARTITION_ENTRIES, WINDOW_ENTRIES
 
 # Tests using the ``mount`` fixture are marked ``fuse`` by conftest; the CLI's own checks are not.
@@ -30,16 +34,8 @@ FIXTURES = KAFKA_WRITTEN
 # --------------------------------------------------------------------------- helpers
 
 
-def sh(script: str, cwd: Path, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``script`` with ``bash -c`` in ``cwd``; stdout/stderr as bytes."""
-    res = subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, timeout=timeout)
-    if check:
-        assert res.returncode == 0, f"{script!r} exited {res.returncode}: {res.stderr.decode(errors='replace')}"
-    return res
-
-
 def out(script: str, cwd: Path) -> str:
-    return sh(script, cwd).stdout.decode()
+    return sh(script, cwd).out
 
 
 def fails_with(script: str, cwd: Path, message: str) -> subprocess.CompletedProcess:

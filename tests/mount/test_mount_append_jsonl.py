@@ -10,23 +10,19 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
 
 import pytest
 
+from helpers.compaction import active_base, cleaned_to
+from helpers.shell import sh
+from helpers.waits import wait_until
 from storage import LogConfig
 from storage.log import Log
 from storage.records import build_batch
-from test_mount_compaction import active_base, cleaned_to, wait_until
 
 pytestmark = pytest.mark.fuse
 
 T0 = 1763805600000  # 2025-11-22T10:00:00Z
-
-
-def sh(command: str, cwd, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, check=check,
-                          timeout=120)
 
 
 def lines(path) -> list[dict]:
@@ -125,7 +121,7 @@ def test_a_tombstone_deletes_a_key_of_a_compacted_topic(tmp_path, mount):
     for i in range(60):  # roll segments past the tombstone, so the cleaner reaches it
         sh(f"printf 'user-%d\\tw{i}\\n' {i % 3 * 2} >> c-0/append-keyed", m.path)
     wait_until(lambda: cleaned_to(backing, "c 0") == active_base(backing) and
-               cleaned_to(backing, "c 0") > 10, what="the cleaner to pass the tombstone")
+               cleaned_to(backing, "c 0") > 10, "the cleaner to pass the tombstone", timeout=60)
     left = [json.loads(line) for line in sh("jq -c 'select(.key == \"user-1\")' "
                                             "c-0/records.jsonl", m.path).stdout.splitlines()]
     # its values are gone; the tombstone itself stays until a pass after delete.retention.ms

@@ -9,11 +9,12 @@ import json
 import logging
 import os
 import subprocess
-import time
 
 import pytest
 
-from conftest import kfs_command, kfs_env
+from helpers.compaction import active_base, cleaned_to
+from helpers.kfs import kfs_command, kfs_env
+from helpers.waits import wait_until
 from storage import LogManager
 
 pytestmark = pytest.mark.fuse
@@ -21,31 +22,9 @@ pytestmark = pytest.mark.fuse
 KEYS = 5
 
 
-def wait_until(condition, timeout=60.0, what="condition"):
-    """Poll ``condition()`` until it holds (the cleaner runs on its own schedule)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def write(path, data: bytes):
     with open(path, "ab", buffering=0) as f:
         f.write(data)
-
-
-def cleaned_to(backing, name="c 0"):
-    try:
-        lines = (backing / "cleaner-offset-checkpoint").read_text().splitlines()[2:]
-    except FileNotFoundError:
-        return 0
-    return max([int(line.split()[2]) for line in lines if line.startswith(name + " ")],
-               default=0)
-
-
-def active_base(backing):
-    return max(int(p.name[:20]) for p in (backing / "c-0").iterdir()
-               if p.name.endswith(".log"))
 
 
 def test_the_mount_compacts_a_compacted_topic(tmp_path, mount):
@@ -69,8 +48,9 @@ def test_the_mount_compacts_a_compacted_topic(tmp_path, mount):
         write(part / "append-keyed", key + b"\tvalue-%d\n" % i)
         latest[key] = (i, b"value-%d" % i)
     # the cleaner goes on while the dirty ratio passes 0.01: until all below the active segment
+    # (the cleaner runs on its own schedule)
     wait_until(lambda: cleaned_to(backing) == active_base(backing),
-               what="the cleaner to reach the active segment")
+               "the cleaner to reach the active segment", timeout=60)
 
     offsets = sorted(int(n) for n in os.listdir(part / "by-offset"))
     assert len(offsets) < 120 and offsets[-1] == 119  # gaps, the end unchanged
@@ -86,7 +66,7 @@ def test_the_mount_compacts_a_compacted_topic(tmp_path, mount):
 
     subprocess.run(["fusermount3", "-u", str(m.path)], check=True, timeout=30)
     m.mounted = False
-    from conftest import wait_for_exit
+    from helpers.waits import wait_for_exit
     assert wait_for_exit(m.pid, 30)
     res = subprocess.run(kfs_command("verify", str(backing)), env=kfs_env(), capture_output=True,
                          text=True, timeout=120)

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from conftest import INTERNAL_TOPICS
+from helpers.paths import INTERNAL_TOPICS
+from helpers.shell import sh
 from storage.records import build_batch
 
 pytestmark = [pytest.mark.fuse, pytest.mark.needs_fixture("internal-topics")]
@@ -50,11 +51,6 @@ def transaction_states():
     return out
 
 
-def sh(command, cwd):
-    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, check=True,
-                          timeout=120).stdout.decode()
-
-
 @pytest.fixture
 def backing(tmp_path):
     data = tmp_path / "data"
@@ -69,16 +65,16 @@ def backing(tmp_path):
 def test_records_read_decoded_with_raw_bytes_kept(backing, mount):
     mnt = mount(backing, "--read-only").path
     want = expected(OFFSETS)
-    lines = sh(f"cat {OFFSETS}/values", mnt).splitlines()
+    lines = sh(f"cat {OFFSETS}/values", mnt).out.splitlines()
     assert [json.loads(line) for line in lines] == [
         {"key": r["key"], "value": r["value"]} for r in want]
-    jsonl = [json.loads(line) for line in sh(f"cat {TXNS}/records.jsonl", mnt).splitlines()]
+    jsonl = [json.loads(line) for line in sh(f"cat {TXNS}/records.jsonl", mnt).out.splitlines()]
     assert [(j["offset"], j["ts"], j["key"], j["payload"]) for j in jsonl] == [
         (r["offset"], r["timestamp"], r["key"], r["value"]) for r in expected(TXNS)]
     first = want[0]
-    assert json.loads(sh(f"cat {OFFSETS}/by-offset/{first['offset']}", mnt)) == \
+    assert json.loads(sh(f"cat {OFFSETS}/by-offset/{first['offset']}", mnt).out) == \
         {"key": first["key"], "value": first["value"]}
-    raw = sh(f"getfattr --only-values -n user.kafka.value {OFFSETS}/by-offset/0 | xxd -p", mnt)
+    raw = sh(f"getfattr --only-values -n user.kafka.value {OFFSETS}/by-offset/0 | xxd -p", mnt).out
     value = bytes.fromhex(raw.replace("\n", ""))
     assert struct.unpack(">h", value[:2])[0] == first["value"]["version"]
     assert struct.unpack(">q", value[2:10])[0] == first["value"]["data"]["offset"]
@@ -87,22 +83,22 @@ def test_records_read_decoded_with_raw_bytes_kept(backing, mount):
 def test_groups_and_transactions_views(backing, mount):
     mnt = mount(backing, "--read-only").path
     offsets = committed_offsets()
-    groups = set(sh("ls consumer-groups", mnt).split())
+    groups = set(sh("ls consumer-groups", mnt).out.split())
     assert {g for g, _, _ in offsets} <= groups
     for (group, topic, partition), offset in offsets.items():
-        assert sh(f"cat consumer-groups/{group}/{topic}-{partition}", mnt) == f"{offset}\n"
+        assert sh(f"cat consumer-groups/{group}/{topic}-{partition}", mnt).out == f"{offset}\n"
     group = sorted(offsets)[0][0]
-    table = sh(f"cat consumer-groups/{group}/describe", mnt).splitlines()
+    table = sh(f"cat consumer-groups/{group}/describe", mnt).out.splitlines()
     assert table[0].split()[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
                                     "LOG-END-OFFSET", "LAG"]
     rows = {(r.split()[1], int(r.split()[2])): r.split()[3] for r in table[1:]}
     assert {tp: int(o) for tp, o in rows.items() if o != "-"} == {
         (t, p): o for (g, t, p), o in offsets.items() if g == group}
-    assert "user.kafka.state=" in sh(f"getfattr -d consumer-groups/{group}", mnt)
+    assert "user.kafka.state=" in sh(f"getfattr -d consumer-groups/{group}", mnt).out
     states = transaction_states()
-    assert set(sh("ls transactions", mnt).split()) == set(states)
+    assert set(sh("ls transactions", mnt).out.split()) == set(states)
     for tid, state in states.items():
-        shown = json.loads(sh(f"cat transactions/{tid}", mnt))
+        shown = json.loads(sh(f"cat transactions/{tid}", mnt).out)
         assert (shown["producerId"], shown["producerEpoch"], shown["transactionState"],
                 shown["transactionTimeoutMs"]) == (state["producerId"], state["producerEpoch"],
                                                    STATES[state["transactionStatus"]],
@@ -129,15 +125,15 @@ def test_views_follow_appends_and_show_lag(backing, mount):
     assert not (mnt / "consumer-groups" / "fresh-group").exists()
     with open(mnt / OFFSETS / "append-batches", "ab", buffering=0) as f:
         f.write(offset_commit("fresh-group", "orders", 0, 20))
-    assert sh("cat consumer-groups/fresh-group/orders-0", mnt) == "20\n"
+    assert sh("cat consumer-groups/fresh-group/orders-0", mnt).out == "20\n"
     assert sh("getfattr --only-values -n user.kafka.lag consumer-groups/fresh-group/orders-0",
-              mnt) == "5"
+              mnt).out == "5"
     with open(mnt / OFFSETS / "append-batches", "ab", buffering=0) as f:
         f.write(offset_commit("fresh-group", "orders", 0, 25))
-    assert sh("cat consumer-groups/fresh-group/orders-0", mnt) == "25\n"
+    assert sh("cat consumer-groups/fresh-group/orders-0", mnt).out == "25\n"
     with open(mnt / OFFSETS / "append-batches", "ab", buffering=0) as f:
         f.write(offset_commit("fresh-group", "orders", 0, None))  # offset expiry: a tombstone
-    assert "fresh-group" not in sh("ls consumer-groups", mnt).split()
+    assert "fresh-group" not in sh("ls consumer-groups", mnt).out.split()
 
 
 def test_an_unknown_record_type_reads_raw_with_a_warning(backing, mount):
@@ -145,10 +141,10 @@ def test_an_unknown_record_type_reads_raw_with_a_warning(backing, mount):
     key = struct.pack(">h", 99) + b"future"
     with open(m.path / OFFSETS / "append-batches", "ab", buffering=0) as f:
         f.write(build_batch(0, [b"\x00\x01payload"], [key]))
-    last = sh(f"ls {OFFSETS}/by-offset | sort -n | tail -1", m.path).strip()
-    shown = json.loads(sh(f"cat {OFFSETS}/by-offset/{last}", m.path))
+    last = sh(f"ls {OFFSETS}/by-offset | sort -n | tail -1", m.path).out.strip()
+    shown = json.loads(sh(f"cat {OFFSETS}/by-offset/{last}", m.path).out)
     assert shown["key"]["type"] == 99 and "data" not in shown["key"]
     assert base64.b64decode(shown["key"]["raw"]) == key
-    assert json.loads(sh(f"tail -n 1 {OFFSETS}/values", m.path)) == shown
+    assert json.loads(sh(f"tail -n 1 {OFFSETS}/values", m.path).out) == shown
     assert f"offset {last} shown raw: unknown record type 99" in m.log_text()
-    assert set(sh("ls consumer-groups", m.path).split()) >= {g for g, _, _ in committed_offsets()}
+    assert set(sh("ls consumer-groups", m.path).out.split()) >= {g for g, _, _ in committed_offsets()}

@@ -9,7 +9,6 @@ acknowledged line reads back whole at its offset and the log continues after it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import signal
@@ -18,52 +17,16 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO, is_mounted, kfs_command, kfs_env, wait_for_exit
+from helpers.append_writer import acknowledged, line_for
+from helpers.kfs import kfs_command, kfs_env
+from helpers.mounts import is_mounted
+from helpers.paths import REPO
+from helpers.shell import sh
+from helpers.waits import wait_for_exit
 
 from storage import LogManager
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from storage.records import iter_batches
-
-TESTS = Path(__file__).resolve().parent
-
-
-def line_for(n: int) -> bytes:
-    """Line ``n`` of the writer (no newline; some empty): its content is known from its number."""
-    digest = hashlib.blake2b(b"%d" % n, digest_size=6).hexdigest().encode()
-    return b"" if n % 23 == 7 else b"line %d " % n + digest * (n % 11)
-
-
-def writer_main(append: str, first: int, seed: int) -> None:
-    """Append lines ``first, first+1, ...`` to ``append`` and print ``<first> <last>`` once the
-    write() that carried them (or, for a trailing partial line, the close()) returned. Most
-    writes go through one open file; some open, write lines ending in a partial one, close."""
-    rng = random.Random(seed)
-    fd = os.open(append, os.O_WRONLY | os.O_APPEND)
-    print("ready", flush=True)
-    n = first
-    while True:
-        count = rng.choice([1, 1, 2, 5, 30, 200])
-        lines = [line_for(i) for i in range(n, n + count)]
-        if rng.random() < 0.2 and lines[-1]:  # (an empty partial line would be no line)
-            data = b"".join(line + b"\n" for line in lines[:-1]) + lines[-1]
-            partial = os.open(append, os.O_WRONLY | os.O_APPEND)
-            assert os.write(partial, data) == len(data)
-            os.close(partial)
-        else:
-            data = b"".join(line + b"\n" for line in lines)
-            assert os.write(fd, data) == len(data)
-        print(f"{n} {n + count - 1}", flush=True)
-        n += count
-
-
-def acknowledged(stdout: str) -> int:
-    """The last acknowledged line number (-1 when none)."""
-    last = -1
-    for line in stdout.split("\n")[:-1]:
-        if line != "ready":
-            last = int(line.split()[1])
-    return last
-
 
 def wait_for_line(path: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
@@ -81,26 +44,21 @@ def kill9(m) -> None:
     assert not is_mounted(m.path)
 
 
-def sh(script: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, timeout=60, check=False)
-
-
 def test_kill9_of_the_mount_keeps_every_acknowledged_line(mount, tmp_path):
     backing = tmp_path / "data"
     backing.mkdir()
     (backing / "orders.topic.properties").write_text("segment.bytes=20000\nindex.interval.bytes=500\n")
     m = mount(backing)
-    assert sh("mkdir orders-0", m.path).returncode == 0
-    env = dict(kfs_env(), PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS)]))
-    script = ("import sys, test_mount_crash as t; "
-              "t.writer_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
+    sh("mkdir orders-0", m.path, timeout=60)
+    env = kfs_env(tests=True)  # the writer: helpers/append_writer.py
     rng = random.Random(7)
     leo = 0
     for trial in range(12):
         out_path = tmp_path / f"writer{trial}.out"
         with open(out_path, "w") as out:
             writer = subprocess.Popen(
-                [sys.executable, "-c", script, str(m.path / "orders-0" / "append"), str(leo), str(trial)],
+                [sys.executable, "-m", "helpers.append_writer", str(m.path / "orders-0" / "append"),
+                 str(leo), str(trial)],
                 stdout=out, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
         try:
             wait_for_line(out_path, writer)
@@ -130,10 +88,11 @@ def test_kill9_of_the_mount_keeps_every_acknowledged_line(mount, tmp_path):
         for offset in range(leo, new_leo):  # earlier offsets were checked by earlier trials
             assert (part / "by-offset" / str(offset)).read_bytes() == line_for(offset), offset
         sample = sorted(random.Random(trial).sample(range(new_leo), min(new_leo, 5)))
-        res = sh(" && ".join(f"cat orders-0/by-offset/{o} && echo" for o in sample), m.path)
+        res = sh(" && ".join(f"cat orders-0/by-offset/{o} && echo" for o in sample), m.path,
+                 check=False, timeout=60)
         assert res.stdout == b"".join(line_for(o) + b"\n" for o in sample), res.stderr
         # the log continues right after the last line: the next line gets the next offset
-        assert sh(f"echo '{line_for(new_leo).decode()}' >> orders-0/append", m.path).returncode == 0
+        sh(f"echo '{line_for(new_leo).decode()}' >> orders-0/append", m.path, timeout=60)
         assert (part / "by-offset" / str(new_leo)).read_bytes() == line_for(new_leo)
         leo = new_leo + 1
     mount.unmount(m)
@@ -154,7 +113,7 @@ def test_kill9_then_a_corrupt_batch_loses_that_batch_only(mount, tmp_path):
     (backing / "orders.topic.properties").write_text("segment.bytes=20000\n")
     m = mount(backing)
     part_dir = backing / "orders-0"
-    assert sh("mkdir orders-0", m.path).returncode == 0
+    sh("mkdir orders-0", m.path, timeout=60)
     lost: set[int] = set()
     leo, rng = 0, random.Random(11)
     for trial in range(3):
@@ -180,7 +139,7 @@ def test_kill9_then_a_corrupt_batch_loses_that_batch_only(mount, tmp_path):
             assert (part / "by-offset" / str(offset)).read_bytes() == line_for(offset)
         assert f"offsets {bad.base_offset}-{bad.last_offset}" in os.getxattr(
             part, "user.kfs.damage").decode()
-    assert sh(f"echo '{line_for(leo).decode()}' >> orders-0/append", m.path).returncode == 0
+    sh(f"echo '{line_for(leo).decode()}' >> orders-0/append", m.path, timeout=60)
     assert (m.path / "orders-0" / "by-offset" / str(leo)).read_bytes() == line_for(leo)
     mount.unmount(m)
     kept = sorted((tmp_path / "data.quarantine").rglob("*.log.*"))
@@ -210,11 +169,12 @@ def test_corrupt_batch_is_eio_and_its_neighbours_read(mount, tmp_path):
     data[bad.position + 70] ^= 0xFF  # a byte of its record: the CRC no longer matches
     middle.write_bytes(bytes(data))
     m = mount(backing)
-    res = sh(f"cat t-0/by-offset/{bad.base_offset}", m.path)
+    res = sh(f"cat t-0/by-offset/{bad.base_offset}", m.path, check=False, timeout=60)
     assert res.returncode != 0 and b"Input/output error" in res.stderr, res
     for offset in (0, bad.base_offset - 1, bad.base_offset + 1, 39):
         assert (m.path / "t-0" / "by-offset" / str(offset)).read_bytes() == b"record %d " % offset * 3
-    assert sh("echo more >> t-0/append && cat t-0/by-offset/40", m.path).stdout == b"more"
+    assert sh("echo more >> t-0/append && cat t-0/by-offset/40", m.path, check=False,
+              timeout=60).stdout == b"more"
     mount.unmount(m)
 
 
@@ -225,7 +185,7 @@ def run_kfs(*args: str) -> subprocess.CompletedProcess:
 
 def test_one_writable_mount_per_backing_dir(mount, tmp_path):
     m = mount()
-    assert sh("mkdir t-0 && echo x >> t-0/append", m.path).returncode == 0
+    sh("mkdir t-0 && echo x >> t-0/append", m.path, timeout=60)
     second = tmp_path / "second"
     second.mkdir()
     res = run_kfs("mount", str(m.backing), str(second))

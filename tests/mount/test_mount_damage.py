@@ -11,8 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, kfs_env
-from test_repair import (
+from helpers.damage import (
     FIRST,
     LAST,
     batches,
@@ -20,24 +19,19 @@ from test_repair import (
     digests,
     expected,
     flip_bit,
-    kfs_verify,
     lie_about_length,
 )
+from helpers.kfs import kfs_env, kfs_verify
+from helpers.paths import REPO
+from helpers.shell import sh
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
 
-def sh(script, **env):
-    """Run ``script`` in bash; (exit status, stdout, stderr)."""
-    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, **env})
-    return res.returncode, res.stdout, res.stderr
-
-
 def cat_digest(path):
     """`cat` of a file in a shell: (exit status, sha256 of what it printed, stderr)."""
-    status, out, err = sh('set -o pipefail; cat "$F" | sha256sum', F=str(path))
-    return status, out.split()[0], err
+    res = sh('set -o pipefail; cat "$F" | sha256sum', env={"F": str(path)}, check=False)
+    return res.returncode, res.out.split()[0], res.err
 
 
 def sha256(data):
@@ -46,8 +40,8 @@ def sha256(data):
 
 def listed(path):
     """`ls -U` of a directory: (exit status, the names as ints, stderr)."""
-    status, out, err = sh('ls -U "$D"', D=str(path))
-    return status, sorted(int(n) for n in out.split()), err
+    res = sh('ls -U "$D"', env={"D": str(path)}, check=False)
+    return res.returncode, sorted(int(n) for n in res.out.split()), res.err
 
 
 @pytest.fixture
@@ -68,8 +62,8 @@ def test_the_other_partitions_work_and_the_damaged_one_reads_up_to_the_damage(
     backing, first_lost = damaged_backing
     before = digests(backing / "plain-0")
     m = mount(backing, *([mode] if mode == "--read-only" else []))
-    status, out, _ = sh('ls "$M"', M=str(m.path))
-    assert status == 0 and {"codecs-0", "plain-0"} <= set(out.split())
+    res = sh('ls "$M"', env={"M": str(m.path)}, check=False)
+    assert res.returncode == 0 and {"codecs-0", "plain-0"} <= set(res.out.split())
 
     status, offsets, err = listed(m.path / "codecs-0" / "by-offset")
     assert status == 0 and offsets == list(range(2000))
@@ -83,25 +77,26 @@ def test_the_other_partitions_work_and_the_damaged_one_reads_up_to_the_damage(
         (0, sha256(expected()[first_lost - 1][1]))
     status, _, err = cat_digest(m.path / f"plain-0/by-offset/{first_lost}")
     assert status == 1 and "Input/output error" in err
-    status, out, _ = sh('getfattr --only-values -n user.kfs.damage "$M/plain-0"', M=str(m.path))
-    assert status == 0
-    assert out.startswith(f"{LAST}:") and "smaller than minimum record overhead" in out
-    assert f"offsets from {first_lost} cannot be read" in out
-    status, out, _ = sh('getfattr -n user.kfs.damage "$M/codecs-0" 2>&1', M=str(m.path))
-    assert status == 1 and "No such attribute" in out
+    res = sh('getfattr --only-values -n user.kfs.damage "$M/plain-0"', env={"M": str(m.path)},
+             check=False)
+    assert res.returncode == 0
+    assert res.out.startswith(f"{LAST}:") and "smaller than minimum record overhead" in res.out
+    assert f"offsets from {first_lost} cannot be read" in res.out
+    res = sh('getfattr -n user.kfs.damage "$M/codecs-0" 2>&1', env={"M": str(m.path)}, check=False)
+    assert res.returncode == 1 and "No such attribute" in res.out
     assert f"plain-0 is damaged: {LAST}:" in m.log_text()
 
     if mode == "writable":
         assert "appends are refused until `kfs verify --repair`" in \
             os.getxattr(m.path / "plain-0", "user.kfs.damage").decode()
-        status, _, err = sh('echo lost >> "$M/plain-0/append"', M=str(m.path))
-        assert status == 1 and "Input/output error" in err
-        status, _, _ = sh('echo kept >> "$M/codecs-0/append"', M=str(m.path))
-        assert status == 0
+        res = sh('echo lost >> "$M/plain-0/append"', env={"M": str(m.path)}, check=False)
+        assert res.returncode == 1 and "Input/output error" in res.err
+        res = sh('echo kept >> "$M/codecs-0/append"', env={"M": str(m.path)}, check=False)
+        assert res.returncode == 0
         assert (m.path / "codecs-0" / "by-offset" / "2000").read_bytes() == b"kept"
     else:
-        status, _, err = sh('echo x >> "$M/codecs-0/append"', M=str(m.path))
-        assert status == 1 and "Read-only file system" in err
+        res = sh('echo x >> "$M/codecs-0/append"', env={"M": str(m.path)}, check=False)
+        assert res.returncode == 1 and "Read-only file system" in res.err
     mount.unmount(m)
     assert digests(backing / "plain-0") == before  # left as it was, for the repair
 
@@ -112,8 +107,8 @@ def test_after_kfs_verify_repair_the_partition_takes_appends_again(mount, damage
     done = kfs_verify("--repair", "--yes", backing)
     assert done.returncode == 0, done.stdout + done.stderr
     m = mount(backing)
-    status, _, err = sh('echo again >> "$M/plain-0/append"', M=str(m.path))
-    assert status == 0, err
+    res = sh('echo again >> "$M/plain-0/append"', env={"M": str(m.path)}, check=False)
+    assert res.returncode == 0, res.err
     status, offsets, _ = listed(m.path / "plain-0" / "by-offset")
     assert status == 0
     # the damaged batch alone is gone: the intact ones after it stay, then the new record
@@ -174,8 +169,8 @@ def test_a_mount_after_a_crash_keeps_every_intact_batch_around_a_corrupt_one(mou
     kept = {p.name: p.read_bytes() for p in (run / "plain-0").iterdir()}
     assert sorted(kept) == [f"{FIRST}.1032-9421"]  # the corrupt bytes only
     assert kept[f"{FIRST}.1032-9421"] == logs[FIRST][1032:9421]
-    status, _, err = sh('echo next >> "$F"', F=str(m.path / "plain-0" / "append"))
-    assert status == 0, err
+    res = sh('echo next >> "$F"', env={"F": str(m.path / "plain-0" / "append")}, check=False)
+    assert res.returncode == 0, res.err
     assert (m.path / "plain-0" / "by-offset" / "5000").read_bytes() == b"next"
 
 @needs_fixtures

@@ -10,7 +10,10 @@ import subprocess
 
 import pytest
 
-from test_fixtures import FIXTURE_NAMES, FIXTURES, expected_records
+from helpers.kafka_written import FIXTURE_NAMES, expected_records
+from helpers.paths import KAFKA_WRITTEN
+
+FIXTURES = KAFKA_WRITTEN
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
@@ -36,7 +39,8 @@ def headers_json(headers):
 
 @pytest.fixture(scope="module")
 def fixtures_mount(tmp_path_factory):
-    from conftest import Mounter, require_fuse
+    from helpers.mounts import Mounter
+    from helpers.needs import require_fuse
 
     require_fuse()
     mounter = Mounter(tmp_path_factory.mktemp("fixtures"))
@@ -112,7 +116,8 @@ def test_by_time_through_the_mount(fixtures_mount, name):
 @needs_fixtures
 @pytest.mark.fuse
 def test_read_committed_mount_hides_the_aborted_transaction(tmp_path):
-    from conftest import Mounter, require_fuse
+    from helpers.mounts import Mounter
+    from helpers.needs import require_fuse
 
     require_fuse()
     rows = expected_records("txn-0")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Mounter, require_fuse
+from helpers.mounts import Mounter
+from helpers.needs import require_fuse
 from storage import LogManager
 
 PART = "orders-0"

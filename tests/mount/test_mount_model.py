@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import Mounter, is_mounted, wait_for_exit
+from helpers.mounts import Mounter, is_mounted
+from helpers.shell import sh
+from helpers.waits import wait_for_exit
 from hypothesis import HealthCheck, event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -145,10 +147,6 @@ def pick(data, choices: list, label: str):
 
 def between(data, low: int, high: int, label: str) -> int:
     return low + data.draw(ANY, label=label) % (high - low + 1)
-
-
-def sh(script: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, timeout=120)
 
 
 def strerror(code: int) -> bytes:
@@ -437,7 +435,7 @@ class MountModel(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(PARTITIONS + BAD_NAMES))
     def mkdir(self, name: str) -> None:
-        res = sh(f"mkdir -- {shlex.quote(name)}", self.m.path)
+        res = sh(f"mkdir -- {shlex.quote(name)}", self.m.path, check=False)
         if name in BAD_NAMES:
             assert res.returncode != 0 and strerror(errno.EINVAL) in res.stderr, res
         elif name in self.parts:
@@ -457,7 +455,7 @@ class MountModel(RuleBasedStateMachine):
         fmt = "%s\\n" * (len(lines) - partial) + "%s" * partial
         args = " ".join(shlex.quote(os.fsdecode(line)) for line in lines)
         lo = now_ms()
-        res = sh(f"printf '{fmt}' {args} >> {name}/append", self.m.path)
+        res = sh(f"printf '{fmt}' {args} >> {name}/append", self.m.path, check=False)
         hi = now_ms()
         if name not in self.parts:
             assert res.returncode != 0 and strerror(errno.ENOENT) in res.stderr, res
@@ -476,7 +474,7 @@ class MountModel(RuleBasedStateMachine):
         src = self.tmp / "keyed.txt"
         src.write_bytes(b"".join(line + b"\n" for line in lines))
         stamp = Stamp(now_ms(), 0)
-        res = sh(f"cat {src} >> {name}/append-keyed", self.m.path)
+        res = sh(f"cat {src} >> {name}/append-keyed", self.m.path, check=False)
         stamp.hi = now_ms()
         outcome = lines_outcome(lines, True, stamp)
         if outcome.codes:
@@ -497,7 +495,7 @@ class MountModel(RuleBasedStateMachine):
             raw[i] = raw[i][:-1] + bytes([raw[i][-1] ^ 0x55])  # a record byte: the CRC fails
         src = self.tmp / "batches.bin"
         src.write_bytes(b"".join(raw))
-        res = sh(f"cat {src} >> {name}/append-batches", self.m.path)
+        res = sh(f"cat {src} >> {name}/append-batches", self.m.path, check=False)
         if corrupt:
             assert res.returncode != 0 and strerror(errno.EINVAL) in res.stderr, res
         else:
@@ -637,7 +635,7 @@ class MountModel(RuleBasedStateMachine):
         path = self.pdir(name) / "by-offset" / str(offset)
 
         def read():
-            res = sh(f"cat {name}/by-offset/{offset}", self.m.path)
+            res = sh(f"cat {name}/by-offset/{offset}", self.m.path, check=False)
             key = self.read_or_errno(lambda: os.getxattr(path, "user.kafka.key"))
             return res, key
 
@@ -662,7 +660,8 @@ class MountModel(RuleBasedStateMachine):
         stamps = sorted({r.ts for _, r in p.present(p.start)})  # all learned by the last check
         t = pick(data, [0, *stamps, *(s + 1 for s in stamps), *(s - 1 for s in stamps)], "time")
         start, (link, cat) = self.settled(name, lambda: (
-            sh(f"readlink {name}/by-time/{t}", self.m.path), sh(f"cat {name}/by-time/{t}", self.m.path)))
+            sh(f"readlink {name}/by-time/{t}", self.m.path, check=False),
+            sh(f"cat {name}/by-time/{t}", self.m.path, check=False)))
         offset = p.first_at(start, t)
         if offset is None:
             assert link.returncode != 0 and cat.returncode != 0, (link, cat)
@@ -675,11 +674,13 @@ class MountModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def ls(self, data) -> None:
         name = data.draw(st.sampled_from(sorted(self.parts)), label="partition")
-        assert sh("ls", self.m.path).stdout.split() == [n.encode() for n in sorted(self.parts)]
-        assert sh(f"ls {name}", self.m.path).stdout.split() == [
+        assert sh("ls", self.m.path, check=False).stdout.split() == [
+            n.encode() for n in sorted(self.parts)]
+        assert sh(f"ls {name}", self.m.path, check=False).stdout.split() == [
             b"append", b"append-batches", b"append-keyed", b"append.jsonl", b"by-offset",
             b"by-time", b"from", b"keyed-values", b"records.jsonl", b"values"]
-        start, res = self.settled(name, lambda: sh(f"ls -f {name}/by-offset", self.m.path))
+        start, res = self.settled(name, lambda: sh(f"ls -f {name}/by-offset", self.m.path,
+                                                   check=False))
         names = [n for n in res.stdout.split() if n not in (b".", b"..")]
         assert names == [b"%d" % o for o, _ in self.parts[name].present(start)], res
 
@@ -691,7 +692,8 @@ class MountModel(RuleBasedStateMachine):
         p = self.parts[name]
         arg = (f"-{data.draw(st.integers(1, 5), label='last')}" if data.draw(st.booleans(), label="-N")
                else str(between(data, max(p.start - 1, 0), p.leo + 1, "from")))
-        start, res = self.settled(name, lambda: sh(f"cat {name}/from/{arg}/values", self.m.path))
+        start, res = self.settled(name, lambda: sh(f"cat {name}/from/{arg}/values", self.m.path,
+                                                   check=False))
         if arg.startswith("-"):
             first = max(start, p.leo + int(arg))
         elif start <= int(arg) <= p.leo:
@@ -726,7 +728,7 @@ class MountModel(RuleBasedStateMachine):
         records = [Rec(None, b"old %d" % i, Stamp(0, 0, now_ms() - OLD_MS + i)) for i in range(3)]
         src = self.tmp / "old.bin"
         src.write_bytes(producer_batch(records))
-        assert sh(f"cat {src} >> aged-0/append-batches", self.m.path).returncode == 0
+        sh(f"cat {src} >> aged-0/append-batches", self.m.path)
         self.store("aged-0", records)
         p = self.parts["aged-0"]
         if p.max_start() < p.leo:

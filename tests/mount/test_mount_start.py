@@ -13,7 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, Mount, daemon_pids, is_mounted, kfs_env, wait_for_exit
+from helpers.kfs import kfs_env
+from helpers.mounts import Mount, daemon_pids, is_mounted
+from helpers.paths import REPO
+from helpers.waits import wait_for_exit
 
 
 def run(script: str, cwd: Path, state: Path | None = None, **env: str) -> subprocess.CompletedProcess:

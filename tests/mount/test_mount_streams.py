@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from helpers.shell import sh
 from storage import LogConfig
 from storage.log import Log
 from storage.records import build_batch
@@ -26,11 +27,6 @@ from storage.records import build_batch
 pytestmark = pytest.mark.fuse
 
 T0 = 1763805600000  # 2025-11-22T10:00:00Z
-
-
-def sh(command: str, cwd) -> str:
-    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, check=True,
-                          timeout=120).stdout.decode()
 
 
 @pytest.fixture
@@ -56,37 +52,37 @@ def expected_values(lo: int = 0, hi: int = 3000) -> str:
 
 
 def test_values_and_records_read_by_unix_tools(orders):
-    assert sh("cat values", orders) == expected_values()
-    assert sh("wc -l < values", orders).strip() == "3000"
-    assert sh("grep -c '^v1' values", orders).strip() == str(
+    assert sh("cat values", orders).out == expected_values()
+    assert sh("wc -l < values", orders).out.strip() == "3000"
+    assert sh("grep -c '^v1' values", orders).out.strip() == str(
         sum(1 for i in range(3000) if str(i).startswith("1") and i % 500 != 499))
-    assert sh("head -n 2 values", orders) == "v0\nv1\n"
-    assert sh("tail -n 3 values", orders) == "v2997\nv2998\nnull\n"
+    assert sh("head -n 2 values", orders).out == "v0\nv1\n"
+    assert sh("tail -n 3 values", orders).out == "v2997\nv2998\nnull\n"
     assert os.stat(orders / "values").st_size == len(expected_values().encode())
-    lines = sh("jq -c . records.jsonl", orders).splitlines()
+    lines = sh("jq -c . records.jsonl", orders).out.splitlines()
     assert len(lines) == 3000
     first = json.loads(lines[0])
     assert first == {"topic": "orders", "partition": 0, "offset": 0, "tstype": "create",
                      "ts": T0, "headers": ["h", "x"], "key": "k0", "payload": "v0"}
     assert json.loads(lines[499])["payload"] is None
-    assert sh("jq -r 'select(.key == \"k3\") | .offset' records.jsonl | wc -l", orders).strip() \
+    assert sh("jq -r 'select(.key == \"k3\") | .offset' records.jsonl | wc -l", orders).out.strip() \
         == str(sum(1 for i in range(3000) if i % 7 == 3))
-    listing = sh("ls -l", orders)
+    listing = sh("ls -l", orders).out
     for name in ("values", "records.jsonl", "from"):
         assert name in listing
 
 
 def test_windows_start_at_an_offset_the_last_n_or_a_time(orders):
-    assert sh("cat from/2990/values", orders) == expected_values(2990)
-    assert sh("cat from/-4/values", orders) == expected_values(2996)
+    assert sh("cat from/2990/values", orders).out == expected_values(2990)
+    assert sh("cat from/-4/values", orders).out == expected_values(2996)
     iso = datetime.fromtimestamp((T0 + 2995_000) / 1000, timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
-    assert sh(f"cat from/{iso}/values", orders) == expected_values(2995)
-    assert sh(f"cat from/@{T0 + 2997_500}/values", orders) == expected_values(2998)
-    assert json.loads(sh("head -n 1 from/1234/records.jsonl", orders))["offset"] == 1234
-    assert sh("ls from/7", orders).split() == ["keyed-values", "records.jsonl", "values"]
-    assert sh(f"cat by-time/{iso}", orders) == "v2995"
-    assert sh(f"wc -l < from/@{T0 - 5000}/values", orders).strip() == "3000"  # head never lost
+    assert sh(f"cat from/{iso}/values", orders).out == expected_values(2995)
+    assert sh(f"cat from/@{T0 + 2997_500}/values", orders).out == expected_values(2998)
+    assert json.loads(sh("head -n 1 from/1234/records.jsonl", orders).out)["offset"] == 1234
+    assert sh("ls from/7", orders).out.split() == ["keyed-values", "records.jsonl", "values"]
+    assert sh(f"cat by-time/{iso}", orders).out == "v2995"
+    assert sh(f"wc -l < from/@{T0 - 5000}/values", orders).out.strip() == "3000"  # head never lost
 
 
 def test_a_time_before_a_moved_log_start_is_enoent(tmp_path, mount):
@@ -107,7 +103,7 @@ def test_a_time_before_a_moved_log_start_is_enoent(tmp_path, mount):
         with pytest.raises(OSError) as info:
             os.stat(old / "from" / name / "values")
         assert info.value.errno == errno.ENOENT
-    assert sh(f"head -n 1 from/@{T0 + 1000 * first}/values", old) == f"v{first}\n"
+    assert sh(f"head -n 1 from/@{T0 + 1000 * first}/values", old).out == f"v{first}\n"
 
 
 @pytest.mark.parametrize("name, code", [("abc", errno.EINVAL), ("--1", errno.EINVAL),
@@ -221,14 +217,14 @@ def test_keyed_values_print_key_tab_value_as_the_console_consumer(orders):
     """``keyed-values``: ``key<TAB>value`` per record as ``kafka-console-consumer --property
     print.key=true`` prints them (a null value prints ``null``), windows too."""
     want = "".join(f"k{i % 7}\t{'null' if i % 500 == 499 else f'v{i}'}\n" for i in range(3000))
-    assert sh("cat keyed-values", orders) == want
+    assert sh("cat keyed-values", orders).out == want
     assert os.stat(orders / "keyed-values").st_size == len(want.encode())
-    assert sh("tail -n 2 from/2990/keyed-values", orders) == "k2\tv2998\nk3\tnull\n"
-    assert sh("cat from/-3/keyed-values", orders) == "k1\tv2997\nk2\tv2998\nk3\tnull\n"
-    assert sh("awk -F '\\t' '$1 == \"k3\"' keyed-values | wc -l", orders).strip() == \
+    assert sh("tail -n 2 from/2990/keyed-values", orders).out == "k2\tv2998\nk3\tnull\n"
+    assert sh("cat from/-3/keyed-values", orders).out == "k1\tv2997\nk2\tv2998\nk3\tnull\n"
+    assert sh("awk -F '\\t' '$1 == \"k3\"' keyed-values | wc -l", orders).out.strip() == \
         str(sum(1 for i in range(3000) if i % 7 == 3))
     sh("echo 'no key' >> append", orders)  # a null key prints null
-    assert sh("tail -n 1 keyed-values", orders) == "null\tno key\n"
+    assert sh("tail -n 1 keyed-values", orders).out == "null\tno key\n"
 
 
 def test_keyed_values_read_back_what_append_keyed_took(tmp_path, mount):
@@ -237,7 +233,7 @@ def test_keyed_values_read_back_what_append_keyed_took(tmp_path, mount):
     m = mount(tmp_path / "data", "--key-separator=::")
     text = "user-7::{\"sku\": 42}\n::empty key\nuser-8::a::b\t\nuser-9::\n"
     sh(f"mkdir a-0 b-0 && printf '%s' '{text}' >> a-0/append-keyed", m.path)
-    assert sh("cat a-0/keyed-values", m.path) == text
+    assert sh("cat a-0/keyed-values", m.path).out == text
     sh("cat a-0/keyed-values >> b-0/append-keyed", m.path)
     for offset in range(4):
         a, b = (m.path / name / "by-offset" / str(offset) for name in ("a-0", "b-0"))
@@ -258,8 +254,8 @@ def test_binary_values_with_newlines_are_safe_in_records_jsonl_only(tmp_path, mo
     log.close()
     m = mount(backing)
     part = m.path / "bin-0"
-    assert int(sh("wc -l < values", part)) > 65  # not one line per record
-    assert sh("wc -l < records.jsonl", part).strip() == "65"
+    assert int(sh("wc -l < values", part).out) > 65  # not one line per record
+    assert sh("wc -l < records.jsonl", part).out.strip() == "65"
     for offset, value in enumerate(values):
         if offset % 2:
             got = subprocess.run(

@@ -3,7 +3,9 @@ right after a plain ``fusermount3 -u`` waits for the closing process instead of 
 
 import subprocess
 
-from conftest import REPO, daemon_pids, is_mounted, kfs_command, kfs_env
+from helpers.kfs import kfs_command, kfs_env
+from helpers.mounts import daemon_pids, is_mounted
+from helpers.paths import REPO
 from kfs.mount.mount_table import alive
 from storage import LogManager
 

@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 
-from conftest import require_modules  # noqa: E402 (before the modules that need them)
+from helpers.needs import require_modules  # noqa: E402 (before the modules that need them)
 
 require_modules("pyspark", "pyarrow")
 
-from conftest import kfs_env  # noqa: E402
+from helpers.kfs import kfs_env  # noqa: E402
 from storage import LogManager  # noqa: E402
 from storage.records import build_batch  # noqa: E402
 

@@ -9,14 +9,14 @@ import shutil
 
 import pytest
 
-from conftest import require_modules  # noqa: E402 (before the modules that need them)
+from helpers.needs import require_modules  # noqa: E402 (before the modules that need them)
 
 require_modules("pyspark", "pyarrow")
 
 import kfs.spark  # noqa: E402
 from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes  # noqa: E402
 from kfs.spark.reader import read_range, spark_schema  # noqa: E402
-from conftest import KAFKA_WRITTEN  # noqa: E402
+from helpers.paths import KAFKA_WRITTEN  # noqa: E402
 from storage import LogManager  # noqa: E402
 
 FIXTURES = KAFKA_WRITTEN

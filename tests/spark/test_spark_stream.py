@@ -4,7 +4,7 @@ appends in the next micro-batch, ``maxOffsetsPerTrigger``."""
 import json
 
 import pytest
-from conftest import require_modules
+from helpers.needs import require_modules
 
 require_modules("pyspark", "pyarrow")
 

@@ -2,7 +2,7 @@
 Kafka's default partitioner, and each task a transaction the driver commits or aborts."""
 
 import pytest
-from conftest import require_modules
+from helpers.needs import require_modules
 
 require_modules("pyspark", "pyarrow")
 

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import KAFKA_WRITTEN, REPO
 
 
 def kfs(*args: str) -> subprocess.CompletedProcess:

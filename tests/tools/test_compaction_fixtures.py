@@ -19,8 +19,9 @@ import subprocess
 
 import pytest
 
-from conftest import KAFKA_CLEANED, kfs_command, kfs_env
-from test_fixture_bytes import kafka_41_indexes
+from helpers.kafka_written import kafka_41_indexes
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import KAFKA_CLEANED
 from storage import LogManager
 from storage.records import RecordBatch, iter_batches
 from storage.offset_index import OffsetIndex

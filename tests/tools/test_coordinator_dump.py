@@ -9,7 +9,8 @@ import struct
 import subprocess
 
 import pytest
-from conftest import INTERNAL_TOPICS, REPO, kfs_command, kfs_env
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import INTERNAL_TOPICS, REPO
 
 from storage.records import build_batch
 

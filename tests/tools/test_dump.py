@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import KAFKA_WRITTEN, REPO
 from kafka.record.memory_records import MemoryRecords
 
 from storage import LogConfig

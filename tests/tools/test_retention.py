@@ -5,10 +5,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from helpers.paths import REPO
 from storage import LogConfig, LogManager
 from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets
 from storage.log import Log
@@ -150,7 +150,7 @@ def test_checkpointed_log_start_offset_above_the_first_segment_hides_lower_offse
 
 
 def kfs_retention(backing, *args):
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(REPO)
     return subprocess.run([sys.executable, "-m", "kfs", "retention", str(backing), *args],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
                           env={**os.environ, "PYTHONPATH": repo})
@@ -202,7 +202,9 @@ def test_a_writable_mount_warns_before_retention_deletes_most_of_a_partition(tmp
     its log, that its first retention pass will delete most of the partition."""
     import shutil
 
-    from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env, require_fuse
+    from helpers.kfs import kfs_command, kfs_env
+    from helpers.needs import require_fuse
+    from helpers.paths import KAFKA_WRITTEN
 
     require_fuse()
     backing, mnt = tmp_path / "data", tmp_path / "mnt"

@@ -2,7 +2,7 @@
 each kind of damage (a flipped byte, a torn .log, a zeroed .index, a lost .timeindex, bad index
 entries, overlapping segments, leftovers) makes it exit 1 naming the file and the problem, and
 ``--repair --yes`` recovers so that a second verify is clean and every intact batch reads
-back (tests/test_repair.py: what a repair keeps and where)."""
+back (tests/tools/test_repair.py: what a repair keeps and where)."""
 
 import base64
 import json
@@ -13,7 +13,8 @@ import struct
 import subprocess
 
 import pytest
-from conftest import KAFKA_WRITTEN, REPO, kfs_command, kfs_env
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import KAFKA_WRITTEN, REPO
 from crc32c import crc32c
 
 from storage import LogConfig, LogManager

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from conftest import KAFKA_WRITTEN
+from helpers.paths import KAFKA_WRITTEN
+from helpers.records import PROPERTY, TS, batches, kp_build, kp_decode
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (
     LOG_OVERHEAD,
@@ -32,7 +33,6 @@ from storage.records import (
 
 FIXTURES = KAFKA_WRITTEN
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
-TS = 1700000000000  # 2023-11-14T22:13:20Z, the reference's example timestamp
 
 # §2.7: one record, key "k", value "v", ts 1700000000000, leader epoch 0.
 EXAMPLE_2_7 = bytes.fromhex(
@@ -229,14 +229,6 @@ def test_corrupt_compressed_stream():
 # -- building ----------------------------------------------------------------------------
 
 
-def kp_decode(data: bytes) -> list[tuple]:
-    """Records as kafka-python's DefaultRecordBatch reads them, after its CRC check."""
-    batch = DefaultRecordBatch(data)
-    assert batch.validate_crc()
-    return [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers))
-            for r in batch]
-
-
 def ours(records: list[Record]) -> list[tuple]:
     return [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) for r in records]
 
@@ -362,39 +354,7 @@ def test_many_records_fast_path_matches_kafka_python_bytes():
     assert build_batch(0, values, None, TS, partition_leader_epoch=0) == bytes(builder.build())
 
 
-# -- property tests against kafka-python --------------------------------------------------
-
-keys_st = st.one_of(st.none(), st.binary(max_size=20))
-values_st = st.one_of(st.none(), st.binary(max_size=300))
-header_st = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))),
-                     max_size=3)
-timestamp_st = st.one_of(st.just(-1), st.integers(0, 1 << 42), st.integers(TS - 10**6, TS + 10**6))
-
-
-@st.composite
-def batches(draw):
-    """Columns for one batch: either the common shape (null keys, no headers, one timestamp,
-    contiguous offsets) or anything."""
-    n = draw(st.integers(1, 40))
-    values = draw(st.lists(st.binary(max_size=300), min_size=n, max_size=n))
-    if draw(st.booleans()):
-        return values, None, draw(timestamp_st), None, list(range(n))
-    values = draw(st.lists(values_st, min_size=n, max_size=n))
-    keys = draw(st.lists(keys_st, min_size=n, max_size=n))
-    timestamps = draw(st.lists(timestamp_st, min_size=n, max_size=n))
-    headers = draw(st.lists(header_st, min_size=n, max_size=n))
-    gaps = draw(st.lists(st.integers(1, 70_000), min_size=n, max_size=n))
-    offsets = [sum(gaps[:i + 1]) - 1 for i in range(n)]
-    return values, keys, timestamps, headers, offsets
-
-
-def kp_build(codec, values, keys, timestamps, headers, offsets) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)
-    for i, (value, offset) in enumerate(zip(values, offsets)):
-        builder.append(offset, timestamps if isinstance(timestamps, int) else timestamps[i],
-                       None if keys is None else keys[i], value,
-                       [] if headers is None else headers[i])
-    return bytes(builder.build())
+# -- property tests against kafka-python (helpers.records: the strategies and the oracle) ---
 
 
 def expected_records(values, keys, timestamps, headers, offsets, base=0):
@@ -405,9 +365,6 @@ def expected_records(values, keys, timestamps, headers, offsets, base=0):
          () if headers is None else tuple(headers[i]))
         for i in range(n)
     ]
-
-
-PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))

@@ -12,6 +12,8 @@ from crc32c import crc32c
 from hypothesis import given, strategies as st
 from kafka.partitioner.default import murmur2 as oracle_murmur2
 
+from helpers.paths import KAFKA_WRITTEN
+from helpers.records import PROPERTY, batches, kp_build, kp_decode
 from storage.records import (
     CompressionType,
     RecordBatch,
@@ -21,7 +23,6 @@ from storage.records import (
 )
 from storage.records._codec import assign_partitions, encode_arrow
 from storage.records.columns import RecordColumns
-from test_batch import PROPERTY, batches, kp_build, kp_decode
 
 SPARK_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -177,8 +178,7 @@ def rows_of(log, start, end, read_committed, headers):
 @pytest.mark.parametrize("read_committed", [False, True])
 def test_read_columns_is_record_lists_on_kafka_written_logs(name, read_committed):
     from storage import LogManager
-    from test_fixtures import FIXTURES
-    manager = LogManager(FIXTURES, read_only=True)
+    manager = LogManager(KAFKA_WRITTEN, read_only=True)
     try:
         log = manager.get(name)
         leo, rng = log.log_end_offset, random.Random(name)

@@ -22,7 +22,7 @@ import zstandard
 from kafka.codec import lz4_decode, snappy_decode
 from hypothesis import given, settings, strategies as st
 
-from conftest import KAFKA_WRITTEN
+from helpers.paths import KAFKA_WRITTEN, REPO
 from storage.errors import CorruptRecordError, InvalidConfigError, InvalidRecordError
 from storage.records.compression import (
     DECOMPRESSED_FLOOR,
@@ -416,7 +416,7 @@ def test_a_declared_size_is_never_allocated(name):
         "except CorruptRecordError as e:\n"
         "    sys.exit('MemoryError' in str(e))\n"
         "sys.exit(2)\n")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
 

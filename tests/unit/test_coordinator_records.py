@@ -8,7 +8,7 @@ import json
 import struct
 
 import pytest
-from conftest import INTERNAL_TOPICS
+from helpers.paths import INTERNAL_TOPICS
 
 from storage.coordinator.dumplog import (
     java_json,

@@ -14,7 +14,7 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatch as KafkaPythonLegacyBatch
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from conftest import KAFKA_WRITTEN
+from helpers.paths import KAFKA_WRITTEN
 from storage import LogManager
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (

@@ -2,26 +2,15 @@
 against Python's json module and the record path: ``values`` lines as kafka-console-consumer
 prints them, ``records.jsonl`` as ``json.dumps`` of kcat ``-J``'s fields."""
 
-import base64
 import json
 from array import array
 
 from hypothesis import given, strategies as st
 
+from helpers.records import PROPERTY, json_bytes
 from storage.records import build_batch, iter_batches
 from storage.records._codec import ColumnBuilder
 from storage.records.record import TimestampType
-from test_batch import PROPERTY
-
-def json_bytes(data: bytes | None):
-    """The oracle's bytes: a string when UTF-8, ``{"base64": ...}`` otherwise, None for None."""
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
-
 
 TEXTS = st.one_of(
     st.none(),
