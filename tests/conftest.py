@@ -107,13 +107,13 @@ def small_disk(tmp_path):
     path = tmp_path / "disk"
     path.mkdir()
     res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)],
-                         capture_output=True)
+                         capture_output=True, timeout=30)
     if res.returncode != 0:
         unavailable(f"cannot mount a tmpfs here (needs root): {res.stderr.decode(errors='replace').strip()}")
     try:
         yield path
     finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
+        subprocess.run(["umount", "-l", str(path)], check=True, timeout=30)
 
 
 @pytest.fixture(scope="module")

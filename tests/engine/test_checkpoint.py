@@ -4,6 +4,7 @@ cache, and how the recovery point bounds recovery after an unclean shutdown (§8
 import pytest
 
 from helpers.paths import KAFKA_WRITTEN
+from helpers.waits import DEADLINE_S, joined
 from storage import LogManager
 from storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
@@ -139,18 +140,18 @@ def test_one_checkpoint_written_by_two_threads_at_once(tmp_path):
     errors = []
 
     def writer(n):
-        start.wait()
+        start.wait(DEADLINE_S)  # (BrokenBarrierError if the others never come)
         try:
             for i in range(25):
                 write_offsets(path, {f"t-{n}": i, "other-0": 7})
         except OSError as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=writer, args=(n,), name=f"writer {n}") for n in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        joined(t)
     assert errors == []
     assert read_offsets(path)["other-0"] == 7
     assert not (tmp_path / "log-start-offset-checkpoint.tmp").exists()

@@ -16,12 +16,12 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from helpers.log_writer import KEYED, acknowledged, key_for, value_for
 from helpers.paths import REPO, TESTS
+from helpers.waits import Lines
 
 from storage import LogManager
 from storage.errors import CorruptRecordError, LogDirLockedError
@@ -84,15 +84,17 @@ def crash(backing: Path) -> None:
 
 
 TRIALS = 16
-MIN_ACKS = 20  # a trial waits for 1..2x this many appends before its kill (most trials)
+MIN_ACKS = 20  # a trial kills after 1..2x this many acknowledged appends (most trials)
+HANG_S = 120  # ends a hung wait only: the writer reports at its own pace
 
 
-def wait_for_acks(proc: subprocess.Popen, out_path: Path, count: int) -> None:
-    """Until the writer printed ``count`` acknowledgements (its own pace: no time budget; it
-    only fails when the writer dies)."""
-    while out_path.read_text().count("\n") <= count:  # "ready" + count acknowledgements
-        assert proc.poll() is None, proc.stderr.read().decode()
-        time.sleep(0.01)
+def kill_point(rng: random.Random) -> int:
+    """The crash point of a trial, in lines of the writer: ``loading`` and ``ready`` come
+    first, then one line per acknowledged append. Sometimes the kill comes as soon as the
+    writer says it is loading: while it opens (and recovers) the directory."""
+    if rng.random() < 0.15:
+        return 1
+    return 2 + rng.randint(1, 2 * MIN_ACKS)
 
 
 def test_kill9_loop_every_acknowledged_record_survives(tmp_path):
@@ -107,24 +109,23 @@ def test_kill9_loop_every_acknowledged_record_survives(tmp_path):
     rng = random.Random(2024)
     verified = dict.fromkeys(TOPICS, 0)  # log end offsets seen by the previous check
     for trials in range(1, TRIALS + 1):
-        out_path = tmp_path / f"writer{trials}.out"
-        with open(out_path, "w") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "helpers.log_writer", str(backing), str(trials)],
-                                    stdout=out, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        proc = subprocess.Popen([sys.executable, "-m", "helpers.log_writer", str(backing), str(trials)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        out = Lines(proc.stdout, f"the writer of trial {trials}", proc)
         try:
-            if rng.random() < 0.15:  # sometimes while it loads (and recovers) the directory
-                time.sleep(rng.uniform(0, 0.3))
-            else:  # once it acknowledged enough appends (however slow the machine is)
-                wait_for_acks(proc, out_path, rng.randint(1, 2 * MIN_ACKS))
-                time.sleep(rng.uniform(0.0, 0.2))  # and a little later: a random moment
+            # the kill comes once the writer reported the chosen line (however slow the
+            # machine is), while it goes on appending: the crash lands in what it does next
+            out.wait_for(kill_point(rng), timeout=HANG_S)
             assert proc.poll() is None, proc.stderr.read().decode()
         finally:
             proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            proc.wait(timeout=HANG_S)
         assert proc.returncode == -signal.SIGKILL
-        text = out_path.read_text()
+        text = out.rest().decode()  # the pipe keeps what it printed before the kill
+        proc.stdout.close()
+        proc.stderr.close()
         acked = acknowledged(text)
-        if text.startswith("ready"):  # else it may have died before consuming the marker
+        if "\nready\n" in text:  # else it may have died before consuming the marker
             assert not (backing / CLEAN_SHUTDOWN_FILE).exists()
         mgr = LogManager(backing)
         try:
@@ -481,16 +482,19 @@ def test_a_second_writer_is_refused_and_readers_may_share(tmp_path):
 
 
 def test_kill9_releases_the_lock(tmp_path):
-    script = ("import sys, time; from storage import LogManager; LogManager(sys.argv[1]); "
-              "print('ready', flush=True); time.sleep(60)")
+    # the child holds the directory until it is killed (it waits on its stdin, which stays open)
+    script = ("import sys; from storage import LogManager; LogManager(sys.argv[1]); "
+              "print('ready', flush=True); sys.stdin.read()")
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
-                            env=env)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env)
     try:
-        assert proc.stdout.readline() == b"ready\n"
+        assert Lines(proc.stdout, "the lock holder", proc).readline() == b"ready\n"
         with pytest.raises(LogDirLockedError):
             LogManager(tmp_path)
     finally:
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=HANG_S)
+        proc.stdin.close()
+        proc.stdout.close()
     LogManager(tmp_path).close()

@@ -10,6 +10,7 @@ import struct
 
 import pytest
 
+from helpers.waits import DEADLINE_S, Deadline, joined
 from storage import LogConfig, LogManager
 from storage.errors import (
     CorruptRecordError,
@@ -391,10 +392,13 @@ def test_concurrent_reader_never_sees_half_a_batch(tmp_path):
             log.append([b"%05d:" % i + b"v" * (i % 97)] * 7)
         done.set()
 
-    thread = threading.Thread(target=writer)
+    thread = threading.Thread(target=writer, name="writer")
     thread.start()
     seen = 0
+    deadline = Deadline(DEADLINE_S, "the writer thread's 300 appends, read as they came")
     while not done.is_set() or seen < log.log_end_offset:
+        deadline.check(f"{seen} records seen")
+        assert thread.is_alive() or done.is_set(), "the writer thread died"
         end = log.log_end_offset
         if end == 0:
             continue
@@ -403,7 +407,7 @@ def test_concurrent_reader_never_sees_half_a_batch(tmp_path):
         i = int(last.value[:5])
         assert last.value == b"%05d:" % i + b"v" * (i % 97)
         seen = end
-    thread.join()
+    joined(thread)
     assert log.log_end_offset == 2100 and log.segment_count > 1
 
 
@@ -755,17 +759,17 @@ def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path)
     def hold_the_lock():  # another thread appending, flushing or checking retention
         with log._lock:
             held.set()
-            done.wait()
+            done.wait(DEADLINE_S)  # (set by the test once it tried; the bound ends a hang only)
 
-    holder = threading.Thread(target=hold_the_lock)
+    holder = threading.Thread(target=hold_the_lock, name="lock holder")
     holder.start()
-    held.wait()
+    assert held.wait(DEADLINE_S), "the holder thread never took the lock"
     try:
         with pytest.raises(BlockingIOError):
             log.append_lines(b"2\n", nowait=True)
     finally:
         done.set()
-        holder.join()
+        joined(holder)
     assert log.append_lines(b"2\n3\n") == 1 and log.recovery_point == 3
     log.close()
 

@@ -25,7 +25,7 @@ SECONDS = 18  # per target, besides about 3 s of start-up and seed loading
 def seeds(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("seeds")
     subprocess.run([sys.executable, str(FUZZ / "seeds.py"), str(out)], check=True,
-                   env=kfs_env(), capture_output=True)
+                   env=kfs_env(), capture_output=True, timeout=120)
     return out
 
 

@@ -204,6 +204,13 @@ class KafkaBroker:
 
 # -- what Kafka's consumer reads, and the same shape of what kfs serves ----------------------
 
+def flushed(producer, what: str = "the produced messages", timeout: float = 60) -> None:
+    """``producer.flush(timeout)`` (confluent-kafka), failing unless every message was delivered
+    within ``timeout`` s (flush returns how many are left instead of raising)."""
+    left = producer.flush(timeout)
+    assert left == 0, f"{left} of {what} not delivered within {timeout:g} s"
+
+
 def consume_all(broker: KafkaBroker, topic: str, partition: int, isolation: str) -> list[tuple]:
     """Every record Kafka's consumer (confluent-kafka) returns for the partition, read until
     its position reaches the high watermark: (offset, timestamp, timestamp type, key, value,

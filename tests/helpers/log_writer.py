@@ -3,7 +3,8 @@ every partition of a backing directory through the engine, reporting on its stdo
 
     python -m helpers.log_writer BACKING SEED       (PYTHONPATH: the checkout and tests/)
 
-It prints ``ready`` once it opened the directory (and recovered it), then ``<partition> <first> <last>`` after each append returned (its acknowledgement), every
+It prints ``loading`` before it opens the directory (and recovers it), ``ready`` once open,
+then ``<partition> <first> <last>`` after each append returned (its acknowledgement), every
 line flushed at once. "Acknowledged" means ``Log.append`` returned: the batch is in the page
 cache, which outlives the process.
 """
@@ -34,6 +35,7 @@ def writer_main(backing: str, seed: int) -> None:
     """Appends random batches to every partition of ``backing`` and prints ``<partition>
     <first> <last>`` (flushed) after each append returned; forever, until killed."""
     rng = random.Random(seed)
+    print("loading", flush=True)
     mgr = LogManager(backing)
     names = mgr.partition_names()
     print("ready", flush=True)
@@ -55,7 +57,7 @@ def acknowledged(stdout: str) -> dict[str, int]:
     """The last acknowledged offset of each partition from the writer's complete lines."""
     last: dict[str, int] = {}
     for line in stdout.split("\n")[:-1]:  # a line cut by the kill is not an acknowledgement
-        if line == "ready":
+        if line in ("loading", "ready"):
             continue
         name, first, end = line.split()
         assert name not in last or int(first) == last[name] + 1, "contiguous appends"

@@ -39,7 +39,7 @@ def sh(script: str, cwd: Path | str | None = None, *, env: dict[str, str] | None
                              timeout=timeout, env={**os.environ, **env} if env else None)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"{script!r} did not end within {timeout:.3g} s; it printed "
-                             f"{exc.stdout!r} and {exc.stderr!r}") from None
+                             f"{exc.stdout or b''!r} and {exc.stderr or b''!r}") from None
     if check:
         assert res.returncode == 0, (
             f"{script!r} exited {res.returncode}: {res.stderr.decode(errors='replace')}")

@@ -6,7 +6,10 @@ what the wait is for, so on a busy machine a test waits longer, never differentl
   file, an xattr, a broker's directory) until it holds;
 * ``Lines``: the lines a child process prints on a pipe, read as they come (``select`` on the
   pipe: the test wakes when a line arrives);
-* ``wait_for_exit(pid, timeout)``: a process (not our child) gone.
+* ``wait_for_exit(pid, timeout)``: a process (not our child) gone;
+* ``within(seconds, what, call)``: a blocking call that takes no timeout of its own (Spark's
+  ``processAllAvailable``), bounded all the same;
+* ``joined(thread)``: a thread of the test ended.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import threading
 import time
 from typing import Callable, TypeVar
 
@@ -47,7 +51,8 @@ class Deadline:
 def wait_until(condition: Callable[[], T], what: str, timeout: float = DEADLINE_S,
                proc: subprocess.Popen | None = None) -> T:
     """Poll ``condition`` until it returns something true (returned); TimeoutError after
-    ``timeout`` s. With ``proc``: fails at once if that process exited meanwhile."""
+    ``timeout`` s. With ``proc``: fails at once if that process exited meanwhile (with what
+    it printed on the pipes it has)."""
     deadline = Deadline(timeout, what)
     while True:
         value = condition()
@@ -55,7 +60,7 @@ def wait_until(condition: Callable[[], T], what: str, timeout: float = DEADLINE_
             return value
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the process {proc.args!r} exited ({proc.returncode}) "
-                                 f"before {what}")
+                                 f"before {what}: {proc.communicate(timeout=30)!r}")
         deadline.check()
         time.sleep(POLL_S)
 
@@ -70,14 +75,43 @@ def wait_for_exit(pid: int, timeout: float) -> bool:
     return not alive(pid)
 
 
+def within(seconds: float, what: str, call: Callable[[], T]) -> T:
+    """``call()``'s result, run in a daemon thread that must end within ``seconds`` (its
+    exception raised here); TimeoutError naming ``what`` otherwise (the caller's cleanup, such
+    as stopping a streaming query, then ends the call)."""
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"within: {what}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"timed out after {seconds:g} s waiting for {what}")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def joined(thread: threading.Thread, timeout: float = DEADLINE_S) -> None:
+    """Wait for ``thread`` to end; AssertionError naming it if it did not within ``timeout``."""
+    thread.join(timeout)
+    assert not thread.is_alive(), f"the thread {thread.name} did not end within {timeout:g} s"
+
+
 class Lines:
     """The lines a child process writes to ``pipe`` (its stdout or stderr, or a pty's master
     fd), read as they arrive. Every wait has a deadline; ``what`` names the writer in the
     failure message. Reads the file descriptor directly: use no other reader of the pipe."""
 
-    def __init__(self, pipe, what: str = "the process") -> None:
+    def __init__(self, pipe, what: str = "the process", proc: subprocess.Popen | None = None) -> None:
         self.fd = pipe if isinstance(pipe, int) else pipe.fileno()
         self.what = what
+        self.proc = proc  # the writer: its exit status and stderr (if piped) when it ends early
         self.lines: list[bytes] = []  # every complete line so far, newline included
         self.partial = b""  # what came after the last newline
         self.eof = False
@@ -106,7 +140,8 @@ class Lines:
         deadline = Deadline(timeout, f"line {count} of {self.what}")
         while len(self.lines) < count:
             assert not self.eof, (f"{self.what} ended its output after {len(self.lines)} of "
-                                  f"{count} lines: {self.lines[-3:]!r} {self.partial!r}")
+                                  f"{count} lines: {self.lines[-3:]!r} {self.partial!r}"
+                                  f"{self._ended()}")
             self._read(deadline, f"line {count}")
         return self.lines[:count]
 
@@ -125,7 +160,7 @@ class Lines:
         deadline = Deadline(timeout, f"{text!r} from {self.what}")
         while (found := self.text().find(text, self._mark)) < 0:
             assert not self.eof, (f"{self.what} ended its output without {text!r}: "
-                                  f"{self.text()[-300:]!r}")
+                                  f"{self.text()[-300:]!r}{self._ended()}")
             self._read(deadline, repr(text))
         self._mark = found + len(text)
         return self.text()
@@ -137,6 +172,17 @@ class Lines:
         while not self.eof:
             self._read(deadline, "the end of its output")
         return self.text()
+
+    def _ended(self) -> str:
+        """What the writer left when its output ended early: exit status, stderr."""
+        if self.proc is None:
+            return ""
+        try:
+            status = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            return " (the process is still running)"
+        err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+        return f" (it exited {status}){': ' + err[-3000:] if err else ''}"
 
     def text(self) -> bytes:
         return b"".join(self.lines) + self.partial

@@ -39,18 +39,18 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.kafka import KafkaBroker, flushed, kafka_missing, run_tool
 from helpers.kfs import kfs_command, kfs_env
 from helpers.needs import unavailable
 from helpers.paths import KAFKA_WRITTEN, REPO
+from helpers.waits import DEADLINE_S, Deadline
 
-from helpers.kafka import KafkaBroker, kafka_missing, run_tool
 from storage.records import CompressionType, build_batch
 
 pytestmark = pytest.mark.kafka
 
 DUMP_LOG = "kafka.tools.DumpLogSegments"  # what bin/kafka-dump-log.sh runs
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-DEADLINE_S = 90.0
 LOCALE = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
 
 # Byte strings that are not valid UTF-8 in the ways Java's decoder and Python's differ on
@@ -106,9 +106,10 @@ def record_for(rng: random.Random, codec: str, i: int) -> dict:
 
 
 def poll_some(c, n: int) -> int:
-    """Poll until n records arrived (or the deadline); returns how many did."""
-    got, deadline = 0, time.monotonic() + DEADLINE_S
-    while got < n and time.monotonic() < deadline:
+    """Poll until n records arrived; TimeoutError past the deadline. Returns n."""
+    got, deadline = 0, Deadline(DEADLINE_S, f"{n} records polled")
+    while got < n:
+        deadline.check(f"{got} so far")
         message = c.poll(0.5)
         if message is not None and not message.error():
             got += 1
@@ -133,8 +134,8 @@ def produce_everything(broker: KafkaBroker) -> None:
             timestamp = now - rng.randrange(0, 86_400_000) if i % 10 == 9 else 0
             p.produce("codecs", **record_for(rng, codec, i), timestamp=timestamp)
             if i % 150 == 149:
-                p.flush(60)
-        p.flush(60)
+                flushed(p)
+        flushed(p)
     idem = producer(broker, enable_idempotence=True, compression_type="zstd",
                     batch_num_messages=25)
     for i in range(300):
@@ -142,8 +143,8 @@ def produce_everything(broker: KafkaBroker) -> None:
         idem.produce(topic, key=b"idem-%d" % (i % 9), value=b"idempotent %d" % i,
                      headers=[("seq", b"%d" % i)] if i % 4 == 0 else None)
         if i % 50 == 49:
-            idem.flush(60)
-    idem.flush(60)
+            flushed(idem)
+    flushed(idem)
 
     # a consumer group whose offsets a transactional producer commits (TxnOffsetCommit: the
     # group's transactional offset records and their markers land in __consumer_offsets)
@@ -159,7 +160,7 @@ def produce_everything(broker: KafkaBroker) -> None:
             txn.produce("txn" if i % 5 else "codecs", key=b"t%d" % (i % 4),
                         value=b"txn %d %s record %d" % (n, b"commit" if commit else b"abort", i),
                         headers=[("txn", b"%d" % n)] if i % 7 == 0 else None)
-        txn.flush(60)  # what an abort has not sent yet is dropped: the aborted records must land
+        flushed(txn)  # what an abort has not sent yet is dropped: the aborted records must land
         txn.send_offsets_to_transaction(
             [TopicPartition("idempotent", 0, 10 * (n + 1))], c.consumer_group_metadata(), 60)
         (txn.commit_transaction if commit else txn.abort_transaction)(60)
@@ -186,7 +187,7 @@ def produce_everything(broker: KafkaBroker) -> None:
     p = producer(broker)
     for i in range(100):
         p.produce("mixed", key=b"m%d" % i, value=b"mixed %d" % i, partition=i % 2)
-    p.flush(60)
+    flushed(p)
     modern = consumer(broker, group_id="mixed-group", group_protocol="consumer")
     modern.subscribe(["mixed"])
     poll_some(modern, 10)
@@ -206,8 +207,8 @@ def produce_everything(broker: KafkaBroker) -> None:
     for i in range(120):
         p.produce("appendtime", key=b"lat", value=b"log append time %d" % i, timestamp=1)
         if i % 40 == 39:
-            p.flush(60)
-    p.flush(60)
+            flushed(p)
+    flushed(p)
 
 
 @pytest.fixture(scope="module")

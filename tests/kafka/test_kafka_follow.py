@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from helpers.kafka import KafkaBroker, consume_all, records_of
+from helpers.kafka import KafkaBroker, consume_all, flushed, records_of
 from helpers.shell import sh
-from helpers.waits import DEADLINE_S, wait_until
+from helpers.waits import DEADLINE_S, Deadline, Lines, wait_until
 from storage import LogManager
 
 pytestmark = pytest.mark.kafka
@@ -44,19 +44,19 @@ def produce_everything(broker: KafkaBroker) -> dict[str, int]:
             p.produce("mixed", key=None if i % 5 == 0 else b"k%d" % (i % 13),
                       value=None if i % 50 == 7 else (b"%s-%d-" % (codec.encode(), i)) * (i % 40),
                       headers=[("codec", codec.encode()), ("n", None)] if i % 3 else None)
-        p.flush(60)
+        flushed(p)
     txn = producer(broker, transactional_id="t1", compression_type="lz4")
     txn.init_transactions(60)
     for commit in (True, False, True):
         txn.begin_transaction()
         for i in range(200):
             txn.produce("mixed", key=b"t", value=b"txn-%s-%d" % (b"c" if commit else b"a", i))
-        txn.flush(60)  # (an abort drops what was not sent yet: the aborted records must land)
+        flushed(txn)  # (an abort drops what was not sent yet: the aborted records must land)
         (txn.commit_transaction if commit else txn.abort_transaction)(60)
     p = producer(broker)
     for i in range(100):
         p.produce("appendtime", value=b"lat-%d" % i, timestamp=1)
-    p.flush(60)
+    flushed(p)
     return {"mixed-0": 3600, "appendtime-0": 100}
 
 
@@ -103,7 +103,7 @@ def test_a_live_log_follows_the_broker_through_rolls(everything):
         p = producer(everything)
         for i in range(3000):
             p.produce("mixed", value=b"late-%d-" % i + b"x" * 500)
-        p.flush(60)
+        flushed(p)
         log = manager.catch_up("mixed-0")
         assert log.log_end_offset == before_end + 3000
         assert log.segment_count > before_segments  # 1.5 MB more than a 1 MiB segment
@@ -132,7 +132,7 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
     def produce(n: int, tag: str, size: int = 0) -> None:
         for i in range(n):
             p.produce("orders", key=b"k%d" % (i % 7), value=f"{tag}-{i}".encode() + b"x" * size)
-        p.flush(60)
+        flushed(p)
 
     produce(100, "a")
     m = mount(broker.log_dir, "--read-only")
@@ -140,7 +140,7 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
     assert sh("ls", m.path).out.split() == ["orders-0"]  # not __cluster_metadata-0
     assert len(os.listdir(part / "by-offset")) == 100
     tail = subprocess.Popen(["tail", "-n", "0", "-f", str(part / "values")],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE)
     try:
         produce(10, "b")
         wait_until(lambda: len(os.listdir(part / "by-offset")) == 110, "ls by-offset to grow")
@@ -149,11 +149,12 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
         assert sh("tail -n 2 values", part).out == "b-8\nb-9\n"
         assert sh("jq -r .payload records.jsonl | tail -n 1", part).out == "b-9\n"
         assert sh("cat from/-3/values", part).out == "b-7\nb-8\nb-9\n"
-        got = [tail.stdout.readline() for _ in range(10)]  # tail -f follows the broker
+        lines = Lines(tail.stdout, "tail -f", tail)
+        got = [lines.readline().decode() for _ in range(10)]  # tail -f follows the broker
         assert got == [f"b-{i}\n" for i in range(10)]
     finally:
         tail.kill()
-        tail.wait()
+        tail.wait(timeout=30)
     # a partition the broker creates appears
     broker.create_topic("later", 1)
     wait_until(lambda: "later-0" in os.listdir(m.path), "the new partition in ls")
@@ -165,7 +166,8 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
     admin_config(broker, "orders", {"retention.bytes": "1048576"})
     start = wait_until(lambda: int(sh("getfattr --only-values -n user.kafka.logStartOffset .",
                                       part).out) or None, "retention to move the log start")
-    missing = subprocess.run(["cat", str(part / "by-offset" / "0")], capture_output=True)
+    missing = subprocess.run(["cat", str(part / "by-offset" / "0")], capture_output=True,
+                             timeout=120)
     assert missing.returncode == 1 and b"No such file" in missing.stderr
     lines = sh("cat values", part).out.splitlines()
     assert lines[0] == f"c-{start - 110}" + "x" * 1000 and lines[-1] == "c-2999" + "x" * 1000
@@ -287,7 +289,9 @@ def test_a_broker_killed_mid_write_under_a_live_mount(kafka_broker, mount):
             acked.append(int(msg.value().split(b"-")[1]))
 
     i = 0
+    deadline = Deadline(DEADLINE_S, "5000 acknowledged records")
     while len(acked) < 5000:
+        deadline.check(f"{len(acked)} so far")
         p.produce("events", value=b"event-%d-" % i + b"y" * 200, on_delivery=delivered)
         p.poll(0)
         i += 1
@@ -318,14 +322,14 @@ def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
     p = producer(broker)
     for i in range(4000):
         p.produce("latest", key=b"key-%d" % (i % 20), value=b"v-%d-" % i + b"z" * 1000)
-    p.flush(60)
+    flushed(p)
     log_dir = broker.log_dir / "latest-0"
     cleaned = 0
     deadline = time.monotonic() + DEADLINE_S
     while cleaned < 2 or not (broker.log_dir / "cleaner-offset-checkpoint").read_text().count(
             "latest 0"):
-        lines = sh("cat values", part).out.splitlines()
-        offsets = [int(x) for x in sh("ls -U by-offset", part).out.split()]
+        lines = sh("cat values", part, deadline=deadline).out.splitlines()
+        offsets = [int(x) for x in sh("ls -U by-offset", part, deadline=deadline).out.split()]
         assert all(line.startswith("v-") and line.endswith("z" * 1000) for line in lines)
         assert offsets == sorted(offsets)
         if len(offsets) < 4000:  # the cleaner removed records: count the passes seen
@@ -354,14 +358,16 @@ def test_consumer_groups_as_kafka_consumer_groups_describes_them(kafka_broker, m
     p = producer(broker)
     for i in range(300):
         p.produce("orders", value=b"o-%d" % i, partition=i % 2)
-    p.flush(60)
+    flushed(p)
     m = mount(broker.log_dir, "--read-only")
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "billing",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "log_level": 0})
     consumer.assign([TopicPartition("orders", 0, 0), TopicPartition("orders", 1, 0)])
     seen = 0
+    deadline = Deadline(DEADLINE_S, "the consumer's 200 records")
     while seen < 200:
+        deadline.check(f"{seen} so far")
         message = consumer.poll(1.0)
         if message is not None and not message.error():
             seen += 1

@@ -24,7 +24,7 @@ from helpers.kfs import kfs_command, kfs_env
 from helpers.mounts import is_mounted
 from helpers.paths import KAFKA_WRITTEN, REPO
 from helpers.shell import sh
-from helpers.waits import wait_for_exit
+from helpers.waits import wait_for_exit, wait_until
 from kfs.mount.inodes import PARTITION_ENTRIES, WINDOW_ENTRIES
 
 # Tests using the ``mount`` fixture are marked ``fuse`` by conftest; the CLI's own checks are not.
@@ -312,7 +312,8 @@ def test_headers_and_null_values_from_kafka_written_data(mount):
             if v is None:
                 assert name not in xattr_names(rec, m.path)
             else:
-                res = subprocess.run(["getfattr", "--only-values", "-n", name, rec], cwd=m.path, capture_output=True)
+                res = subprocess.run(["getfattr", "--only-values", "-n", name, rec], cwd=m.path,
+                                     capture_output=True, timeout=120)
                 assert res.returncode == 0, res.stderr
                 assert res.stdout == base64.b64decode(v)
     # The tombstone: null value -> empty file, said by an attribute; its key is raw bytes.
@@ -384,8 +385,7 @@ def test_line_spanning_write_calls(mount):
         "    n = os.write(fd, data[pos:pos + sizes[i % len(sizes)]]); pos += n; i += 1\n"
         "os.close(fd)\n"
     )
-    res = subprocess.run(["bash", "-c", f'{sys.executable} -c "$W" orders-0/append'], cwd=m.path,
-                         env={**os.environ, "W": writer}, capture_output=True, timeout=120)
+    res = sh(f'{sys.executable} -c "$W" orders-0/append', m.path, env={"W": writer}, check=False)
     assert res.returncode == 0, res.stderr
     base = len(expected)
     assert log_end("orders-0", m.path) == base + 500
@@ -758,11 +758,7 @@ def test_foreground_mount_ends_cleanly_on_signal(tmp_path, signum):
     proc = subprocess.Popen(kfs_command("mount", "-f", str(backing), str(mnt)), cwd=REPO, env=kfs_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while not is_mounted(mnt):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "foreground mount never appeared"
-            time.sleep(0.05)
+        wait_until(lambda: is_mounted(mnt), "the foreground mount to appear", timeout=60, proc=proc)
         sh("mkdir orders-0 && echo x >> orders-0/append && cat orders-0/by-offset/0", mnt)
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)
@@ -772,9 +768,9 @@ def test_foreground_mount_ends_cleanly_on_signal(tmp_path, signum):
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=30)
         if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True, timeout=30)
 
 
 def test_retention_runs_in_the_mount_and_deleted_offsets_read_enoent(mount, tmp_path):
@@ -794,10 +790,9 @@ def test_retention_runs_in_the_mount_and_deleted_offsets_read_enoent(mount, tmp_
     assert int(xattr("orders-0", "user.kafka.logStartOffset", m.path)) == 0
     sh(lines.format(10, 49), m.path)
     assert int(xattr("orders-0", "user.kafka.segmentCount", m.path)) > 2
-    deadline = time.monotonic() + 300  # only ends a hung run: retention runs every 200 ms
-    while (start := int(xattr("orders-0", "user.kafka.logStartOffset", m.path))) == 0:
-        assert time.monotonic() < deadline, "retention never ran"
-        time.sleep(0.05)
+    # the deadline only ends a hung run: retention runs every 200 ms
+    start = wait_until(lambda: int(xattr("orders-0", "user.kafka.logStartOffset", m.path)),
+                       "retention to move the log start", timeout=240)
     fails_with("cat orders-0/by-offset/0", m.path, "No such file or directory")
     listed = sorted(int(n) for n in sh("ls orders-0/by-offset", m.path).stdout.split())
     # retention may have run again since: the listing starts at the log start of its time

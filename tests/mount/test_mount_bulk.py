@@ -15,14 +15,14 @@ def test_million_line_append_through_cat(mount, tmp_path):
         for i in range(LINES):
             f.write(json.dumps({"i": i, "pad": "x" * (i % 50)}) + "\n")
     m = mount()
-    subprocess.run(["mkdir", m.path / "orders-0"], check=True)
-    subprocess.run(f"cat {big} >> {m.path}/orders-0/append", shell=True, check=True)
+    subprocess.run(["mkdir", m.path / "orders-0"], check=True, timeout=30)
+    subprocess.run(f"cat {big} >> {m.path}/orders-0/append", shell=True, check=True, timeout=240)
     end = subprocess.run(["getfattr", "--only-values", "-n", "user.kafka.logEndOffset",
-                          m.path / "orders-0"], capture_output=True, check=True).stdout
+                          m.path / "orders-0"], capture_output=True, check=True, timeout=120).stdout
     assert int(end) == LINES
     for offset in (0, 1, 4095, 123_457, LINES - 1):
         value = subprocess.run(["cat", m.path / "orders-0" / "by-offset" / str(offset)],
-                               capture_output=True, check=True).stdout
+                               capture_output=True, check=True, timeout=120).stdout
         assert json.loads(value)["i"] == offset
     mount.unmount(m)
 

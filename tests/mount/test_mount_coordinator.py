@@ -105,7 +105,8 @@ def test_groups_and_transactions_views(backing, mount):
                                                    state["transactionTimeoutMs"])
     for missing in ("consumer-groups/no-such-group", "transactions/nobody",
                     f"consumer-groups/{group}/nope-0"):
-        assert subprocess.run(["cat", str(mnt / missing)], capture_output=True).returncode != 0
+        assert subprocess.run(["cat", str(mnt / missing)], capture_output=True,
+                              timeout=120).returncode != 0
 
 
 def offset_commit(group: str, topic: str, partition: int, offset: int | None) -> bytes:

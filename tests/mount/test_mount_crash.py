@@ -14,33 +14,29 @@ import random
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 from helpers.append_writer import acknowledged, line_for
 from helpers.kfs import kfs_command, kfs_env
 from helpers.mounts import is_mounted
 from helpers.paths import REPO
 from helpers.shell import sh
-from helpers.waits import wait_for_exit
+from helpers.waits import Lines, wait_for_exit
 
 from storage import LogManager
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from storage.records import iter_batches
 
-def wait_for_line(path: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.read_text().startswith("ready"):
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, "the writer never became ready"
-        time.sleep(0.01)
+# The writer the kill -9 trials run, its lines and its acknowledgements: helpers/append_writer.py.
+MAX_ACKS = 40  # a trial kills after 1..MAX_ACKS acknowledged writes (as benchmarks/crash_trials.py)
+HANG_S = 120  # ends a hung wait only: the writer reports at its own pace
 
 
 def kill9(m) -> None:
     """kill -9 the serving process and detach its dead mount."""
     os.kill(m.pid, signal.SIGKILL)
     assert wait_for_exit(m.pid, 10)
-    subprocess.run(["fusermount3", "-u", "-z", str(m.path)], check=True, capture_output=True)
+    subprocess.run(["fusermount3", "-u", "-z", str(m.path)], check=True, capture_output=True,
+                   timeout=30)
     assert not is_mounted(m.path)
 
 
@@ -54,28 +50,27 @@ def test_kill9_of_the_mount_keeps_every_acknowledged_line(mount, tmp_path):
     rng = random.Random(7)
     leo = 0
     for trial in range(12):
-        out_path = tmp_path / f"writer{trial}.out"
-        with open(out_path, "w") as out:
-            writer = subprocess.Popen(
-                [sys.executable, "-m", "helpers.append_writer", str(m.path / "orders-0" / "append"),
-                 str(leo), str(trial)],
-                stdout=out, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        writer = subprocess.Popen(
+            [sys.executable, "-m", "helpers.append_writer", str(m.path / "orders-0" / "append"),
+             str(leo), str(trial)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        out = Lines(writer.stdout, f"the writer of trial {trial}", writer)
         try:
-            wait_for_line(out_path, writer)
-            deadline = time.monotonic() + 30  # one write through first, even on a loaded machine
-            while acknowledged(out_path.read_text()) < leo:
-                assert writer.poll() is None, writer.stderr.read().decode()
-                assert time.monotonic() < deadline, "no write of the writer ever returned"
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0.0, 0.5))
+            # "ready", then the kill once the writer reported the chosen number of acknowledged
+            # writes (however slow the machine is): it lands in what the writer does next
+            out.wait_for(1 + rng.randint(1, MAX_ACKS), timeout=HANG_S)
+            assert out.lines[0] == b"ready\n", out.lines[0]
             assert writer.poll() is None, writer.stderr.read().decode()
             kill9(m)
-            writer.wait(timeout=30)  # its next write fails: the connection is gone
+            text = out.rest(timeout=30).decode()  # its next write fails: the connection is gone
+            writer.wait(timeout=30)
         finally:
             if writer.poll() is None:
                 writer.kill()
-                writer.wait()
-        acked = acknowledged(out_path.read_text())
+                writer.wait(timeout=30)
+            writer.stdout.close()
+            writer.stderr.close()
+        acked = acknowledged(text)
         assert acked >= leo, "the writer got at least one write through"
         assert not (backing / CLEAN_SHUTDOWN_FILE).exists()
 

@@ -53,7 +53,8 @@ def fixtures_mount(tmp_path_factory):
 @needs_fixtures
 @pytest.mark.fuse
 def test_root_lists_the_fixture_partitions(fixtures_mount):
-    listing = subprocess.run(["ls", fixtures_mount], capture_output=True, check=True).stdout.split()
+    listing = subprocess.run(["ls", fixtures_mount], capture_output=True, check=True,
+                             timeout=120).stdout.split()
     assert {name.encode() for name in FIXTURE_NAMES} <= set(listing)
 
 
@@ -129,10 +130,10 @@ def test_read_committed_mount_hides_the_aborted_transaction(tmp_path):
         listed = sorted(int(n) for n in os.listdir(by_offset))
         assert listed == [r["offset"] for r in rows if r["offset"] not in aborted]
         first = min(aborted)
-        cat = subprocess.run(["cat", str(by_offset / str(first))], capture_output=True)
+        cat = subprocess.run(["cat", str(by_offset / str(first))], capture_output=True, timeout=120)
         assert cat.returncode != 0 and b"No such file" in cat.stderr
         lso = subprocess.run(["getfattr", "--only-values", "-n", "user.kafka.lastStableOffset",
-                              str(root / "txn-0")], capture_output=True, check=True).stdout
+                              str(root / "txn-0")], capture_output=True, check=True, timeout=120).stdout
         assert int(lso) == 396
     finally:
         mounter.close_all()

@@ -223,5 +223,5 @@ def test_a_1_gib_line_is_efbig_and_changes_nothing(mounts):
     assert first * len(chunk) <= MAX_MESSAGE_BYTES
     assert snapshot(rw.backing) == before
     end = subprocess.run(["getfattr", "--only-values", "-n", "user.kafka.logEndOffset",
-                          rw.path / PART], capture_output=True, check=True).stdout
+                          rw.path / PART], capture_output=True, check=True, timeout=120).stdout
     assert int(end) == len(VALUES)

@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 from helpers.mounts import Mounter, is_mounted
 from helpers.shell import sh
-from helpers.waits import wait_for_exit
+from helpers.waits import POLL_S, Deadline, Lines, wait_for_exit, wait_until
 from hypothesis import HealthCheck, event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -107,11 +107,14 @@ class FdHolder:
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", FD_HOLDER], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
+        self.replies = Lines(self.proc.stdout, "the descriptor holder", self.proc)
 
     def _call(self, *request):
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
-        out, code = json.loads(self.proc.stdout.readline())
+        reply = self.replies.readline(timeout=HANG_S)
+        assert reply, f"the descriptor holder ended ({self.proc.poll()}) instead of replying"
+        out, code = json.loads(reply)
         if code:
             raise OSError(code, os.strerror(code))
         return out
@@ -712,13 +715,13 @@ class MountModel(RuleBasedStateMachine):
     def retention_by_size(self) -> None:
         """Append to kept-0 until retention.bytes deletes its oldest segment."""
         first = self.observe_start("kept-0")
-        deadline = time.monotonic() + HANG_S
+        deadline = Deadline(HANG_S, "retention.bytes to delete a segment of kept-0")
         while self.observe_start("kept-0") == first:
+            deadline.check()
             if self.xattr("kept-0", "sizeInBytes") < RETENTION_BYTES + 3 * SEGMENT_BYTES:
                 self.printf_lines("kept-0", [b"x" * 50] * 8, False)
             else:  # more than a segment past the limit: the next check deletes one
-                assert time.monotonic() < deadline, "retention.bytes never deleted a segment"
-                time.sleep(0.02)
+                time.sleep(POLL_S)
 
     @precondition(lambda self: "aged-0" in self.parts)
     @rule()
@@ -733,10 +736,8 @@ class MountModel(RuleBasedStateMachine):
         p = self.parts["aged-0"]
         if p.max_start() < p.leo:
             return  # a younger record stops the deletion at its segment
-        deadline = time.monotonic() + HANG_S
-        while self.observe_start("aged-0") < p.leo:
-            assert time.monotonic() < deadline, "retention.ms never deleted the old segments"
-            time.sleep(0.02)
+        wait_until(lambda: self.observe_start("aged-0") >= p.leo,
+                   "retention.ms to delete the old segments of aged-0", timeout=HANG_S)
 
     # ---- restarts
 
@@ -781,7 +782,7 @@ class MountModel(RuleBasedStateMachine):
         os.kill(self.m.pid, signal.SIGKILL)
         assert wait_for_exit(self.m.pid, 30)
         subprocess.run(["fusermount3", "-u", "-z", str(self.m.path)], check=True,
-                       capture_output=True)
+                       capture_output=True, timeout=30)
         self.m.mounted = False
         assert not is_mounted(self.m.path)
         for h in self.handles:

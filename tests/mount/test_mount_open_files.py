@@ -26,7 +26,7 @@ def test_many_segments_read_within_a_small_descriptor_limit(tmp_path, mount, mon
         log.close()
     monkeypatch.setenv("KFS_OPEN_FILES", str(POOL))
     m = mount(backing, "--read-only")
-    subprocess.run(["prlimit", f"--pid={m.pid}", f"--nofile={NOFILE}:{NOFILE}"], check=True)
+    subprocess.run(["prlimit", f"--pid={m.pid}", f"--nofile={NOFILE}:{NOFILE}"], check=True, timeout=30)
     for p in range(30):
         lines = (m.path / f"t-{p}" / "values").read_text().splitlines()
         assert lines == [f"p{p}-s{s}-{i}" for s in range(4) for i in range(3)]

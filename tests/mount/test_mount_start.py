@@ -75,9 +75,9 @@ def test_mount_over_a_stale_kfs_mount_clears_it_and_says_so(mount, tmp_path):
         assert mounts_at(m.path) == []  # one umount was enough
     finally:  # (the fixture unmounts one mount per mountpoint: a stacked one is left to us)
         if len(mounts_at(m.path)) > 1:
-            subprocess.run(["fusermount3", "-u", str(m.path)], capture_output=True)
+            subprocess.run(["fusermount3", "-u", str(m.path)], capture_output=True, timeout=30)
             for _ in range(len(mounts_at(m.path))):
-                subprocess.run(["fusermount3", "-uz", str(m.path)], capture_output=True)
+                subprocess.run(["fusermount3", "-uz", str(m.path)], capture_output=True, timeout=30)
 
 
 def test_mount_refuses_a_live_mount_and_a_non_empty_directory(mount, tmp_path):

@@ -10,16 +10,15 @@ import fcntl
 import json
 import os
 import pty
-import select
 import struct
 import subprocess
 import termios
-import time
 from datetime import datetime, timezone
 
 import pytest
 
 from helpers.shell import sh
+from helpers.waits import Lines, wait_until
 from storage import LogConfig
 from storage.log import Log
 from storage.records import build_batch
@@ -123,30 +122,19 @@ def test_streams_are_read_only(orders):
         assert info.value.errno in (errno.EACCES, errno.EPERM)
 
 
-def readline(proc: subprocess.Popen, timeout: float = 60.0) -> bytes:
-    """The next line ``proc`` prints (waiting on its pipe, not on a clock; the timeout only
-    ends a test that would otherwise hang)."""
-    line = b""
-    while not line.endswith(b"\n"):
-        ready, _, _ = select.select([proc.stdout], [], [], timeout)
-        assert ready, f"no output within {timeout} s"
-        chunk = os.read(proc.stdout.fileno(), 1)
-        assert chunk, "tail ended"
-        line += chunk
-    return line
-
-
 def test_tail_f_follows_appends(orders):
     tail = subprocess.Popen(["tail", "-f", "-n", "1", str(orders / "values")],
                             stdout=subprocess.PIPE)
+    # each line waited for on tail's pipe, not on a clock; the deadline only ends a hung test
+    lines = Lines(tail.stdout, "tail -f", tail)
     try:
-        assert readline(tail) == b"null\n"
+        assert lines.readline(timeout=60) == b"null\n"
         for text in ("first new", "second new"):
             sh(f"echo '{text}' >> append", orders)
-            assert readline(tail) == text.encode() + b"\n"
+            assert lines.readline(timeout=60) == text.encode() + b"\n"
     finally:
         tail.kill()
-        tail.wait()
+        tail.wait(timeout=30)
 
 
 def test_less_follows_appends(orders):
@@ -158,30 +146,17 @@ def test_less_follows_appends(orders):
                             env={**os.environ, "TERM": "xterm", "LESS": "", "LESSOPEN": ""})
     os.close(follower)
     try:
-        screen = ScreenReader(leader)
-        screen.until(b"v2998")
+        # what less writes to its terminal, read until each text appears after the last one
+        # (waiting on the pty, not on a clock; the deadline only ends a hung test)
+        screen = Lines(leader, "less on its terminal")
+        screen.until(b"v2998", timeout=60)
         for text in (b"first-followed", b"second-followed"):
             sh(f"echo {text.decode()} >> append", orders)
-            screen.until(text)
+            screen.until(text, timeout=60)
     finally:
         less.kill()
-        less.wait()
+        less.wait(timeout=30)
         os.close(leader)
-
-
-class ScreenReader:
-    """What a program writes to its terminal, read until a text appears (waiting on the pty,
-    not on a clock; the timeout only ends a test that would otherwise hang)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.seen = fd, b""
-
-    def until(self, text: bytes, timeout: float = 60.0) -> None:
-        while text not in self.seen:
-            ready, _, _ = select.select([self.fd], [], [], timeout)
-            assert ready, f"{text!r} not shown within {timeout} s; last: {self.seen[-300:]!r}"
-            self.seen += os.read(self.fd, 4096)
-        self.seen = self.seen[self.seen.index(text) + len(text):]
 
 
 def test_a_reader_whose_records_retention_removed_gets_eio_not_spliced_lines(tmp_path, mount):
@@ -199,10 +174,9 @@ def test_a_reader_whose_records_retention_removed_gets_eio_not_spliced_lines(tmp
         with open(m.path / "r-0" / "append", "ab", buffering=0) as append:
             # one write, stored in one append: one retention pass then has all it deletes
             append.write(b"".join(b"line-%03d\n" % i for i in range(10, 300)))
-        deadline = time.monotonic() + 60  # the retention check runs every 200 ms
-        while int(os.getxattr(m.path / "r-0", "user.kafka.logStartOffset")) == 0:
-            assert time.monotonic() < deadline, "retention never moved the log start"
-            time.sleep(0.02)
+        # the retention check runs every 200 ms
+        wait_until(lambda: int(os.getxattr(m.path / "r-0", "user.kafka.logStartOffset")),
+                   "retention to move the log start", timeout=60)
         with pytest.raises(OSError) as info:
             f.read(9)
         assert info.value.errno == errno.EIO
@@ -258,13 +232,12 @@ def test_binary_values_with_newlines_are_safe_in_records_jsonl_only(tmp_path, mo
     assert sh("wc -l < records.jsonl", part).out.strip() == "65"
     for offset, value in enumerate(values):
         if offset % 2:
-            got = subprocess.run(
-                ["bash", "-c", f"jq -j 'select(.offset == {offset}) | .payload.base64' "
-                 "records.jsonl | base64 -d"], cwd=part, capture_output=True, check=True).stdout
+            got = sh(f"jq -j 'select(.offset == {offset}) | .payload.base64' "
+                     "records.jsonl | base64 -d", part).stdout
         else:
             got = subprocess.run(["jq", "-j", f"select(.offset == {offset}) | .payload",
                                   "records.jsonl"], cwd=part, capture_output=True,
-                                 check=True).stdout
+                                 check=True, timeout=120).stdout
         assert got == value == (part / "by-offset" / str(offset)).read_bytes(), offset
     # and they copy through jq into another partition's append.jsonl, byte for byte
     sh("mkdir ../copy-0 && jq -c . records.jsonl >> ../copy-0/append.jsonl", part)

@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 
+from helpers.shell import sh
+from helpers.waits import Lines
 from storage.records import build_batch
 
 pytestmark = pytest.mark.fuse
@@ -39,16 +41,16 @@ def test_a_transaction_left_open_is_aborted_and_its_producer_fenced(tmp_path, mo
     m = mount(backing, "--isolation-level", "read_committed")
     part = m.path / "orders-0"
     write(part / "append-batches", txn_batch([b"never committed"], 0))
-    subprocess.run(["bash", "-c", "echo after >> append"], cwd=part, check=True)
+    sh("echo after >> append", part)
     # read_committed shows nothing past the open transaction until the mount aborts it
     assert cat(part / "values") == ""
     tail = subprocess.Popen(["tail", "-f", "-n", "+1", str(part / "values")],
                             stdout=subprocess.PIPE)
-    try:
-        assert tail.stdout.readline() == b"after\n"
+    try:  # the abort comes on the mount's own schedule: waited for on tail's pipe
+        assert Lines(tail.stdout, "tail -f", tail).readline() == b"after\n"
     finally:
         tail.kill()
-        tail.wait()
+        tail.wait(timeout=30)
     with pytest.raises(OSError) as info:
         write(part / "append-batches", txn_batch([b"zombie"], 1))  # the old epoch: fenced
     assert info.value.errno == errno.EINVAL
@@ -58,7 +60,7 @@ def test_a_transaction_left_open_is_aborted_and_its_producer_fenced(tmp_path, mo
 
 def test_a_retried_batch_is_stored_once(tmp_path, mount):
     part = mount().path
-    subprocess.run(["mkdir", "orders-0"], cwd=part, check=True)
+    subprocess.run(["mkdir", "orders-0"], cwd=part, check=True, timeout=60)
     part = part / "orders-0"
     batch = build_batch(0, [b"a", b"b"], producer_id=PID, producer_epoch=0, base_sequence=0)
     write(part / "append-batches", batch)

@@ -34,7 +34,7 @@ def test_umount_waits_for_the_close_and_mount_waits_for_a_closing_process(tmp_pa
 
     second = mount(data, mountpoint=first.path)  # at once: nothing holds the directory
     pids = daemon_pids(second.path)
-    assert subprocess.run(["fusermount3", "-u", str(second.path)]).returncode == 0
+    assert subprocess.run(["fusermount3", "-u", str(second.path)], timeout=30).returncode == 0
     second.mounted = False
     third = mount(data, mountpoint=first.path)  # the old process may still be closing
     assert (third.path / "t7-0" / "values").read_bytes() == b"x\n"

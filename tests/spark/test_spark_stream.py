@@ -11,6 +11,7 @@ require_modules("pyspark", "pyarrow")
 from kfs.spark.options import parse_options  # noqa: E402
 from kfs.spark.source import KfsStreamReader, _rate_limit  # noqa: E402
 from kfs.spark.reader import spark_schema  # noqa: E402
+from helpers.waits import DEADLINE_S, within  # noqa: E402
 from storage import LogManager  # noqa: E402
 
 
@@ -74,10 +75,10 @@ def test_micro_batches_see_new_appends(spark, tmp_path):
              .option("maxOffsetsPerTrigger", "2").load()
              .selectExpr("cast(value as string) as value", "offset")
              .writeStream.format("memory").queryName("orders_stream").start())
-    try:
-        query.processAllAvailable()
+    try:  # (processAllAvailable takes no timeout: bounded by within(), query.stop() ends it)
+        within(DEADLINE_S, "the stream's first micro-batches", query.processAllAvailable)
         log.append([b"third", b"fourth", b"fifth"])
-        query.processAllAvailable()
+        within(DEADLINE_S, "the micro-batches of the new appends", query.processAllAvailable)
         rows = spark.sql("select value, offset from orders_stream order by offset").collect()
         assert [(r.value, r.offset) for r in rows] == [
             ("first", 0), ("second", 1), ("third", 2), ("fourth", 3), ("fifth", 4)]

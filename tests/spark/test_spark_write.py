@@ -9,6 +9,8 @@ require_modules("pyspark", "pyarrow")
 from kafka.partitioner.default import murmur2 as oracle_murmur2  # noqa: E402
 
 from kfs.spark.partitioner import StickyPartitioner, murmur2, partition_for_key  # noqa: E402
+from helpers.shell import sh  # noqa: E402
+from helpers.waits import Lines  # noqa: E402
 from storage import LogManager  # noqa: E402
 from storage.records.control import ControlRecordType, end_transaction_marker  # noqa: E402
 
@@ -147,8 +149,6 @@ def test_bad_columns_raise_and_write_nothing(spark, tmp_path, ddl, message):
 def test_tail_f_follows_a_spark_write_through_the_mount(spark, mount, tmp_path):
     """``tail -f values`` shows what a Spark write hands to ``append-batches`` (read_committed:
     once the driver commits), then goes on following shell appends."""
-    import os
-    import select
     import subprocess
 
     backing = tmp_path / "backing"
@@ -156,16 +156,15 @@ def test_tail_f_follows_a_spark_write_through_the_mount(spark, mount, tmp_path):
     m = mount(backing, "--isolation-level", "read_committed")
     tail = subprocess.Popen(["tail", "-f", "-n", "+1", str(m.path / "events-0" / "values")],
                             stdout=subprocess.PIPE)
+    printed = Lines(tail.stdout, "tail -f", tail)
+    seen = 0
 
     def lines(n):
-        out = b""
-        while out.count(b"\n") < n:
-            ready, _, _ = select.select([tail.stdout], [], [], 120)
-            assert ready, f"tail printed {out!r} only"
-            chunk = os.read(tail.stdout.fileno(), 65536)
-            assert chunk, "tail ended"
-            out += chunk
-        return out.decode().splitlines()
+        """The lines tail printed since the last call, once there are ``n`` more."""
+        nonlocal seen
+        printed.wait_for(seen + n, timeout=120)
+        new, seen = printed.lines[seen:], len(printed.lines)
+        return b"".join(new).decode().splitlines()
 
     try:
         df = spark.createDataFrame([(f"k{i}", f"spark-{i}") for i in range(100)],
@@ -173,28 +172,24 @@ def test_tail_f_follows_a_spark_write_through_the_mount(spark, mount, tmp_path):
         df.repartition(2).write.format("kfs").option("path", str(backing)).option(
             "topic", "events").mode("append").save()
         assert sorted(lines(100)) == sorted(f"spark-{i}" for i in range(100))
-        subprocess.run(["bash", "-c", "echo shell-after >> events-0/append"], cwd=m.path,
-                       check=True)
+        sh("echo shell-after >> events-0/append", m.path)
         assert lines(1) == ["shell-after"]
     finally:
         tail.kill()
-        tail.wait()
+        tail.wait(timeout=30)
 
 
 def test_write_beside_a_running_mount_goes_through_it(spark, mount, tmp_path):
     """The mount holds the .lock (one writer): tasks hand their batches to its append-batches
     files, so mount appends and Spark writes interleave without torn or duplicated offsets."""
-    import subprocess
-
     backing = tmp_path / "backing"
     new_topic(backing, "orders", 2)
     m = mount(backing)
-    subprocess.run(["bash", "-c", "seq 1 50 | sed 's/^/shell-/' >> orders-0/append"],
-                   cwd=m.path, check=True)
+    sh("seq 1 50 | sed 's/^/shell-/' >> orders-0/append", m.path)
     df = spark.createDataFrame([(f"k{i}", f"spark-{i}") for i in range(200)], "key string, value string")
     df.repartition(2).write.format("kfs").option("path", str(backing)).option(
         "topic", "orders").mode("append").save()
-    subprocess.run(["bash", "-c", "echo shell-last >> orders-0/append"], cwd=m.path, check=True)
+    sh("echo shell-last >> orders-0/append", m.path)
     values = []
     for p in range(2):
         names = sorted(int(n.name) for n in (m.path / f"orders-{p}" / "by-offset").iterdir())

@@ -17,9 +17,19 @@ import os
 import subprocess
 
 import pytest
-from helpers.damage import FIRST, LAST, batches, copy_partitions, digests, expected, flip_bit, lie_about_length
+from helpers.damage import (
+    FIRST,
+    LAST,
+    batches,
+    copy_partitions,
+    digests,
+    expected,
+    flip_bit,
+    lie_about_length,
+)
 from helpers.kfs import kfs_command, kfs_env, kfs_verify
 from helpers.paths import REPO
+from helpers.waits import Lines
 
 from storage import LogManager
 from storage.errors import DamagedLogError
@@ -237,29 +247,16 @@ def test_a_partition_whose_cut_cannot_be_kept_is_left_alone_and_served(tmp_path)
 def run_on_a_terminal(args, answer):
     """``kfs *args`` with a pty as stdin and stdout: ``answer`` is typed once it asks."""
     import pty
-    import select
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(kfs_command(*map(str, args)), cwd=REPO, env=kfs_env(), stdin=slave,
                             stdout=slave, stderr=subprocess.PIPE)
     os.close(slave)
-    out = b""
+    terminal = Lines(master, "kfs on its terminal", proc)  # (EIO once the child closed it)
     try:
-        while b"repair now? [y/N] " not in out:
-            ready, _, _ = select.select([master], [], [], 120)
-            assert ready, out
-            out += os.read(master, 65536)
+        terminal.until(b"repair now? [y/N] ", timeout=120)
         os.write(master, answer + b"\n")
-        while True:
-            ready, _, _ = select.select([master], [], [], 120)
-            assert ready, out
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
+        out = terminal.rest(timeout=120)
     finally:
         os.close(master)
         proc.wait(timeout=120)

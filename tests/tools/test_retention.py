@@ -153,7 +153,7 @@ def kfs_retention(backing, *args):
     repo = str(REPO)
     return subprocess.run([sys.executable, "-m", "kfs", "retention", str(backing), *args],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONPATH": repo})
+                          env={**os.environ, "PYTHONPATH": repo}, timeout=120)
 
 
 def test_cli_retention_plans_first_and_deletes_with_yes(tmp_path):

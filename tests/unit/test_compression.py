@@ -417,7 +417,7 @@ def test_a_declared_size_is_never_allocated(name):
         "    sys.exit('MemoryError' in str(e))\n"
         "sys.exit(2)\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
 
 
