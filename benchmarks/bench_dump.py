@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/bench_dump.py [--size 1G] [--rounds 3] [--dir DIR] [--keep]
 
-The segments: a Kafka 4.1.1 broker (``tests/kafka_broker.py``, on loopback) takes records
+The segments: a Kafka 4.1.1 broker (``tests/helpers/kafka.py``, on loopback) takes records
 through confluent_kafka until its partition's ``.log`` files hold ``--size`` bytes (1 GiB by
 default; ``200M`` for a quick run), from one producer per codec (none, gzip, snappy, lz4, zstd),
 each writing a fifth: keyed records, values of 60-700 bytes of JSON-like text (about half of
@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-import kafka_broker  # noqa: E402  (tests/)
+from helpers import kafka as kafka_broker  # noqa: E402  (tests/helpers/kafka.py)
 
 TOPIC = "dump-bench"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -1,5 +1,5 @@
 """kfs against a real Kafka broker (4.1.1's jars in ``.cache/kafka/lib``, started on loopback by
-``tests/kafka_broker.py``) as the peer: the same data, the same work, medians of interleaved
+``tests/helpers/kafka.py``) as the peer: the same data, the same work, medians of interleaved
 rounds, ratios printed. One sub-command per figure:
 
 * ``spark``: Spark's own Kafka source (``spark.read.format("kafka")``, the
@@ -65,7 +65,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
-import kafka_broker  # noqa: E402  (tests/)
+from helpers import kafka as kafka_broker  # noqa: E402  (tests/helpers/kafka.py)
 from bench import Mounts, Table, log, med, ratio, spread  # noqa: E402
 
 # kafka-server-start.sh's defaults (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS): a fair peer,

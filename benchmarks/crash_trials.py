@@ -1,4 +1,4 @@
-"""Crash trials at scale: the kill -9 loop of tests/test_mount_crash.py (CI runs 12 trials of it)
+"""Crash trials at scale: the kill -9 loop of tests/mount/test_mount_crash.py (CI runs 12 trials of it)
 run N times against one backing directory.
 
 Each trial mounts the directory (after the first, that is recovery without the clean-shutdown
@@ -33,10 +33,10 @@ TESTS = ROOT / "tests"
 sys.path[:0] = [str(ROOT), str(TESTS)]
 
 from kfs.mount.mount_table import alive, serving_processes  # noqa: E402
-from test_mount_crash import acknowledged, line_for  # noqa: E402
+from helpers.append_writer import acknowledged, line_for  # noqa: E402
 
 TOPIC_PROPERTIES = "segment.bytes=20000\nindex.interval.bytes=500\n"  # as the test: many segments
-WRITER = "import sys, test_mount_crash as t; t.writer_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))"
+WRITER = "import sys, helpers.append_writer as t; t.writer_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))"
 MAX_ACKS = 40  # a trial kills after 1..MAX_ACKS acknowledged writes
 SAMPLE = 5  # older records read back per trial
 HANG_S = 300  # ends a hung wait only

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The model-based test of the mount (tests/test_mount_model.py) for as long as asked:
+# The model-based test of the mount (tests/mount/test_mount_model.py) for as long as asked:
 #   scripts/model-soak.sh [MINUTES]      (default 10)
 #
 # Runs it again and again, KFS_MODEL_EXAMPLES examples per run (default 20; KFS_MODEL_STEPS
 # steps each, default 30), each run with a fresh random seed, until MINUTES have passed (the
 # run under way then finishes). Stops at the first failure: hypothesis keeps the failing example
-# in .hypothesis/, so the next plain `pytest tests/test_mount_model.py` replays it first. Logs in
+# in .hypothesis/, so the next plain `pytest tests/mount/test_mount_model.py` replays it first. Logs in
 # build/model-soak/. Exits 1 on a failure.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,7 +23,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
   log="$logs/run-$runs.log"
   start=$(date +%s)
   # --timeout=0: a run takes longer than the suite's per-test limit
-  if ! KFS_MODEL_EXAMPLES="$examples" .venv/bin/python -m pytest tests/test_mount_model.py -q \
+  if ! KFS_MODEL_EXAMPLES="$examples" .venv/bin/python -m pytest tests/mount/test_mount_model.py -q \
       --timeout=0 -p no:cacheprovider --hypothesis-show-statistics >"$log" 2>&1; then
     tail -n 80 "$log"
     echo "model-soak: run $runs FAILED after $(( ($(date +%s) - began) / 60 )) min (log: $log)" >&2

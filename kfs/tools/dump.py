@@ -7,7 +7,7 @@ per batch, and one ``| offset: ...`` line per record with ``deep_iteration``/``p
 stderr after all files, in Kafka's words), ``.snapshot`` and ``.txnindex``. Nothing is written
 to any file.
 
-The text is Kafka 4.1.1's, line for line (tests/test_kafka_dump_log.py runs both tools on a
+The text is Kafka 4.1.1's, line for line (tests/kafka/test_kafka_dump_log.py runs both tools on a
 real broker's segments): v0/v1 entries in their own lines, KRaft control records (LeaderChange,
 SnapshotHeader/Footer, KRaftVersion, KRaftVoters) as the JSON of their values, keys and values
 made text as Java's ``new String(bytes, UTF_8)`` makes it (malformed bytes replaced its way),

@@ -1,7 +1,7 @@
 """Fuzz target: one record batch (any magic) decoded every way the codec offers
 (tests/fuzz/common.py says what is checked), plus ``encode_lines`` over the same bytes.
 
-Run by scripts/fuzz.sh and tests/test_fuzz.py: ``python tests/fuzz/fuzz_batch.py [libFuzzer
+Run by scripts/fuzz.sh and tests/fuzz/test_fuzz.py: ``python tests/fuzz/fuzz_batch.py [libFuzzer
 flags] CORPUS_DIR...``.
 """
 

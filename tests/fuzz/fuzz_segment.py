@@ -2,7 +2,7 @@
 entries), each batch decoded as Record tuples and into Arrow columns (tests/fuzz/common.py says
 what is checked).
 
-Run by scripts/fuzz.sh and tests/test_fuzz.py: ``python tests/fuzz/fuzz_segment.py [libFuzzer
+Run by scripts/fuzz.sh and tests/fuzz/test_fuzz.py: ``python tests/fuzz/fuzz_segment.py [libFuzzer
 flags] CORPUS_DIR...``.
 """
 

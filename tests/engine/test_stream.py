@@ -1,0 +1,173 @@
+"""``kfs.mount.text_stream.LogStream``: a partition as one byte stream, checked against the text
+rendered record by record from ``Log.record_lists`` (the record path), on logs of many
+segments and chunks, with transactions, as the log grows and as retention removes segments,
+and on the Kafka-written fixtures."""
+
+import json
+import random
+
+import pytest
+
+from helpers.paths import KAFKA_WRITTEN
+from helpers.records import json_bytes
+from storage import LogConfig, LogManager
+from storage.log import Log
+from storage.records import build_batch
+from storage.records.control import ControlRecordType, build_control_batch
+from storage.records.record import TimestampType
+from kfs.mount.text_stream import LogStream
+from kfs.record_format import StreamFormat
+
+
+def naive(log, fmt: StreamFormat, start: int, read_committed: bool) -> bytes:
+    out = []
+    for records in log.record_lists(start, read_committed=read_committed, cache=False):
+        for r in records:
+            if fmt is StreamFormat.VALUES:
+                out.append((b"null" if r.value is None else bytes(r.value)) + b"\n")
+                continue
+            if fmt is StreamFormat.KEYED:  # console-consumer's print.key=true
+                out.append(b"\t".join(b"null" if b is None else bytes(b) for b in (r.key, r.value))
+                           + b"\n")
+                continue
+            obj = {"topic": log.topic, "partition": log.partition, "offset": r.offset}
+            if r.timestamp_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
+                obj["tstype"] = "create" if r.timestamp_type == TimestampType.CREATE_TIME \
+                    else "logappend"
+                obj["ts"] = r.timestamp
+            obj["headers"] = [x for k, v in r.headers for x in (k, json_bytes(v))]
+            obj["key"], obj["payload"] = json_bytes(r.key), json_bytes(r.value)
+            out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+                       .encode("utf-8", "surrogatepass") + b"\n")
+    return b"".join(out)
+
+
+def check(log, stream: LogStream, starts, rng: random.Random) -> None:
+    stream.refresh()
+    assert stream.is_current()
+    for start in starts:
+        want = naive(log, stream.format, max(start, log.log_start_offset),
+                     stream.read_committed)
+        assert stream.size(start) == len(want), start
+        assert stream.read(start, 0, len(want) + 10) == want
+        for _ in range(20):  # reads at any position, of any size (as cat, tail and less make)
+            pos, size = rng.randrange(len(want) + 2), rng.choice([1, 17, 4096, 131072])
+            assert stream.read(start, pos, size) == want[pos:pos + size], (start, pos, size)
+
+
+def txn_log(path, **config) -> Log:
+    path.mkdir()
+    log = Log(path, "t", 0, LogConfig(**config))
+    for i in range(60):
+        log.append_as_leader(build_batch(0, [b"plain-%d-%d" % (i, j) if j % 5 else None
+                                             for j in range(9)], [b"k\x00\xff"] * 9))
+        log.append_as_leader(build_batch(0, [b"txn-%d" % i, b'"q\\\n'], producer_id=100 + i,
+                                         producer_epoch=0, base_sequence=0,
+                                         is_transactional=True,
+                                         headers=[[("h", b"v")], [("\u00e9", None)]]))
+        marker = ControlRecordType.ABORT if i % 3 else ControlRecordType.COMMIT
+        log.append_as_leader(build_control_batch(0, 100 + i, 0, marker))
+    return log
+
+
+@pytest.mark.parametrize("fmt", list(StreamFormat))
+@pytest.mark.parametrize("read_committed", [False, True])
+def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, read_committed):
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)  # many chunks per segment
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
+    assert log.segment_count > 5
+    stream, rng = LogStream(log, fmt, read_committed), random.Random(1)
+    check(log, stream, [0, 1, 13, 250, log.log_end_offset - 1, log.log_end_offset], rng)
+    # growing: only the new batches are indexed, and the sizes follow
+    log.append([b"new-%d" % i for i in range(30)])
+    log.append_as_leader(build_batch(0, [b"open"], producer_id=999, producer_epoch=0,
+                                     base_sequence=0, is_transactional=True))
+    assert not stream.is_current()
+    check(log, stream, [0, 400, log.log_end_offset - 3], rng)
+    # retention moves the log start: the whole-log stream starts at it
+    deleted = log._delete_segments(log.log_segments()[:2])
+    assert deleted == 2
+    check(log, stream, [0, log.log_start_offset + 1], rng)
+    log.close()
+
+
+@pytest.mark.needs_fixture("kafka-written")
+@pytest.mark.parametrize("name", ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"])
+@pytest.mark.parametrize("fmt", list(StreamFormat))
+def test_stream_of_kafka_written_logs(name, fmt):
+    manager = LogManager(KAFKA_WRITTEN, read_only=True)
+    try:
+        log = manager.get(name)
+        for read_committed in (False, True):
+            stream = LogStream(log, fmt, read_committed)
+            check(log, stream, [0, log.log_end_offset // 3], random.Random(name))
+    finally:
+        manager.close()
+
+
+def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    monkeypatch.setattr("kfs.mount.text_stream.RENDERED_CHUNKS_KEPT", 1)
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
+    stream = LogStream(log, StreamFormat.VALUES)
+    stream.refresh()
+    want = naive(log, StreamFormat.VALUES, 0, False)
+    with pytest.raises(BlockingIOError):
+        stream.read(0, 0, 10, nowait=True)  # the first chunk was rendered, then evicted
+    assert stream.read(0, 0, 10) == want[:10]
+    assert stream.read(0, 3, 10, nowait=True) == want[3:13]  # now it is kept
+    log.close()
+
+
+def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch):
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    monkeypatch.setattr("kfs.mount.text_stream.RENDERED_CHUNKS_KEPT", 2)
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
+    stream = LogStream(log, StreamFormat.VALUES)
+    stream.refresh()
+    want = naive(log, StreamFormat.VALUES, 0, False)
+    position = 0
+    while position < len(want):  # a sequential reader that reads ahead never waits
+        piece = bytes(stream.read(0, position, 8, nowait=position > 0))  # < any chunk's text
+        assert piece == want[position:position + 8]
+        position += len(piece)
+        if stream.wants_read_ahead(0, position - 1):  # after the chunk of the last byte read
+            stream.read_ahead(0, position - 1)
+            assert not stream.wants_read_ahead(0, position - 1)
+    assert not stream.wants_read_ahead(0, len(want) - 1)  # nothing after the last chunk
+    log.close()
+
+
+def test_keyed_lines_take_the_separator_and_print_null(tmp_path):
+    """``keyed-values``: key, separator, value, newline per record; ``null`` for a null key or
+    value (kafka-console-consumer --property print.key=true), any separator."""
+    (tmp_path / "k-0").mkdir()
+    log = Log(tmp_path / "k-0", "k", 0, LogConfig())
+    log.append([b"a", None, b"c\nd", b""], [b"k1", b"k2", None, b"\xff"])
+    stream = LogStream(log, StreamFormat.KEYED, key_separator=b" => ")
+    stream.refresh()
+    want = b"k1 => a\nk2 => null\nnull => c\nd\n\xff => \n"
+    assert stream.size(0) == len(want) and stream.read(0, 0, 100) == want
+    assert stream.read(2, 0, 100) == b"null => c\nd\n\xff => \n"
+    log.close()
+
+
+@pytest.mark.needs_fixture("internal-topics/__consumer_offsets-7")
+def test_keyed_lines_of_a_coordinator_topic_are_its_decoded_key_and_value():
+    from helpers.paths import INTERNAL_TOPICS
+    from storage.coordinator.records import decoded_line
+
+    manager = LogManager(INTERNAL_TOPICS, read_only=True)
+    try:
+        log = manager.get("__consumer_offsets-7")
+        stream = LogStream(log, StreamFormat.KEYED)
+        stream.refresh()
+        lines = bytes(stream.read(0, 0, stream.size(0))).splitlines()
+        records = [r for rs in log.record_lists(0) for r in rs]
+        assert len(lines) == len(records) > 0
+        for line, r in zip(lines, records):
+            key, value = line.split(b"\t")
+            whole = json.loads(decoded_line(log.topic, r.key, r.value, r.offset))
+            assert (json.loads(key), json.loads(value)) == (whole["key"], whole["value"])
+    finally:
+        manager.close()

@@ -1,0 +1,261 @@
+"""Kafka itself as the tests' peer: a single-node KRaft broker (combined broker and controller)
+of the pinned release's jars (``scripts/kafka/pom.xml``, fetched into ``.cache/kafka/lib`` by
+``scripts/setup.sh test``), and Kafka's own command-line tools run from the same jars.
+
+A broker listens on free loopback ports and keeps its ``log.dirs`` where the test says (under
+``tmp_path``); the ``kafka_broker`` fixture (conftest) always stops it in teardown. Its JVM
+heap is 512 MiB at most. Nothing here is used by kfs itself; the benchmarks use the broker as
+their peer (benchmarks/bench_kafka_peer.py, bench_dump.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from .paths import REPO
+from .waits import DEADLINE_S, wait_until
+
+KAFKA_LIB = REPO / ".cache" / "kafka" / "lib"
+LOG4J_CONFIG = REPO / "scripts" / "kafka" / "log4j2.properties"
+JAVA_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-Djava.awt.headless=true"]
+START_TIMEOUT_S = 180.0  # a loaded 2-core machine takes tens of seconds to start a JVM broker
+
+
+def kafka_missing() -> str | None:
+    """Why Kafka's jars cannot be run here, or None."""
+    if not any(KAFKA_LIB.glob("kafka_2.13-*.jar")):
+        return f"Kafka's jars are not in {KAFKA_LIB} (run scripts/setup.sh test)"
+    if subprocess.run(["java", "-version"], capture_output=True, timeout=120).returncode != 0:
+        return "no java on the PATH"
+    return None
+
+
+def classpath() -> str:
+    return f"{KAFKA_LIB}/*"
+
+
+def run_tool(main_class: str, *args: str, timeout: float = 300, check: bool = True,
+             **kwargs) -> subprocess.CompletedProcess:
+    """Run one of Kafka's command-line tools (its main class, e.g.
+    ``org.apache.kafka.tools.DumpLogSegments`` for kafka-dump-log) from the pinned jars."""
+    cmd = ["java", *JAVA_OPTS, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+           "-Dkafka.logs.dir=/tmp", "-cp", classpath(), main_class, *args]
+    return subprocess.run(cmd, capture_output=True, timeout=timeout, check=check, **kwargs)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KafkaBroker:
+    """One broker+controller process over ``log_dir``; ``work_dir`` holds its config, its
+    metadata log (``__cluster_metadata-0`` lives in ``log_dir`` as a broker keeps it) and its
+    own log (``server.log``). ``overrides`` are more ``server.properties`` settings.
+
+    ``start()`` formats ``log_dir`` when it has no ``meta.properties`` yet, launches the JVM and
+    returns once the broker answers a metadata request; ``stop()`` shuts it down cleanly (the
+    clean-shutdown marker written), ``kill()`` as ``kill -9`` would.
+    """
+
+    def __init__(self, log_dir: Path, work_dir: Path, overrides: dict[str, str] | None = None,
+                 java_opts: list[str] = JAVA_OPTS, start_timeout_s: float = START_TIMEOUT_S):
+        self.java_opts, self.start_timeout_s = java_opts, start_timeout_s
+        self.log_dir = Path(log_dir)
+        self.work_dir = Path(work_dir)
+        self.overrides = dict(overrides or {})
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.cluster_id = uuid.uuid4().hex[:22]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def server_log(self) -> Path:
+        return self.work_dir / "server.log"
+
+    def _properties(self) -> Path:
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "log.cleaner.threads": "1",
+            "log.cleaner.dedupe.buffer.size": str(16 << 20),
+            "log.initial.task.delay.ms": "0",
+        }
+        settings.update(self.overrides)
+        path = self.work_dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        return path
+
+    def start(self) -> "KafkaBroker":
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        props = self._properties()
+        if not (self.log_dir / "meta.properties").exists():
+            run_tool("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(props),
+                     "--ignore-formatted")
+        env = {**os.environ, "KAFKA_HEAP_OPTS": ""}
+        out = open(self.work_dir / "broker.out", "ab")
+        self.proc = subprocess.Popen(
+            ["java", *self.java_opts, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+             f"-Dkafka.logs.dir={self.work_dir}", "-cp", classpath(), "kafka.Kafka", str(props)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        out.close()
+        self._wait_serving()
+        return self
+
+    def admin(self, **config):
+        """A confluent-kafka AdminClient of this broker (``config``: more client settings)."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0, **config})
+
+    def _wait_serving(self) -> None:
+        # librdkafka's reconnect backoff kept short: its default grows to 10 s, which would
+        # delay seeing the broker up (and be timed as its start by the benchmarks)
+        deadline = time.monotonic() + self.start_timeout_s
+        admin = self.admin(**{"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50})
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the broker exited ({self.proc.returncode}) while starting:\n"
+                                   f"{self.log_tail()}")
+            try:
+                if admin.list_topics(timeout=0.5).brokers:
+                    return
+            except Exception:  # KafkaException while it is not up yet
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the broker did not serve within {self.start_timeout_s} s:\n"
+                                   f"{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = ""
+        for name in ("broker.out", "server.log"):
+            try:
+                text += "".join((self.work_dir / name).read_text(errors="replace")
+                                .splitlines(keepends=True)[-lines:])
+            except OSError:
+                pass
+        return text
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Controlled shutdown (SIGTERM), as ``kafka-server-stop`` does; SIGKILL if it hangs."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    # -- the admin client's few calls the tests need ------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None
+                     ) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+        futures[name].result(60)
+        wait_until(lambda: all((self.log_dir / f"{name}-{p}").is_dir() for p in range(partitions)),
+                   f"topic {name}'s partition directories", timeout=60)
+
+    def topic_id(self, name: str) -> str:
+        """The topic ID the cluster assigned, as ``partition.metadata`` spells it."""
+        path = self.log_dir / f"{name}-0" / "partition.metadata"
+        # written by the broker shortly after the directory
+        wait_until(lambda: "topic_id:" in (path.read_text() if path.exists() else ""),
+                   f"a topic ID in {path}", timeout=60)
+        return path.read_text().split("topic_id:")[1].split()[0]
+
+
+# -- what Kafka's consumer reads, and the same shape of what kfs serves ----------------------
+
+def flushed(producer, what: str = "the produced messages", timeout: float = 60) -> None:
+    """``producer.flush(timeout)`` (confluent-kafka), failing unless every message was delivered
+    within ``timeout`` s (flush returns how many are left instead of raising)."""
+    left = producer.flush(timeout)
+    assert left == 0, f"{left} of {what} not delivered within {timeout:g} s"
+
+
+def consume_all(broker: KafkaBroker, topic: str, partition: int, isolation: str) -> list[tuple]:
+    """Every record Kafka's consumer (confluent-kafka) returns for the partition, read until
+    its position reaches the high watermark: (offset, timestamp, timestamp type, key, value,
+    headers), as :func:`records_of` gives kfs's."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex,
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "log_level": 0, "auto.offset.reset": "earliest"})
+    try:
+        tp = TopicPartition(topic, partition)
+        low, high = wait_until(lambda: _watermarks(consumer, tp), f"{topic}-{partition} led")
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out, deadline = [], time.monotonic() + DEADLINE_S
+        while consumer.position([tp])[0].offset < high:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumer stuck at {consumer.position([tp])} below {high}")
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            ts_type, ts = message.timestamp()
+            out.append((message.offset(), ts, ts_type - 1, message.key(), message.value(),
+                        tuple((k, v) for k, v in message.headers() or ())))
+        return out
+    finally:
+        consumer.close()
+
+
+def _watermarks(consumer, tp) -> tuple[int, int] | None:
+    """The partition's (low, high) watermarks; None while it has no leader yet (just after
+    the broker started)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        return consumer.get_watermark_offsets(tp, timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION,
+                                  KafkaError.LEADER_NOT_AVAILABLE,
+                                  KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return None
+        raise
+
+
+def records_of(log, read_committed: bool) -> list[tuple]:
+    """What a kfs ``Log`` serves from its log start, as :func:`consume_all`'s tuples."""
+    return [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, tuple(r.headers))
+            for batch in log.record_lists(log.log_start_offset, read_committed=read_committed)
+            for r in batch]

@@ -1,0 +1,178 @@
+"""Starting a mount as a new user does (issue 19): ``kfs mount`` over a stale mount (its process
+``kill -9``'d), over a live mount or a non-empty directory; where a background mount's log goes
+when no ``--log-file`` is given; ``scripts/mount.sh`` with options anywhere and its defaults in
+the checkout, run from another directory. Driven from a shell; every mount made here is handed
+to the ``mount`` fixture, which unmounts it in teardown."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.kfs import kfs_env
+from helpers.mounts import Mount, daemon_pids, is_mounted
+from helpers.paths import REPO
+from helpers.waits import wait_for_exit
+
+
+def run(script: str, cwd: Path, state: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """``bash -c script`` with ``$PY -m kfs`` as this checkout's kfs; ``state`` as
+    XDG_STATE_HOME."""
+    full = {**kfs_env(), "PY": sys.executable, **env}
+    if state is not None:
+        full["XDG_STATE_HOME"] = str(state)
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=150)
+
+
+def track(mount, backing: Path, *mountpoints: Path) -> None:
+    """Hand whatever is mounted at ``mountpoints`` to the fixture (unmounted in teardown)."""
+    known = {m.path for m in mount.mounts if m.mounted}
+    for path in mountpoints:
+        if is_mounted(path) and path not in known:
+            pids = daemon_pids(path)
+            mount.mounts.append(Mount(path, backing, path.parent / "none.log",
+                                      pids[0] if pids else None))
+
+
+def mounts_at(path: Path) -> list[str]:
+    """The mountinfo lines of mounts at ``path`` (stacked mounts give several)."""
+    target = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if line.split()[4] == target]
+
+
+def log_name(mountpoint: Path) -> str:
+    """The documented name: the mountpoint's absolute path, ``/`` as ``-``."""
+    return "-".join(p for p in os.path.realpath(mountpoint).split("/") if p) + ".log"
+
+
+# --------------------------------------------------------------------------- stale and live mounts
+
+
+def test_mount_over_a_stale_kfs_mount_clears_it_and_says_so(mount, tmp_path):
+    m = mount()
+    mnt = m.path.name
+    run(f"mkdir {mnt}/orders-0 && echo kept >> {mnt}/orders-0/append", tmp_path)
+    os.kill(m.pid, signal.SIGKILL)
+    assert wait_for_exit(m.pid, 30)
+    dead = run(f"ls {mnt}", tmp_path)
+    assert dead.returncode != 0 and ("Transport endpoint is not connected" in dead.stderr
+                                     or "Software caused connection abort" in dead.stderr)
+    res = run(f'"$PY" -m kfs mount --log-file=again.log data {mnt}', tmp_path)
+    try:
+        assert res.returncode == 0, res.stderr
+        assert res.stderr == (f"kfs: unmounted a stale kfs mount of {m.backing} at {m.path} "
+                              "(its kfs process is gone)\n")
+        assert len(mounts_at(m.path)) == 1  # not stacked on the dead one
+        assert run(f"cat {mnt}/orders-0/by-offset/0", tmp_path).stdout == "kept"
+        done = run(f'"$PY" -m kfs umount {mnt}', tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert mounts_at(m.path) == []  # one umount was enough
+    finally:  # (the fixture unmounts one mount per mountpoint: a stacked one is left to us)
+        if len(mounts_at(m.path)) > 1:
+            subprocess.run(["fusermount3", "-u", str(m.path)], capture_output=True, timeout=30)
+            for _ in range(len(mounts_at(m.path))):
+                subprocess.run(["fusermount3", "-uz", str(m.path)], capture_output=True, timeout=30)
+
+
+def test_mount_refuses_a_live_mount_and_a_non_empty_directory(mount, tmp_path):
+    m = mount()
+    mnt = m.path.name
+    for options in ("", "--read-only", "-f"):
+        res = run(f'"$PY" -m kfs mount {options} data {mnt}', tmp_path)
+        track(mount, m.backing, m.path)
+        assert res.returncode == 1, res.stderr
+        assert res.stderr == (f"kfs: error: mountpoint {m.path} is already a kfs mount of "
+                              f"{m.backing}: unmount it first (kfs umount {m.path})\n")
+        assert len(mounts_at(m.path)) == 1
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / ".notes").write_text("mine")
+    for options in ("", "-f"):
+        res = run(f'"$PY" -m kfs mount {options} data2 full', tmp_path)
+        track(mount, tmp_path / "data2", full)
+        assert res.returncode == 1, res.stderr
+        assert res.stderr == (f"kfs: error: mountpoint {full} is not empty: a mount would hide "
+                              "its files (use an empty directory)\n")
+        assert not is_mounted(full) and (full / ".notes").read_text() == "mine"
+    assert not (tmp_path / "data2").exists()
+
+
+# --------------------------------------------------------------------------- the log's default place
+
+
+def test_a_background_mount_logs_under_xdg_state_home_by_default(mount, tmp_path):
+    state = tmp_path / "state"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "orders.topic.properties").write_text("bogus.key=1\n")
+    (tmp_path / "mnt").mkdir()
+    res = run('"$PY" -m kfs mount data mnt', tmp_path, state)
+    track(mount, tmp_path / "data", tmp_path / "mnt")
+    assert res.returncode == 0 and res.stdout == "" and res.stderr == "", res.stderr
+    assert run("mkdir mnt/orders-0", tmp_path).returncode != 0
+    log = state / "kfs" / log_name(tmp_path / "mnt")
+    assert "unknown topic config 'bogus.key'" in log.read_text()
+    assert run('"$PY" -m kfs umount mnt', tmp_path).returncode == 0
+    # without XDG_STATE_HOME (or with a relative one, which the XDG spec says to ignore)
+    where = ('"$PY" -c "from kfs.mount.daemon import default_log_file as f; '
+             'print(f(\'/home/me/mnt\')); print(f(\'/\'))"')
+    for xdg in ("", "relative/state"):
+        res = run(where, tmp_path, HOME="/home/me", XDG_STATE_HOME=xdg)
+        assert res.stdout.split() == ["/home/me/.local/state/kfs/home-me-mnt.log",
+                                      "/home/me/.local/state/kfs/root.log"], res.stderr
+    text = run('"$PY" -m kfs mount --help', tmp_path).stdout
+    assert "$XDG_STATE_HOME/kfs/" in text and "~/.local/state/kfs/" in text
+
+
+# --------------------------------------------------------------------------- scripts/mount.sh
+
+
+def fake_checkout(tmp_path: Path) -> Path:
+    """A checkout holding this scripts/mount.sh, a setup.sh that has nothing to do and a .venv
+    whose kfs and python run this checkout's kfs (so no package is installed here)."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "mount.sh", root / "scripts" / "mount.sh")
+    (root / "scripts" / "setup.sh").write_text("#!/bin/sh\nexit 0\n")
+    (root / ".venv" / "bin").mkdir(parents=True)
+    for name, module in (("kfs", "-m kfs "), ("python", "")):
+        shim = root / ".venv" / "bin" / name
+        shim.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" {module}"$@"\n')
+    for path in (*(root / "scripts").iterdir(), *(root / ".venv" / "bin").iterdir()):
+        path.chmod(0o755)
+    return root
+
+
+def test_mount_sh_defaults_to_the_checkout_and_takes_options_anywhere(mount, tmp_path):
+    root = fake_checkout(tmp_path)
+    state = tmp_path / "state"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    res = run(f"{root}/scripts/mount.sh --log-level info", elsewhere, state)
+    track(mount, root / "data", root / "mnt", elsewhere / "mnt")
+    assert res.returncode == 0, res.stderr
+    assert list(elsewhere.iterdir()) == []  # nothing made in the current directory
+    assert res.stdout == (f"kfs: {root}/data mounted at {root}/mnt (unmount: fusermount3 -u "
+                          f"{root}/mnt; log: {state}/kfs/{log_name(root / 'mnt')})\n")
+    assert run("mkdir mnt/orders-0 && echo hello >> mnt/orders-0/append", root).returncode == 0
+    assert "INFO kfs: serving" in (state / "kfs" / log_name(root / "mnt")).read_text()
+    assert run('"$PY" -m kfs umount mnt', root).returncode == 0
+
+    # options before, between and after BACKING_DIR and MOUNTPOINT
+    (tmp_path / "ro").mkdir()
+    res = run(f"{root}/scripts/mount.sh --read-only {root}/data --log-file ro.log ro "
+              "--isolation-level read_committed", tmp_path, state)
+    track(mount, root / "data", tmp_path / "ro", tmp_path / "mnt")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == (f"kfs: {root}/data mounted at ro (unmount: fusermount3 -u ro; "
+                          "log: ro.log)\n")
+    assert run("cat ro/orders-0/by-offset/0", tmp_path).stdout == "hello"
+    refused = run("mkdir ro/clicks-0", tmp_path)
+    assert "Read-only file system" in refused.stderr
+    assert (tmp_path / "ro.log").exists()
+    assert run('"$PY" -m kfs umount ro', tmp_path).returncode == 0
