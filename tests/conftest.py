@@ -30,7 +30,7 @@ import pytest
 from helpers.kafka import KafkaBroker, kafka_missing
 from helpers.kfs import kfs_env
 from helpers.mounts import Mounter
-from helpers.needs import fixture_path, require_fuse, unavailable
+from helpers.needs import fixture_path, require_fuse, require_modules, unavailable
 
 
 def pytest_configure(config):
@@ -120,9 +120,8 @@ def small_disk(tmp_path):
 def spark():
     """A local[2] SparkSession with the ``kfs`` format registered, one per test module (a cold
     session takes seconds). Filter pushdown starts off; tests that turn it on re-register.
-    Skips only when pyspark is not importable."""
-    pytest.importorskip("pyspark")
-    pytest.importorskip("pyarrow")
+    Skips only when pyspark is not importable (fails under CI, as require_modules)."""
+    require_modules("pyspark", "pyarrow")
     from pyspark.sql import SparkSession
 
     import kfs.spark
