@@ -78,7 +78,8 @@ from .attrs import XATTR_PREFIX, partition_xattrs, record_xattrs
 from .damage_notes import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes, readable_run
 from .inodes import Kind
 from .streams import StreamHandle, Streams
-from .views import ROOT_NAMES, CoordinatorViews, Entry, is_coordinator_topic
+from .coordinator_tree import DOT_COOKIES, CoordinatorTree, ViewDirHandle, reply_dots
+from .views import CoordinatorViews, is_coordinator_topic
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,6 @@ JSON_LINE_SLACK = 64 << 10
 LIST_CHUNK_MAX = 1024
 LIST_CHUNK_MIN = 16
 LIST_CHUNK_BYTES = 8 << 20
-# readdir cookies 1 and 2 are "." and ".."; a directory's own entries come after them.
-DOT_COOKIES = 2
 
 ENOATTR = pyfuse3.ENOATTR
 # Longest name (bytes), as statfs reports it; the kernel passes FUSE names up to 1024 bytes.
@@ -259,17 +258,6 @@ class _DirHandle:
         self.damaged = False  # by-offset: the listing stepped over damage
 
 
-class _ViewDirHandle:
-    """An open directory of the coordinator views: its listing, taken when reading starts
-    (cookies = index + 1)."""
-
-    __slots__ = ("path", "entries")
-
-    def __init__(self, path: tuple[str, ...]) -> None:
-        self.path = path
-        self.entries: list[tuple[bytes, Entry]] | None = None
-
-
 # --------------------------------------------------------------------------- the file system
 
 
@@ -316,7 +304,9 @@ class KafkaFs(pyfuse3.Operations):
         self._mount_ns = time.time_ns()
         self._streams = Streams(self._read_committed, key_separator)
         self._damage = DamageNotes()
-        self._views = CoordinatorViews(mgr)
+        # /consumer-groups and /transactions: requests for their inodes go there
+        self._coordinator = CoordinatorTree(CoordinatorViews(mgr), self._attr,
+                                            lambda: self._fixed_attr(inodes.Node(Kind.ROOT)))
         self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
         self._followed: dict[int, float] = {}  # pid -> monotonic time of its last catch-up
 
@@ -506,27 +496,11 @@ class KafkaFs(pyfuse3.Operations):
                 raise _fail(errno.ENOENT) from None
         return node
 
-    # ---- coordinator views (kfs.mount.views: /consumer-groups, /transactions)
+    # ---- the coordinator tree (/consumer-groups, /transactions): kfs.mount.coordinator_tree
 
     def _view_path(self, ino: int) -> tuple[str, ...] | None:
-        return None if ino == inodes.ROOT_INO else self._views.path(ino)
-
-    @staticmethod
-    async def _in_views(fn: Callable[..., Any], *args: Any) -> Any:
-        """A views call in a worker thread (it catches up with the logs)."""
-        try:
-            return await trio.to_thread.run_sync(fn, *args)
-        except FileNotFoundError:
-            raise _fail(errno.ENOENT) from None
-        except NotADirectoryError:
-            raise _fail(errno.ENOTDIR) from None
-
-    def _view_attr(self, entry: Entry) -> pyfuse3.EntryAttributes:
-        """Never cached by the kernel: views follow the logs."""
-        if entry.is_dir:
-            return self._attr(entry.ino, stat.S_IFDIR | 0o555, 0)
-        mtime_ns = None if entry.mtime_ms is None else max(entry.mtime_ms, 0) * 1_000_000
-        return self._attr(entry.ino, stat.S_IFREG | 0o444, 0, len(entry.content), mtime_ns)
+        """The coordinator tree's path of ``ino``, or None for the partition tree's inodes."""
+        return None if ino == inodes.ROOT_INO else self._coordinator.path(ino)
 
     # ---- lookup / getattr / readlink
 
@@ -541,14 +515,14 @@ class KafkaFs(pyfuse3.Operations):
             raise _fail(errno.ENAMETOOLONG)
         view = self._view_path(parent_inode)
         if view is not None:
-            return self._view_attr(await self._in_views(self._views.lookup, view, name))
+            return await self._coordinator.lookup(view, name)
         parent = self._node(parent_inode)
         kind = parent.kind
         if kind is not Kind.ROOT:
             await self._follow(parent.pid)
-        if kind is Kind.ROOT and name.decode("utf-8", "replace") in ROOT_NAMES:
+        if kind is Kind.ROOT and self._coordinator.is_root_name(name.decode("utf-8", "replace")):
             await self._follow_partitions()
-            return self._view_attr(await self._in_views(self._views.lookup, (), name))
+            return await self._coordinator.lookup((), name)
         if kind is Kind.ROOT:
             pid = await self._lookup_partition(name)
             return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
@@ -593,7 +567,7 @@ class KafkaFs(pyfuse3.Operations):
     async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
         view = self._view_path(inode)
         if view is not None:
-            return self._view_attr(await self._in_views(self._views.entry, view))
+            return await self._coordinator.getattr(view)
         node = self._node(inode)
         if node.kind is not Kind.ROOT:
             await self._follow(node.pid)
@@ -702,10 +676,8 @@ class KafkaFs(pyfuse3.Operations):
     async def opendir(self, inode: int, ctx: Any = None) -> int:
         view = self._view_path(inode)
         if view is not None:
-            if not (await self._in_views(self._views.entry, view)).is_dir:
-                raise _fail(errno.ENOTDIR)
             fh = next(self._next_fh)
-            self._handles[fh] = _ViewDirHandle(view)
+            self._handles[fh] = await self._coordinator.opendir(view)
             return fh
         node = self._node(inode)
         if node.kind not in inodes.DIR_KINDS:
@@ -724,13 +696,13 @@ class KafkaFs(pyfuse3.Operations):
         (``next_id``) stay valid while the log grows: offset + 3 in ``by-offset/``, index + 3
         in the root's and the views' per-handle snapshots and the fixed listings."""
         handle = self._handles.get(fh)
-        if isinstance(handle, _ViewDirHandle):
-            await self._readdir_view(handle, start_id, token)
+        if isinstance(handle, ViewDirHandle):
+            await self._coordinator.readdir(handle, start_id, token)
             return
         handle = self._dir_handle(fh)
         node = handle.node
         kind = node.kind
-        if not self._reply_dots(token, start_id, *self._dot_attrs(node)):
+        if not reply_dots(token, start_id, *self._dot_attrs(node)):
             return
         first = max(start_id - DOT_COOKIES, 0)  # index (or offset) of the next entry
         if kind is Kind.ROOT:
@@ -751,15 +723,6 @@ class KafkaFs(pyfuse3.Operations):
                     return
         # by-time/ and from/ list nothing else: their names are any time or start.
 
-    @staticmethod
-    def _reply_dots(token: Any, start_id: int, here: pyfuse3.EntryAttributes,
-                    parent: pyfuse3.EntryAttributes) -> bool:
-        """``.`` and ``..`` (cookies 1 and 2) when the listing starts before them; False when
-        the reply is full (the kernel asks again from the last cookie it took)."""
-        if start_id < 1 and not pyfuse3.readdir_reply(token, b".", here, 1):
-            return False
-        return start_id >= 2 or pyfuse3.readdir_reply(token, b"..", parent, 2)
-
     def _dot_attrs(self, node: inodes.Node) -> tuple[pyfuse3.EntryAttributes,
                                                      pyfuse3.EntryAttributes]:
         """Attributes of a directory's ``.`` and ``..`` (the root's ``..`` is itself: the
@@ -777,30 +740,14 @@ class KafkaFs(pyfuse3.Operations):
     async def _readdir_root(self, handle: _DirHandle, first: int, token: Any) -> None:
         if first == 0 or handle.names is None:
             names = self._mgr.partition_names()
-            handle.names = names + self._views.root_names(names)
+            handle.names = names + self._coordinator.root_names(names)
         for index in range(first, len(handle.names)):
             name = handle.names[index]
-            if name in ROOT_NAMES:
-                attr = self._attr(self._views.ino((name,)), stat.S_IFDIR | 0o555, 0)
+            if self._coordinator.is_root_name(name):
+                attr = self._coordinator.root_entry_attr(name)
             else:
                 attr = self._fixed_attr(inodes.Node(Kind.PARTITION, self._ids.id_for(name)))
             if not pyfuse3.readdir_reply(token, name.encode("utf-8"), attr,
-                                         index + DOT_COOKIES + 1):
-                return
-
-    async def _readdir_view(self, handle: _ViewDirHandle, start_id: int, token: Any) -> None:
-        path = handle.path
-        here = self._attr(self._views.ino(path), stat.S_IFDIR | 0o555, 0)
-        parent = (self._fixed_attr(inodes.Node(Kind.ROOT)) if len(path) == 1 else
-                  self._attr(self._views.ino(path[:-1]), stat.S_IFDIR | 0o555, 0))
-        if not self._reply_dots(token, start_id, here, parent):
-            return
-        first = max(start_id - DOT_COOKIES, 0)
-        if first == 0 or handle.entries is None:
-            handle.entries = await self._in_views(self._views.listing, path)
-        for index in range(first, len(handle.entries)):
-            name, entry = handle.entries[index]
-            if not pyfuse3.readdir_reply(token, name, self._view_attr(entry),
                                          index + DOT_COOKIES + 1):
                 return
 
@@ -913,13 +860,9 @@ class KafkaFs(pyfuse3.Operations):
         accmode = flags & os.O_ACCMODE
         view = self._view_path(inode)
         if view is not None:
-            entry = await self._in_views(self._views.entry, view)
-            if entry.is_dir:
-                raise _fail(errno.EISDIR)
-            if accmode != os.O_RDONLY:
-                raise _fail(errno.EROFS if self._read_only else errno.EACCES)
+            content = await self._coordinator.open(view, accmode, self._read_only)
             fh = next(self._next_fh)
-            self._handles[fh] = _RecordHandle(entry.content)
+            self._handles[fh] = _RecordHandle(content)
             # direct_io: the content follows the logs; no page cache to go stale
             return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=True)
         node = self._node(inode)
@@ -1090,7 +1033,7 @@ class KafkaFs(pyfuse3.Operations):
     async def _xattrs(self, inode: int) -> dict[bytes, bytes]:
         view = self._view_path(inode)
         if view is not None:
-            return (await self._in_views(self._views.entry, view)).xattrs
+            return await self._coordinator.xattrs(view)
         node = self._node(inode)
         if node.kind is not Kind.ROOT:
             await self._follow(node.pid)

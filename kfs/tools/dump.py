@@ -64,9 +64,10 @@ from storage.coordinator.records import (
     TRANSACTION_STATE,
     CoordinatorRecord,
     CoordinatorTopic,
+    client_message,
     for_topic,
 )
-from storage.coordinator.schema import Message, MessageFormatError, Struct, Versions, _StructParser
+from storage.coordinator.schema import Message, MessageFormatError, Struct
 from storage.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
@@ -287,57 +288,22 @@ def _control_fields(record: Record) -> tuple[ControlRecordType, int, int | None]
     return key.type, key.type_id, epoch
 
 
-# The values of KRaft's control records (clients' common/message/*.json, as Kafka 4.1.1 has
-# them): kafka-dump-log prints each as its JSON converter writes it.
-_KRAFT_CONTROL_SCHEMAS: dict[ControlRecordType, tuple[str, dict[str, Any]]] = {
-    ControlRecordType.LEADER_CHANGE: ("LeaderChange:", {
-        "name": "LeaderChangeMessage", "validVersions": "0-1", "flexibleVersions": "0+",
-        "fields": [
-            {"name": "Version", "type": "int16", "versions": "0+"},
-            {"name": "LeaderId", "type": "int32", "versions": "0+"},
-            {"name": "Voters", "type": "[]Voter", "versions": "0+"},
-            {"name": "GrantingVoters", "type": "[]Voter", "versions": "0+"}],
-        "commonStructs": [{"name": "Voter", "versions": "0+", "fields": [
-            {"name": "VoterId", "type": "int32", "versions": "0+"},
-            {"name": "VoterDirectoryId", "type": "uuid", "versions": "1+"}]}]}),
-    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", {
-        "name": "SnapshotHeaderRecord", "validVersions": "0", "flexibleVersions": "0+",
-        "fields": [
-            {"name": "Version", "type": "int16", "versions": "0+"},
-            {"name": "LastContainedLogTimestamp", "type": "int64", "versions": "0+"}]}),
-    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", {
-        "name": "SnapshotFooterRecord", "validVersions": "0", "flexibleVersions": "0+",
-        "fields": [{"name": "Version", "type": "int16", "versions": "0+"}]}),
-    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", {
-        "name": "KRaftVersionRecord", "validVersions": "0", "flexibleVersions": "0+",
-        "fields": [
-            {"name": "Version", "type": "int16", "versions": "0+"},
-            {"name": "KRaftVersion", "type": "int16", "versions": "0+"}]}),
-    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", {
-        "name": "VotersRecord", "validVersions": "0", "flexibleVersions": "0+",
-        "fields": [
-            {"name": "Version", "type": "int16", "versions": "0+"},
-            {"name": "Voters", "type": "[]Voter", "versions": "0+", "fields": [
-                {"name": "VoterId", "type": "int32", "versions": "0+"},
-                {"name": "VoterDirectoryId", "type": "uuid", "versions": "0+"},
-                {"name": "Endpoints", "type": "[]Endpoint", "versions": "0+", "fields": [
-                    {"name": "Name", "type": "string", "versions": "0+"},
-                    {"name": "Host", "type": "string", "versions": "0+"},
-                    {"name": "Port", "type": "uint16", "versions": "0+"}]},
-                {"name": "KRaftVersionFeature", "type": "KRaftVersionFeature", "versions": "0+",
-                 "fields": [
-                     {"name": "MinSupportedVersion", "type": "int16", "versions": "0+"},
-                     {"name": "MaxSupportedVersion", "type": "int16", "versions": "0+"}]}]}]}),
+# The values of KRaft's control records (their schemas, clients' common/message/*.json, are in
+# storage/coordinator/messages/clients/): kafka-dump-log prints each, after its label, as its
+# JSON converter writes it.
+_KRAFT_CONTROL_SCHEMAS: dict[ControlRecordType, tuple[str, str]] = {
+    ControlRecordType.LEADER_CHANGE: ("LeaderChange:", "LeaderChangeMessage"),
+    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", "SnapshotHeaderRecord"),
+    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", "SnapshotFooterRecord"),
+    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", "KRaftVersionRecord"),
+    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", "VotersRecord"),
 }
 
 
 @functools.cache
 def _kraft_control_message(control_type: ControlRecordType) -> tuple[str, Message]:
-    label, spec = _KRAFT_CONTROL_SCHEMAS[control_type]
-    name = spec["name"]
-    body = _StructParser(spec, name).struct(name, spec["fields"])
-    return label, Message(name, Versions.parse(spec["validVersions"]),
-                          Versions.parse(spec["flexibleVersions"]), body)
+    label, name = _KRAFT_CONTROL_SCHEMAS[control_type]
+    return label, client_message(name)
 
 
 def _written_at(message: Message, body: Struct, data: dict[str, Any], version: int) -> dict[str, Any]:
@@ -349,7 +315,7 @@ def _written_at(message: Message, body: Struct, data: dict[str, Any], version: i
         always = f.versions.low == 0 and f.versions.high is None
         if not always and version not in f.versions:
             continue
-        value = data[f.json_name] if f.json_name in data else message._default(f, version)
+        value = data[f.json_name] if f.json_name in data else message.field_default(f, version)
         if f.struct is not None and value is not None:
             if f.element is not None:
                 value = [_written_at(message, f.struct, v, version) for v in value]

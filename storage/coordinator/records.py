@@ -231,11 +231,20 @@ def decoded_line(topic: str, key: bytes | None, value: bytes | None, offset: int
 
 
 @functools.cache
+def client_message(name: str) -> Message:
+    """One of the clients' message schemas kept in ``messages/clients/``: the consumer
+    protocol's (``ConsumerProtocolSubscription``, ``ConsumerProtocolAssignment``) and the
+    values of KRaft's control records (``LeaderChangeMessage``, ``SnapshotHeaderRecord``,
+    ``SnapshotFooterRecord``, ``KRaftVersionRecord``, ``VotersRecord``). Raises
+    FileNotFoundError for another name."""
+    return load_message(MESSAGES / "clients" / f"{name}.json")
+
+
 def consumer_protocol(name: str) -> Message:
     """``ConsumerProtocolSubscription`` or ``ConsumerProtocolAssignment``: what classic
     consumers put in a group member's subscription and assignment bytes (a version-prefixed
     message). Raises FileNotFoundError for another name."""
-    return load_message(MESSAGES / "clients" / f"{name}.json")
+    return client_message(name)
 
 
 def read_consumer_protocol(name: str, data: bytes) -> dict[str, Any] | None:

@@ -315,7 +315,7 @@ class Message:
             reader = self._field_reader(f, version, flexible, is_tagged)
             if is_tagged:
                 tagged[f.tag] = (f.json_name, reader)
-                defaults[f.json_name] = self._default(f, version)
+                defaults[f.json_name] = self.field_default(f, version)
             else:
                 untagged.append((f.json_name, reader))
         return _Plan(present, tuple(untagged), tagged, defaults, flexible)
@@ -356,7 +356,7 @@ class Message:
             return read_nullable_struct
         return lambda r: self._read_struct(sub, version, r)
 
-    def _default(self, f: Field, version: int) -> Any:
+    def field_default(self, f: Field, version: int) -> Any:
         """The field's default in JSON shape (``FieldSpec.fieldDefault``)."""
         text = f.default_text
         if text == "null":
@@ -379,7 +379,7 @@ class Message:
 
     def _default_struct(self, body: Struct, version: int) -> dict[str, Any]:
         plan = self._plan(body, version)
-        return {f.json_name: self._default(f, version)
+        return {f.json_name: self.field_default(f, version)
                 for f in plan.present if f.json_name not in plan.defaults}
 
     # -- reading ---------------------------------------------------------------------------

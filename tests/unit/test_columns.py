@@ -110,7 +110,7 @@ def test_arrow_columns_encode_as_build_batch(columns, start):
     assert (first_ts, max_ts) == (ts[start], max(ts[start:]))
     expected = build_batch(0, values[start:], None if keys is None else keys[start:],
                            ts[start:], None if headers is None else headers[start:])
-    assert records == b"before" + RecordBatch(expected)._records_section()
+    assert records == b"before" + RecordBatch(expected).records_section()
 
 
 @given(st.lists(st.binary(max_size=30).filter(lambda b: b"\n" not in b), min_size=1,
