@@ -1,43 +1,62 @@
-"""``kfs`` command line: argparse and dispatch only. Each sub-command registers itself:
-``kfs mount`` / ``kfs umount`` (``kfs.mount.command``), and the offline tools of
-``kfs.tools``: ``dump`` (``kafka-dump-log``), ``verify``, ``retention``, ``transactions``
-(``kafka-transactions.sh``), ``compact`` (the log cleaner, now) and ``adopt``.
+"""``kfs`` command line: argparse and dispatch only. Each sub-command's module registers it
+(``add_parser``) and runs it: ``kfs mount`` / ``kfs umount`` (``kfs.mount.command``), and the
+offline tools of ``kfs.tools``: ``retention``, ``dump`` (``kafka-dump-log``), ``verify``,
+``transactions`` (``kafka-transactions.sh``), ``compact`` (the log cleaner, now) and
+``adopt``. Only the module of the command given is imported (all of them for ``kfs --help``),
+so a command starts without loading the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from .args import CliError
-from .mount import command as mount_command
-from .tools import adopt, compact, dump, retention, transactions, verify
+
+# sub-command -> the module that registers and runs it, in the order --help lists them
+COMMANDS = {
+    "mount": "kfs.mount.command", "umount": "kfs.mount.command",
+    "retention": "kfs.tools.retention", "dump": "kfs.tools.dump", "verify": "kfs.tools.verify",
+    "transactions": "kfs.tools.transactions", "compact": "kfs.tools.compact",
+    "adopt": "kfs.tools.adopt",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``kfs``, with every sub-command, or only ``command``'s when it is one."""
     parser = argparse.ArgumentParser(
         prog="kfs",
         description="Kafka partition logs (Apache Kafka's own on-disk format) as plain files.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    mount_command.add_parsers(sub)
-    for tool in (retention, dump, verify, transactions, compact, adopt):
-        tool.add_parser(sub)
+    modules = [COMMANDS[command]] if command in COMMANDS else COMMANDS.values()
+    for module in dict.fromkeys(modules):
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("kfs")
-    except PackageNotFoundError:  # run from a checkout without an install
-        return "(not installed)"
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="show program's version number and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            text = version("kfs")
+        except PackageNotFoundError:  # run from a checkout without an install
+            text = "(not installed)"
+        print(f"{parser.prog} {text}")
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``kfs`` console script; returns the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args, extras = parser.parse_known_args(argv)
     # argparse takes a command's trailing positionals (FILE...) only before its options; the
     # ones given after an option come back here

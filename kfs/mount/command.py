@@ -25,7 +25,8 @@ CLOSE_WAIT_S = 60.0  # how long mount and umount wait for a kfs process to finis
 _POLL_S = 0.05
 
 
-def add_parsers(sub) -> None:
+def add_parser(sub) -> None:
+    """Register ``kfs mount`` and ``kfs umount``."""
     mount = sub.add_parser(
         "mount",
         help="mount a backing directory of Kafka partition directories",
