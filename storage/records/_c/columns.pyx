@@ -2,15 +2,13 @@
 """The compiled twin of ``storage.records.columns``: records of v2 records sections decoded
 straight into Arrow column buffers, and rendered as the mount's text (values lines, kcat JSON)."""
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 from libc.stdio cimport snprintf
-from libc.stdlib cimport free, realloc
-from libc.string cimport memchr, memcmp, memcpy, memset
+from libc.stdlib cimport free
+from libc.string cimport memcpy
 
 from storage.records._c.frame cimport *
 from storage.records._c.varint cimport *

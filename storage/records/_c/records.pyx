@@ -16,13 +16,10 @@ varint, then per header a key (varint length >= 0, UTF-8) and a value (varint le
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdio cimport snprintf
-from libc.stdlib cimport free, realloc
-from libc.string cimport memchr, memcmp, memcpy, memset
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
+from libc.string cimport memchr, memcmp, memcpy
 
 from storage.records._c.arrow cimport BinaryIn, address, binary_in, element
 from storage.records._c.frame cimport *
