@@ -47,7 +47,8 @@ def text_or_base64(value: bytes | None) -> Any:
 class PlainFormat:
     """A plain partition's records in ``fmt``, rendered from a ColumnBuilder's chunk."""
 
-    def __init__(self, topic: str, partition: int, fmt: StreamFormat, key_separator: bytes):
+    def __init__(self, topic: str | None, partition: int | None, fmt: StreamFormat,
+                 key_separator: bytes = b"\t"):
         self.format, self.key_separator = fmt, bytes(key_separator)
         self._prefix = jsonl_prefix(topic, partition)
 

@@ -80,7 +80,6 @@ from storage.producer_state import ProducerStateEntry, decode_snapshot
 from storage.records import Record, RecordBatch, iter_batches
 from storage.records.legacy import COMPRESSION_CODEC_MASK as LEGACY_CODEC_MASK
 from storage.records.legacy import LegacyRecordBatch
-from storage.records.columns import ColumnBuilder
 from storage.records.control import (
     ControlRecordType,
     decode_control_record_key,
@@ -91,7 +90,7 @@ from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import TransactionIndex
 
 from kfs.args import positive_int, with_stdout
-from kfs.record_format import jsonl_prefix
+from kfs.record_format import PlainFormat, StreamFormat
 
 __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_line"]
 
@@ -468,16 +467,16 @@ def _batch_object(batch: RecordBatch, position: int) -> dict[str, Any]:
     }
 
 
-def _record_lines(batch: RecordBatch, records: list[Record], prefix: bytes) -> list[str]:
-    """Each record as one JSON object: kcat's fields rendered by the stream encoder (what
-    ``records.jsonl`` holds, :meth:`ColumnBuilder.render`), then the batch context."""
-    builder = ColumnBuilder(True)
+def _record_lines(batch: RecordBatch, records: list[Record], fmt: PlainFormat) -> list[str]:
+    """Each record as one JSON object: kcat's fields as ``records.jsonl`` renders them
+    (``fmt``, the partition's format), then the batch context."""
+    builder = fmt.builder()
     if isinstance(batch, RecordBatch):
         batch.add_to(builder)
     else:  # legacy v0/v1
         for r in records:
             builder.add_record(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
-    text = bytes(builder.render(True, prefix)[0]).decode("utf-8")
+    text = bytes(fmt.render(builder)[0]).decode("utf-8")
     return [kcat[:-1] + "," + json.dumps(_record_context(batch, record), ensure_ascii=False,
                                          separators=(",", ":"))[1:]
             for kcat, record in zip(text.split("\n"), records)]
@@ -726,7 +725,8 @@ class _Dumper:
             records = batch.records()
             decoded = self._decode(path, batch, records)
             if options.json:
-                lines = _record_lines(batch, records, jsonl_prefix(**self._partition))
+                lines = _record_lines(batch, records,
+                                      PlainFormat(**self._partition, fmt=StreamFormat.JSONL))
                 if decoded is not None:
                     lines = [_decoded_line(line, d) for line, d in zip(lines, decoded)]
             else:
