@@ -393,7 +393,7 @@ cdef class ColumnBuilder:
         timestamp, as kcat does), ``headers`` (a flat ``[key, value, ...]`` list), ``key`` and
         ``payload``; bytes that are UTF-8 are JSON strings, others ``{"base64": ...}``, null
         is null: byte for byte ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``
-        of ``kfs.dump``'s record object."""
+        of kcat's record object."""
         cdef Growable out, ends
         cdef Py_ssize_t row, h
         cdef const int32_t* vo = <const int32_t*>self.values.offsets.data
@@ -502,8 +502,8 @@ cdef int put_json_string(Growable* g, const uint8_t* s, Py_ssize_t n) except -1:
 
 cdef int put_json_bytes(Growable* g, BinaryColumn* c, Py_ssize_t row,
                         const int32_t* offsets) except -1:
-    """Element ``row`` of ``c`` as ``kfs.dump.json_bytes`` renders bytes: null, a string when
-    UTF-8 (CPython's strict decoder decides), else ``{"base64":"..."}``."""
+    """Element ``row`` of ``c`` as JSON: null, a string when UTF-8 (CPython's strict decoder
+    decides), else ``{"base64":"..."}`` (the rule every text form of a record follows)."""
     if is_null(c, row):
         return put_bytes(g, <const uint8_t*>b"null", 4)
     cdef const uint8_t* s = c.data.data + offsets[row]
