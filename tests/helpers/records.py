@@ -10,6 +10,18 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 TS = 1700000000000  # 2023-11-14T22:13:20Z, the reference's example timestamp
 
+# The reference's worked examples (kafka-storage-format.md): §2.7, one record, key "k", value
+# "v", ts 1700000000000, leader epoch 0; §2.8, a COMMIT marker at offset 5, producer 1000 epoch
+# 0, coordinatorEpoch 0.
+EXAMPLE_2_7 = bytes.fromhex(
+    "0000000000000000 0000003a 00000000 02 e99b8dd8 0000 00000000"
+    "0000018bcfe56800 0000018bcfe56800 ffffffffffffffff ffff ffffffff 00000001"
+    "10 00 00 00 02 6b 02 76 00")
+EXAMPLE_2_8 = bytes.fromhex(
+    "0000000000000005 00000042 00000000 02 a1ac499f 0030 00000000 0000018bcfe56800"
+    "0000018bcfe56800 00000000000003e8 0000 ffffffff 00000001 20 00 00 00 08 00000001 0c"
+    "000000000000 00")
+
 PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 keys_st = st.one_of(st.none(), st.binary(max_size=20))

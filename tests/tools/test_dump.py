@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers.kfs import kfs_command, kfs_env
 from helpers.paths import KAFKA_WRITTEN, REPO
+from helpers.records import EXAMPLE_2_7, EXAMPLE_2_8, TS
 from kafka.record.memory_records import MemoryRecords
 
 from storage import LogConfig
@@ -22,19 +23,8 @@ from storage.records import CompressionType, build_batch
 
 FIXTURES = KAFKA_WRITTEN
 V2_FIXTURES = ["plain-0", "codecs-0", "compacted-0", "txn-0"]
-TS = 1700000000000
-
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
-# §2.7: one record, key "k", value "v", leader epoch 0; §2.8: COMMIT marker at offset 5.
-EXAMPLE_2_7 = bytes.fromhex(
-    "0000000000000000 0000003a 00000000 02 e99b8dd8 0000 00000000"
-    "0000018bcfe56800 0000018bcfe56800 ffffffffffffffff ffff ffffffff 00000001"
-    "10 00 00 00 02 6b 02 76 00")
-EXAMPLE_2_8 = bytes.fromhex(
-    "0000000000000005 00000042 00000000 02 a1ac499f 0030 00000000 0000018bcfe56800"
-    "0000018bcfe56800 00000000000003e8 0000 ffffffff 00000001 20 00 00 00 08 00000001 0c"
-    "000000000000 00")
 # §12.1, the batch line of the §2.7 batch
 LINE_2_7 = ("baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 "
             "producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false "

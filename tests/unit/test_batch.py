@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from helpers.paths import KAFKA_WRITTEN
-from helpers.records import PROPERTY, TS, batches, kp_build, kp_decode
+from helpers.records import EXAMPLE_2_7, EXAMPLE_2_8, PROPERTY, TS, batches, kp_build, kp_decode
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (
     LOG_OVERHEAD,
@@ -33,17 +33,6 @@ from storage.records import (
 
 FIXTURES = KAFKA_WRITTEN
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
-
-# §2.7: one record, key "k", value "v", ts 1700000000000, leader epoch 0.
-EXAMPLE_2_7 = bytes.fromhex(
-    "0000000000000000 0000003a 00000000 02 e99b8dd8 0000 00000000"
-    "0000018bcfe56800 0000018bcfe56800 ffffffffffffffff ffff ffffffff 00000001"
-    "10 00 00 00 02 6b 02 76 00")
-# §2.8: COMMIT marker at offset 5, producer 1000 epoch 0, coordinatorEpoch 0.
-EXAMPLE_2_8 = bytes.fromhex(
-    "0000000000000005 00000042 00000000 02 a1ac499f 0030 00000000 0000018bcfe56800"
-    "0000018bcfe56800 00000000000003e8 0000 ffffffff 00000001 20 00 00 00 08 00000001 0c"
-    "000000000000 00")
 
 
 def with_crc(batch: bytes) -> bytes:
