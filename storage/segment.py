@@ -87,7 +87,8 @@ class BatchBlocks:
         while self.position < self.end and self.position + HEADER_SIZE_UP_TO_MAGIC < segment.size:
             start = self.position
             block = segment.read_into(self._buffer[:self.end - start], start)
-            if len(block) < RECORD_BATCH_OVERHEAD:  # the last bytes before ``end``: a header
+            if len(block) < RECORD_BATCH_OVERHEAD and start + len(block) < segment.size:
+                # cut by ``end`` before a whole header: the header from the file
                 block = segment.read_at(start, min(RECORD_BATCH_OVERHEAD, segment.size - start))
             framed, size = next_batch(block)
             if framed in (Framed.PARTIAL, Framed.LEGACY) and size > len(block):
