@@ -2,14 +2,20 @@
 ``storage/records/_c/frame.pxd``): the v2 header's fields by name (``DefaultRecordBatch``),
 its attribute masks, and :func:`next_batch`, which says what the bytes at a position of a
 ``.log`` are, in the order Kafka's ``FileLogInputStream.nextBatch`` checks them (the size,
-then the magic). Legacy v0/v1 entries share the first 17 bytes (offset, size, CRC, magic).
-Pure functions over bytes: nothing here reads a file.
+then the magic); :func:`next_batch_size`, the framing of batches written to us
+(``ByteBufferLogInputStream.nextBatchSize``); the stored and computed CRC-32C. Legacy v0/v1
+entries share the first 17 bytes (offset, size, CRC, magic). Pure functions over bytes:
+nothing here reads a file. Every Python walker of batches reads them through these names.
 """
 
 from __future__ import annotations
 
 import enum
 import struct
+
+from crc32c import crc32c
+
+from storage.errors import CorruptRecordError
 
 # The v2 header (DefaultRecordBatch): baseOffset int64, batchLength int32, partitionLeaderEpoch
 # int32, magic int8, crc uint32, attributes int16, lastOffsetDelta int32, baseTimestamp int64,
@@ -47,6 +53,8 @@ _INT64 = struct.Struct(">q")
 # a v2 header's baseOffset, batchLength, lastOffsetDelta and maxTimestamp
 V2_OFFSETS_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT32_MAX = 2**31 - 1
 
 
 class Framed(enum.IntEnum):
@@ -58,6 +66,12 @@ class Framed(enum.IntEnum):
     TOO_SMALL = 3  # a declared size below the smallest entry: these bytes are not batches
     BAD_MAGIC = 4  # a magic above 2
     SHORT_V2 = 5   # magic 2 but smaller than the v2 header
+
+
+# (module globals: a walker's every step compares with them)
+_WHOLE, _PARTIAL, _LEGACY = Framed.WHOLE, Framed.PARTIAL, Framed.LEGACY
+_TOO_SMALL, _BAD_MAGIC, _SHORT_V2 = Framed.TOO_SMALL, Framed.BAD_MAGIC, Framed.SHORT_V2
+_MIN_ENTRY_SIZE = LOG_OVERHEAD + LEGACY_RECORD_OVERHEAD_V0  # 26 bytes, log overhead included
 
 
 def entry_size(buf, at: int = 0) -> int:
@@ -83,20 +97,71 @@ def last_offset_delta_at(buf, at: int = 0) -> int:
 
 def next_batch(buf, pos: int = 0, end: int | None = None) -> tuple[Framed, int]:
     """What ``buf[pos:end]`` starts with, and its size (log overhead included; 0 while its
-    length field is cut off)."""
-    end = len(buf) if end is None else end
+    length field is cut off).
+
+    ``end`` (default ``len(buf)``) may lie past the end of ``buf`` when ``buf`` is a window of
+    longer bytes (a block read from a file, ``end`` the file's end in the block's positions):
+    only the 17 bytes at ``pos`` are read, and they have to be in ``buf`` then."""
+    if end is None:
+        end = len(buf)
     if end - pos < HEADER_SIZE_UP_TO_MAGIC:
-        return Framed.PARTIAL, 0
-    size = entry_size(buf, pos)
-    if size - LOG_OVERHEAD < LEGACY_RECORD_OVERHEAD_V0:
-        return Framed.TOO_SMALL, size
+        return _PARTIAL, 0
+    size = LOG_OVERHEAD + _INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+    if size < _MIN_ENTRY_SIZE:
+        return _TOO_SMALL, size
     magic = buf[pos + MAGIC_OFFSET]
     if magic < CURRENT_MAGIC:
-        return Framed.LEGACY, size
+        return _LEGACY, size
     if magic > CURRENT_MAGIC:
-        return Framed.BAD_MAGIC, size
+        return _BAD_MAGIC, size
     if size < RECORD_BATCH_OVERHEAD:
-        return Framed.SHORT_V2, size
+        return _SHORT_V2, size
     if size > end - pos:
-        return Framed.PARTIAL, size
-    return Framed.WHOLE, size
+        return _PARTIAL, size
+    return _WHOLE, size
+
+
+def is_v2_header(buf, at: int = 0) -> bool:
+    """Whether ``buf[at:]`` starts with a whole v2 batch header: its 61 bytes, magic 2 and a
+    size the header fits in (:func:`next_batch` on the header alone). The batch itself may run
+    past ``buf``."""
+    return (len(buf) - at >= RECORD_BATCH_OVERHEAD
+            and next_batch(buf, at, at + RECORD_BATCH_OVERHEAD)[0] in (_WHOLE, _PARTIAL))
+
+
+def next_batch_size(buf, pos: int = 0, max_size: int = _INT32_MAX) -> int | None:
+    """The size (log overhead included) of the batch or legacy entry at ``buf[pos:]``, from
+    its 12-byte log overhead alone, as Kafka's ``ByteBufferLogInputStream.nextBatchSize``
+    frames the batches written to it (a produce request's records): None while fewer than 17
+    bytes are there (the size is checked as soon as 12 are). Whether the entry is all there
+    is the caller's question. Raises CorruptRecordError for a declared batchLength below the
+    smallest entry (14) or above ``max_size``."""
+    available = len(buf) - pos
+    if available < LOG_OVERHEAD:
+        return None
+    length = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+    if length < LEGACY_RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(f"Record size {length} is less than the minimum record overhead "
+                                 f"({LEGACY_RECORD_OVERHEAD_V0})")
+    if length > max_size:
+        raise CorruptRecordError(f"Record size {length} exceeds the largest allowable message "
+                                 f"size ({max_size}).")
+    if available < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    return LOG_OVERHEAD + length
+
+
+def stored_crc_at(buf, at: int = 0) -> int:
+    """The CRC-32C stored in the v2 batch header at ``buf[at:]`` (``DefaultRecordBatch.checksum``;
+    a legacy entry's CRC is elsewhere)."""
+    return _UINT32.unpack_from(buf, at + CRC_OFFSET)[0]
+
+
+def batch_crc_at(buf, at: int = 0, size: int | None = None) -> int:
+    """The CRC-32C of the v2 batch at ``buf[at:]`` computed over its bytes [21, ``size``)
+    (``DefaultRecordBatch.computeChecksum``); ``size`` defaults to the batch's own
+    (:func:`entry_size`), all of it in ``buf``. A batch is intact when this is
+    :func:`stored_crc_at`."""
+    if size is None:
+        size = entry_size(buf, at)
+    return crc32c(memoryview(buf)[at + ATTRIBUTES_OFFSET:at + size])
