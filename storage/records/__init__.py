@@ -19,6 +19,7 @@ from storage.records.batch import (
     iter_batches,
     seal_batch,
     set_log_append_time,
+    whole_batch_at,
 )
 from storage.records.compression import CompressionType, compress, decompress
 from storage.records.legacy import LegacyRecordBatch
@@ -59,4 +60,5 @@ __all__ = [
     "set_log_append_time",
     "size_of_varint",
     "size_of_varlong",
+    "whole_batch_at",
 ]

@@ -33,7 +33,7 @@ from storage.records._c.records import (  # this module is their owner
     seal_in_place,
 )
 from storage.records.compression import CompressionType, compress, decompress
-from storage.records.framing import (  # the header's names, also re-exported from here
+from storage.records.framing import (  # the header's names: import them from there
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
@@ -43,23 +43,24 @@ from storage.records.framing import (  # the header's names, also re-exported fr
     HEADER_SIZE_UP_TO_MAGIC,
     HEADER_STRUCT,
     LEGACY_RECORD_OVERHEAD_V0,
-    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
+    Framed,
+    batch_crc_at,
+    next_batch,
 )
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import BatchSpan, Record, TimestampType
 
 __all__ = [
-    "RECORD_BATCH_OVERHEAD",
-    "LOG_OVERHEAD",
-    "MAGIC_OFFSET",
-    "HEADER_STRUCT",
     "RecordBatch",
     "batch_at",
+    "whole_batch_at",
     "iter_batches",
     "build_batch",
     "seal_batch",
@@ -76,7 +77,10 @@ __all__ = [
 NO_TIMESTAMP = -1
 _INT32_MAX = 0x7FFFFFFF
 
+_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
 
 
 class RecordBatch(BatchSpan):
@@ -182,8 +186,7 @@ class RecordBatch(BatchSpan):
         computed CRC on a mismatch).
         """
         self._check_complete(f"record batch at offset {self.base_offset}")
-        start = self._pos + ATTRIBUTES_OFFSET
-        computed = crc32c(memoryview(self._buf)[start:self._pos + self.size_in_bytes])
+        computed = batch_crc_at(self._buf, self._pos, self.size_in_bytes)
         if computed != self.crc:
             raise CorruptRecordError(
                 f"Record batch at offset {self.base_offset} is corrupt "
@@ -245,6 +248,9 @@ class RecordBatch(BatchSpan):
         return section
 
 
+_WHOLE, _LEGACY, _TOO_SMALL = Framed.WHOLE, Framed.LEGACY, Framed.TOO_SMALL
+
+
 def _raise_bad_magic(magic: int, pos: int):
     raise InvalidRecordError(
         f"record batch at position {pos} has magic {magic}; only magic 2 is read here")
@@ -269,30 +275,47 @@ def batch_at(buf, pos: int = 0) -> RecordBatch | LegacyRecordBatch:
     return RecordBatch(buf, pos)
 
 
+def whole_batch_at(buf, pos: int = 0, end: int | None = None
+                   ) -> RecordBatch | LegacyRecordBatch | None:
+    """The whole batch at ``buf[pos:end]`` as Kafka's ``FileLogInputStream.nextBatch`` gives
+    it: a RecordBatch for magic 2, a LegacyRecordBatch for a v0/v1 log entry (see
+    :func:`batch_at`), None when 17 bytes or fewer are left or the batch runs past ``end``.
+
+    ``end`` (default ``len(buf)``) may lie past the end of ``buf`` when ``buf`` is a block of a
+    file (see :func:`storage.records.framing.next_batch`): the batch is then parsed from its
+    header, the part in ``buf`` (``is_complete`` says whether all of it is).
+
+    Checked in Kafka's order, the size, whether the batch is all there, then the magic: raises
+    CorruptRecordError for a declared size below the smallest possible message (14), below 61
+    for v2 or below the v1 overhead (22), InvalidRecordError for a magic above 2.
+    """
+    if end is None:
+        end = len(buf)
+    if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    framed, size = next_batch(buf, pos, end)
+    if framed is _WHOLE:
+        return RecordBatch(buf, pos)
+    if framed is _TOO_SMALL:
+        raise CorruptRecordError(
+            f"Found record size {size - LOG_OVERHEAD} smaller than minimum record overhead "
+            f"({LEGACY_RECORD_OVERHEAD_V0}) at position {pos}")
+    if size > end - pos:
+        return None
+    if framed is _LEGACY:
+        return LegacyRecordBatch(buf, pos)
+    return RecordBatch(buf, pos)  # a bad magic, or smaller than its header: raises
+
+
 def iter_batches(buf, pos: int = 0, end: int | None = None
                  ) -> Iterator[RecordBatch | LegacyRecordBatch]:
     """Yield each whole batch in ``buf[pos:end]`` (``FileLogInputStream``): a RecordBatch
-    for magic 2, a LegacyRecordBatch for each v0/v1 log entry (see :func:`batch_at`).
-
-    Stops silently at a partial trailing batch (fewer than 17 bytes left, or fewer than the
-    declared size). Raises CorruptRecordError for a declared size below the smallest possible
-    message (14), below 61 for v2 or below the v1 overhead (22), InvalidRecordError for a
-    magic above 2.
+    for magic 2, a LegacyRecordBatch for each v0/v1 log entry, up to a partial trailing batch
+    (fewer than 18 bytes left, or fewer than the declared size), where it stops silently.
+    Raises as :func:`whole_batch_at`.
     """
     end = len(buf) if end is None else min(end, len(buf))
-    unpack_length = _INT32.unpack_from
-    while pos + HEADER_SIZE_UP_TO_MAGIC < end:
-        (length,) = unpack_length(buf, pos + LENGTH_OFFSET)
-        if length < LEGACY_RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(
-                f"Found record size {length} smaller than minimum record overhead "
-                f"({LEGACY_RECORD_OVERHEAD_V0}) at position {pos}")
-        if pos > end - LOG_OVERHEAD - length:
-            return
-        if buf[pos + MAGIC_OFFSET] < CURRENT_MAGIC:
-            batch = LegacyRecordBatch(buf, pos)
-        else:
-            batch = RecordBatch(buf, pos)
+    while (batch := whole_batch_at(buf, pos, end)) is not None:
         yield batch
         pos += batch.size_in_bytes
 
@@ -439,16 +462,12 @@ def _check_offset_deltas(offset_deltas: Sequence[int]) -> None:
         previous = delta
 
 
-_BASE_OFFSET = struct.Struct(">q")
-_MAX_TIMESTAMP_OFFSET = 35
-
-
 def assign_offsets(buf: bytearray, pos: int, base_offset: int, partition_leader_epoch: int) -> None:
     """Stamp a batch with the offsets and leader epoch a leader assigns on append
     (``DefaultRecordBatch.setLastOffset``/``setPartitionLeaderEpoch``). Neither field is covered
     by the CRC, so the batch stays valid without re-encoding."""
-    _BASE_OFFSET.pack_into(buf, pos, base_offset)
-    _INT32.pack_into(buf, pos + 12, partition_leader_epoch)
+    _INT64.pack_into(buf, pos, base_offset)
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
 
 
 def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
@@ -456,8 +475,6 @@ def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
     CRC (``DefaultRecordBatch.setMaxTimestamp``); records keep their bytes, readers take the
     batch's timestamp for every record."""
     batch = RecordBatch(buf, pos)
-    struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, batch.attributes | TIMESTAMP_TYPE_MASK)
-    struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp)
-    end = pos + batch.size_in_bytes
-    struct.pack_into(">I", buf, pos + CRC_OFFSET,
-                     crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end]))
+    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, batch.attributes | TIMESTAMP_TYPE_MASK)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, batch_crc_at(buf, pos, batch.size_in_bytes))

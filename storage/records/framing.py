@@ -54,6 +54,8 @@ _INT64 = struct.Struct(">q")
 V2_OFFSETS_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
+_LENGTH_AND_MAGIC = struct.Struct(">8xi4xB")  # batchLength at 8, magic at 16
+assert _LENGTH_AND_MAGIC.size == HEADER_SIZE_UP_TO_MAGIC
 _INT32_MAX = 2**31 - 1
 
 
@@ -106,10 +108,10 @@ def next_batch(buf, pos: int = 0, end: int | None = None) -> tuple[Framed, int]:
         end = len(buf)
     if end - pos < HEADER_SIZE_UP_TO_MAGIC:
         return _PARTIAL, 0
-    size = LOG_OVERHEAD + _INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+    length, magic = _LENGTH_AND_MAGIC.unpack_from(buf, pos)
+    size = LOG_OVERHEAD + length
     if size < _MIN_ENTRY_SIZE:
         return _TOO_SMALL, size
-    magic = buf[pos + MAGIC_OFFSET]
     if magic < CURRENT_MAGIC:
         return _LEGACY, size
     if magic > CURRENT_MAGIC:

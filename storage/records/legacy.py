@@ -24,14 +24,14 @@ import zlib
 
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records.compression import CompressionType, decompress
+from storage.records.framing import LEGACY_RECORD_OVERHEAD_V0, LOG_OVERHEAD, MAGIC_OFFSET
 from storage.records.record import BatchSpan, Record, TimestampType
 
 __all__ = ["LegacyRecordBatch", "RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1"]
 
-LOG_OVERHEAD = 12  # offset + messageSize: the part messageSize does not count
-MAGIC_OFFSET = 16
+# (LOG_OVERHEAD, offset + messageSize, and MAGIC_OFFSET are the framer's: every format's)
 # crc + magic + attributes (+ timestamp) + key length + value length (LegacyRecord)
-RECORD_OVERHEAD_V0 = 14
+RECORD_OVERHEAD_V0 = LEGACY_RECORD_OVERHEAD_V0  # 14
 RECORD_OVERHEAD_V1 = 22
 # Where the key length starts in a message (bytes [12, size) of an entry, crc first).
 KEY_SIZE_OFFSET_V0 = 6

@@ -19,9 +19,6 @@ from helpers.paths import KAFKA_WRITTEN
 from helpers.records import EXAMPLE_2_7, EXAMPLE_2_8, PROPERTY, TS, batches, kp_build, kp_decode
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.records import (
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    RECORD_BATCH_OVERHEAD,
     CompressionType,
     LegacyRecordBatch,
     Record,
@@ -29,7 +26,9 @@ from storage.records import (
     TimestampType,
     build_batch,
     iter_batches,
+    whole_batch_at,
 )
+from storage.records.framing import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
 
 FIXTURES = KAFKA_WRITTEN
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -480,6 +479,32 @@ def test_iter_batches_errors():
     with pytest.raises(CorruptRecordError, match="crc"):
         second.ensure_valid()
     assert list(iter_batches(b"")) == [] and list(iter_batches(EXAMPLE_2_7[:17])) == []
+
+
+def test_whole_batch_at_checks_in_kafkas_order():
+    """FileLogInputStream.nextBatch: the size, whether the batch is all there, then the magic."""
+    size = len(EXAMPLE_2_7)
+    assert whole_batch_at(EXAMPLE_2_7).base_offset == 0
+    assert whole_batch_at(EXAMPLE_2_7, 0, size - 1) is None
+    assert whole_batch_at(EXAMPLE_2_7 + b"x" * 18, size) is None  # 18 bytes: a torn header
+    assert whole_batch_at(EXAMPLE_2_7 + bytes(17), size) is None  # 17 bytes: nothing to read
+    unknown = EXAMPLE_2_7[:16] + b"\x07" + EXAMPLE_2_7[17:]
+    assert whole_batch_at(unknown[:-1]) is None  # torn: its magic is not looked at
+    with pytest.raises(InvalidRecordError):
+        whole_batch_at(unknown)
+    with pytest.raises(CorruptRecordError, match="smaller than minimum record overhead"):
+        whole_batch_at(EXAMPLE_2_7[:8] + struct.pack(">i", 13) + bytes(6))  # even when torn
+    legacy = EXAMPLE_2_7[:16] + b"\x01" + EXAMPLE_2_7[17:]
+    assert type(whole_batch_at(legacy)) is LegacyRecordBatch
+    assert whole_batch_at(legacy[:-1]) is None
+
+
+def test_whole_batch_at_in_a_block_of_a_longer_file():
+    """``end`` past the block: the batch from its header, the rest still on disk."""
+    block = EXAMPLE_2_7[:RECORD_BATCH_OVERHEAD]
+    batch = whole_batch_at(block, 0, len(EXAMPLE_2_7))
+    assert batch.size_in_bytes == len(EXAMPLE_2_7) and not batch.is_complete
+    assert whole_batch_at(block, 0, len(EXAMPLE_2_7) - 1) is None
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))
