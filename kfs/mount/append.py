@@ -1,7 +1,7 @@
 """Lines (and keys) out of ``write()`` chunks: the framing behind ``append``, ``append-keyed``
 and ``append.jsonl`` (and the batch framing of ``append-batches``).
 
-Pure bytes in, bytes out; no FUSE and no storage here.  The rules mirror
+Pure bytes in, bytes out; no FUSE and no log here (only the codec's batch framing).  The rules mirror
 ``kafka-console-producer``'s line reader: every newline-terminated line is one record, the newline
 is not part of the value, an empty line is an empty value, and a final line without a newline is
 still a record (stored when the file is closed).  Only ``\\n`` ends a line; a ``\\r`` before it
@@ -25,7 +25,8 @@ import binascii
 import json
 from typing import Any, NamedTuple
 
-from storage.records.framing import LEGACY_RECORD_OVERHEAD_V0, LOG_OVERHEAD, entry_size
+from storage.errors import CorruptRecordError
+from storage.records.framing import next_batch_size
 
 DEFAULT_KEY_SEPARATOR = b"\t"
 
@@ -143,7 +144,8 @@ class PartialBatchError(ValueError):
 class BatchFramer:
     """Splits one open ``append-batches`` file's ``write()`` chunks into whole record batches,
     framed as on disk and in a produce request: 8 bytes of base offset, then a 4-byte
-    big-endian batchLength counting the rest. A batch may span any number of chunks.
+    big-endian batchLength counting the rest (``storage.records.framing.next_batch_size``,
+    Kafka's ``ByteBufferLogInputStream``). A batch may span any number of chunks.
 
     ``feed`` returns the batches a chunk completes (as one bytes object, possibly empty);
     ``finish`` raises PartialBatchError when a partial batch is left. After a failed store
@@ -165,17 +167,14 @@ class BatchFramer:
         if self._abandoned:
             raise AbandonedLineError("this write continues batches abandoned by a failed write")
         self._buf += chunk
-        end = 0
-        while len(self._buf) - end >= LOG_OVERHEAD:
-            size = entry_size(self._buf, end)
-            if size < LOG_OVERHEAD + LEGACY_RECORD_OVERHEAD_V0 or \
-                    size > self.max_batch + LOG_OVERHEAD:
-                self.abandon()
-                raise ValueError(f"a record batch of {size} bytes: not a batch, or larger than "
-                                 f"max.message.bytes={self.max_batch}")
-            if len(self._buf) - end < size:
-                break
-            end += size
+        buf, end = self._buf, 0
+        try:  # a size that cannot be right is refused as soon as its 12 bytes are here
+            while (size := next_batch_size(buf, end, self.max_batch)) is not None \
+                    and size <= len(buf) - end:
+                end += size
+        except CorruptRecordError as exc:  # garbage, or a batch over max.message.bytes
+            self.abandon()
+            raise ValueError(f"append-batches: {exc}") from None
         done = bytes(self._buf[:end])
         del self._buf[:end]
         return done

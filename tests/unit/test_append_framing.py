@@ -4,8 +4,9 @@ import random
 
 import pytest
 
-from kfs.mount.append import (AbandonedLineError, InvalidJsonLineError, LineFramer, json_records,
-                        parse_separator)
+from helpers.records import EXAMPLE_2_7, EXAMPLE_2_8
+from kfs.mount.append import (AbandonedLineError, BatchFramer, InvalidJsonLineError, LineFramer,
+                              PartialBatchError, json_records, parse_separator)
 
 
 def lines_of(fed: bytes) -> list[bytes]:
@@ -203,3 +204,41 @@ def test_json_records_refuse_what_is_not_a_record_object(line, reason):
     with pytest.raises(InvalidJsonLineError, match="^line 2: ") as info:
         json_records(b'{"payload":"fine"}\n' + line + b"\n")
     assert reason in str(info.value)
+
+
+# -- append-batches: whole batches out of write() chunks --------------------------------------
+
+
+def test_batch_framer_returns_whole_batches_split_anywhere():
+    data = EXAMPLE_2_7 + EXAMPLE_2_8 + EXAMPLE_2_7
+    rng = random.Random(7)
+    for _ in range(50):
+        framer, out, at = BatchFramer(1 << 20), b"", 0
+        while at < len(data):
+            n = rng.randint(1, 40)
+            out += framer.feed(data[at:at + n])
+            at += n
+            assert data.startswith(out) and framer.pending_len == min(at, len(data)) - len(out)
+        assert out == data
+        framer.finish()
+
+
+def test_batch_framer_refuses_an_impossible_size_from_its_12_bytes():
+    framer = BatchFramer(1 << 20)
+    with pytest.raises(ValueError, match="minimum record overhead"):
+        framer.feed(bytes(8) + (3).to_bytes(4, "big"))
+    with pytest.raises(AbandonedLineError):
+        framer.feed(EXAMPLE_2_7)
+    framer = BatchFramer(len(EXAMPLE_2_7) - 12)  # max.message.bytes: 2.7's batchLength
+    assert framer.feed(EXAMPLE_2_7[:12]) == b""
+    assert framer.feed(EXAMPLE_2_7[12:]) == EXAMPLE_2_7
+    with pytest.raises(ValueError, match="largest allowable message size"):
+        framer.feed(EXAMPLE_2_8[:12])  # 8 bytes longer
+
+
+def test_batch_framer_finish_refuses_a_partial_batch():
+    framer = BatchFramer(1 << 20)
+    assert framer.feed(EXAMPLE_2_7 + EXAMPLE_2_8[:16]) == EXAMPLE_2_7
+    assert framer.pending_len == 16
+    with pytest.raises(PartialBatchError):
+        framer.finish()
