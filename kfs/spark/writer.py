@@ -43,9 +43,9 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from storage import LogManager
 from storage.clock import now_ms
-from storage.records import RECORD_BATCH_OVERHEAD
 from storage.records.batch import encode_arrow, seal_in_place
 from storage.records.control import ControlRecordType, build_control_batch
+from storage.records.framing import RECORD_BATCH_OVERHEAD
 from storage.topic_partition import parse_partition_dir_name
 
 from kfs.mount.mount_table import find_mount
