@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from storage import LogManager  # noqa: E402
-from storage.log_manager import CLEAN_SHUTDOWN_FILE  # noqa: E402
+from storage.log_files import CLEAN_SHUTDOWN_FILE  # noqa: E402
 from storage.records import build_batch  # noqa: E402
 from storage.segment import LogSegment  # noqa: E402
 

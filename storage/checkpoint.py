@@ -18,9 +18,6 @@ from typing import TypeVar
 
 from storage.errors import CorruptCheckpointError
 
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 _VERSION = 0
 _FIELDS = re.compile(r"\s+")
 # One lock per checkpoint file: the mount's retention job and its periodic job both write

@@ -35,18 +35,17 @@ from crc32c import crc32c
 
 from storage.errors import CorruptRecordError, InvalidRecordError, LogCleaningAbortedError
 from storage.offset_map import RecordFilter, SkimpyOffsetMap, map_run, map_section
-from storage.log_files import CLEANED_SUFFIX
+from storage.log_files import (
+    CLEANED_SUFFIX,
+    log_file,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
 from storage.records import RecordBatch, batch_at, compress, decompress
 from storage.records.control import ControlRecordType, decode_control_record_key
 from storage.records.framing import entry_size
-from storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
-)
+from storage.segment import LogSegment
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -163,8 +162,8 @@ def cleaned_segment(log_, base_offset: int) -> LogSegment:
     the ``.cleaned`` suffix (``LogCleaner.createNewCleanedSegment``), renamed ``.swap`` and to
     the final names by ``Log.replace_segments``. Leftover files of an earlier attempt are
     replaced. Raises OSError (e.g. ENOSPC)."""
-    for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        (log_.dir / f"{filename_prefix(base_offset)}{kind}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+    for file in (log_file, offset_index_file, time_index_file, transaction_index_file):
+        file(log_.dir, base_offset, CLEANED_SUFFIX).unlink(missing_ok=True)
     return LogSegment(log_.dir, base_offset, log_.config, True, log_.clock,
                       file_suffix=CLEANED_SUFFIX)
 

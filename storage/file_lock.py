@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from storage.errors import LogDirLockedError
+from storage.log_files import LOCK_FILE
 
-LOCK_FILE = ".lock"
 _POLL_S = 0.05
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_epochs, write_epochs
+from storage.checkpoint import read_epochs, write_epochs
 from storage.errors import CorruptCheckpointError
+from storage.log_files import LEADER_EPOCH_CHECKPOINT
 
 log = logging.getLogger(__name__)
 

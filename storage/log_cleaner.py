@@ -29,11 +29,10 @@ from storage.cleaner import (
 )
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import CorruptCheckpointError, KafkaStorageError, LogCleaningAbortedError
+from storage.log_files import CLEANER_OFFSET_CHECKPOINT
 from storage.offset_map import SkimpyOffsetMap
 
 log = logging.getLogger(__name__)
-
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,14 @@ from storage.records import iter_batches
 from storage.log_files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
     LOG_SUFFIX,
-    SEGMENT_FILE as _SEGMENT_FILE,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    filename_prefix,
+    log_file,
+    offset_from_file_name,
+    offset_index_file,
+    parse_segment_file_name,
+    time_index_file,
+    transaction_index_file,
 )
 from storage.segment import LogSegment
 
@@ -77,9 +78,8 @@ def segment_bases(directory: Path) -> list[int]:
 
 def bases_of(names: list[str]) -> list[int]:
     """Base offsets of the ``<20 digits>.log`` names among ``names``, ascending."""
-    return sorted(int(m.group(1)) for name in names
-                  if (m := _SEGMENT_FILE.fullmatch(name)) and m.group(2) == LOG_SUFFIX
-                  and not m.group(3))
+    return sorted(f.offset for name in names
+                  if (f := parse_segment_file_name(name)) and f.kind == LOG_SUFFIX and not f.extra)
 
 
 def swap_in_progress(names: list[str]) -> bool:
@@ -108,8 +108,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         # A missing index is rebuilt (Kafka creates a missing .timeindex empty, which loses
         # the segment's largest timestamp for retention and ListOffsets).
         needs_recovery = {b for b in bases
-                          if not all((directory / (filename_prefix(b) + suffix)).exists()
-                                     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))}
+                          if not (offset_index_file(directory, b).exists()
+                                  and time_index_file(directory, b).exists())}
         for base in bases:
             segment = LogSegment(directory, base, config, writable, clock)
             segments.append(segment)
@@ -244,8 +244,8 @@ def _remove_segment(segment: LogSegment, lost_by: LogSegment, quarantine: Quaran
                          first_offset=segment.base_offset)
     log.warning("moved %s to %s instead of deleting it: it follows data lost by %s", path,
                 quarantine.directory, lost_by.log_path)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        path.with_suffix(suffix).unlink(missing_ok=True)
+    for index_file in (offset_index_file, time_index_file, transaction_index_file):
+        index_file(segment.dir, segment.base_offset).unlink(missing_ok=True)
 
 
 def _replay_damage(segments: list[LogSegment], offset: int, error: Exception) -> LogDamage:
@@ -321,29 +321,27 @@ def _finish_interrupted_operations(directory: Path, quarantine: Quarantine | Non
     swaps: list[Path] = []
     min_cleaned = None
     for path in sorted(directory.iterdir()):
-        m = _SEGMENT_FILE.fullmatch(path.name)
-        if not m or not m.group(3):
+        f = parse_segment_file_name(path.name)
+        if not f or not f.extra:
             continue
-        base, kind = int(m.group(1)), m.group(3)
-        if kind == DELETED_SUFFIX:
+        if f.extra == DELETED_SUFFIX:
             log.info("deleting %s left by an earlier deletion", path)
             unlink(path, "left by an earlier deletion")
-        elif kind == CLEANED_SUFFIX:
-            min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+        elif f.extra == CLEANED_SUFFIX:
+            min_cleaned = f.offset if min_cleaned is None else min(min_cleaned, f.offset)
             log.info("deleting %s left by an interrupted cleaning", path)
             unlink(path, "left by an interrupted cleaning")
         else:
             swaps.append(path)
     for path in swaps:
-        if min_cleaned is not None and int(path.name[:20]) >= min_cleaned:
+        if min_cleaned is not None and offset_from_file_name(path.name) >= min_cleaned:
             log.info("deleting %s: its cleaning did not finish", path)
             unlink(path, "its cleaning did not finish")
     swaps = [p for p in swaps if p.exists()]
     _promote_swaps(directory, swaps, unlink)
     for path in directory.iterdir():
-        m = _SEGMENT_FILE.fullmatch(path.name)
-        if m and not m.group(3) and m.group(2) != LOG_SUFFIX and \
-                not (directory / (m.group(1) + LOG_SUFFIX)).exists():
+        f = parse_segment_file_name(path.name)
+        if f and not f.extra and f.kind != LOG_SUFFIX and not log_file(directory, f.offset).exists():
             log.info("deleting %s: its .log is gone", path)
             path.unlink()
 
@@ -353,11 +351,11 @@ def _promote_swaps(directory: Path, swaps: list[Path], unlink) -> None:
     falls in [first swap base, last swap's next offset), then strip ``.swap``."""
     log_swaps = sorted(p for p in swaps if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX))
     if log_swaps:
-        first = int(log_swaps[0].name[:20])
-        end = _next_offset_of_log_file(log_swaps[-1], int(log_swaps[-1].name[:20]))
+        first = offset_from_file_name(log_swaps[0].name)
+        end = _next_offset_of_log_file(log_swaps[-1], offset_from_file_name(log_swaps[-1].name))
         for path in directory.iterdir():
-            m = _SEGMENT_FILE.fullmatch(path.name)
-            if m and not m.group(3) and first <= int(m.group(1)) < end:
+            f = parse_segment_file_name(path.name)
+            if f and not f.extra and first <= f.offset < end:
                 log.info("deleting %s: replaced by a finished cleaning", path)
                 unlink(path, "replaced by a finished cleaning")
     for path in swaps:

@@ -15,13 +15,7 @@ from collections.abc import Callable
 from typing import Any
 from pathlib import Path
 
-from storage.checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    read_offsets,
-    write_atomically,
-    write_offsets,
-)
+from storage.checkpoint import read_offsets, write_atomically, write_offsets
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import load_broker_config, load_log_config, load_manager_config
 from storage.errors import (
@@ -38,6 +32,12 @@ from storage.errors import (
 from storage.damage import LogDamage
 from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.file_lock import FileLock
+from storage.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA_FILE,
+    RECOVERY_POINT_CHECKPOINT,
+)
 from storage.log import Log
 from storage.log_loader import IntactDataAfterDamageError
 from storage.quarantine import Quarantine, QuarantineError, default_root
@@ -46,8 +46,6 @@ from storage.topic_partition import parse_partition_dir_name
 
 log = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-PARTITION_METADATA_FILE = "partition.metadata"
 # Directories LogManager does not load as data logs: KRaft's metadata log.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})

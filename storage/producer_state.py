@@ -36,7 +36,12 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from storage.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX
+from storage.log_files import (
+    DELETED_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    offset_from_file_name,
+    producer_snapshot_file,
+)
 from storage.checkpoint import write_atomically
 from storage.errors import (
     CorruptSnapshotError,
@@ -62,12 +67,10 @@ __all__ = [
     "ProducerStateEntry",
     "ProducerAppendInfo",
     "ProducerStateManager",
-    "SNAPSHOT_SUFFIX",
     "encode_snapshot",
     "decode_snapshot",
     "write_snapshot",
     "read_snapshot",
-    "snapshot_path",
     "list_snapshot_files",
 ]
 
@@ -416,11 +419,6 @@ class ProducerAppendInfo:
 
 # -- snapshot files -------------------------------------------------------------------------
 
-def snapshot_path(log_dir: Path, offset: int) -> Path:
-    """``<log_dir>/<20-digit offset>.snapshot`` (``LogFileUtils.producerSnapshotFile``)."""
-    return Path(log_dir) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
 def list_snapshot_files(log_dir: Path) -> list[tuple[int, Path]]:
     """(offset, path) of every regular ``*.snapshot`` file in ``log_dir``, by offset
     (``listSnapshotFiles``); names whose prefix is not a number are skipped."""
@@ -432,7 +430,7 @@ def list_snapshot_files(log_dir: Path) -> list[tuple[int, Path]]:
     for path in paths:
         if path.name.endswith(SNAPSHOT_SUFFIX) and path.is_file():
             try:
-                found.append((int(path.name.split(".", 1)[0]), path))
+                found.append((offset_from_file_name(path.name), path))
             except ValueError:
                 continue
     return sorted(found)
@@ -823,7 +821,7 @@ class ProducerStateManager:
         path, or None when nothing was written. Raises OSError."""
         if self.map_end_offset <= self._last_snap_offset or not self.writable:
             return None
-        path = snapshot_path(self.log_dir, self.map_end_offset)
+        path = producer_snapshot_file(self.log_dir, self.map_end_offset)
         write_snapshot(path, self.snapshot_entries(), sync)
         self._snapshots[self.map_end_offset] = path
         self._last_snap_offset = self.map_end_offset

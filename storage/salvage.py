@@ -27,17 +27,16 @@ from pathlib import Path
 from storage.checkpoint import fsync_directory
 from storage.config import LogConfig
 from storage.damage import Cut, map_segment
-from storage.log_files import CLEANED_SUFFIX
+from storage.log_files import (
+    CLEANED_SUFFIX,
+    log_file,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
 from storage.log_loader import segment_bases
 from storage.quarantine import Quarantine
-from storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
-)
+from storage.segment import LogSegment
 
 _COPY_BLOCK = 1 << 20
 
@@ -158,7 +157,7 @@ def _rewrite(directory: Path, segment: SegmentPlan) -> Path:
     """Write the intact runs of ``segment`` to ``<target>.log.cleaned``, make it durable and
     rename it over the target (the segment's own name, or its new base offset's)."""
     base = segment.base if segment.new_base is None else segment.new_base
-    target = directory / (filename_prefix(base) + LOG_SUFFIX)
+    target = log_file(directory, base)
     if target != segment.path and target.exists():  # (another segment has that name)
         target, base = segment.path, segment.base
     cleaned = target.with_name(target.name + CLEANED_SUFFIX)
@@ -188,8 +187,8 @@ def _rewrite(directory: Path, segment: SegmentPlan) -> Path:
 
 def _remove_derived(directory: Path, base: int) -> None:
     """Remove the index files of the segment at ``base``: they are derived from its .log."""
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        (directory / (filename_prefix(base) + suffix)).unlink(missing_ok=True)
+    for index_file in (offset_index_file, time_index_file, transaction_index_file):
+        index_file(directory, base).unlink(missing_ok=True)
 
 
 def _records(cuts: list[Cut]) -> int | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage.errors import CorruptIndexError, ReadOnlyLogError
-from storage.log_files import TXN_INDEX_SUFFIX
+from storage.log_files import TXN_INDEX_SUFFIX, offset_from_file_name
 
 __all__ = ["AbortedTxn", "TxnIndexSearchResult", "TransactionIndex", "TXN_INDEX_SUFFIX"]
 
@@ -72,14 +72,6 @@ class TxnIndexSearchResult(NamedTuple):
     is_complete: bool
 
 
-def _offset_from_file_name(path: Path) -> int:
-    # LogFileUtils.offsetFromFileName: the digits before the first '.'
-    try:
-        return int(path.name.split(".", 1)[0])
-    except ValueError:
-        raise ValueError(f"no base offset in transaction index file name {path.name!r}") from None
-
-
 class TransactionIndex:
     """The ``.txnindex`` of the segment starting at ``start_offset`` (None = parsed from the
     file name, as ``UnifiedLog.offsetFromFile``).
@@ -96,7 +88,7 @@ class TransactionIndex:
 
     def __init__(self, path: Path, start_offset: int | None = None, writable: bool = True):
         self.path = Path(path)
-        self.start_offset = (_offset_from_file_name(self.path) if start_offset is None
+        self.start_offset = (offset_from_file_name(self.path.name) if start_offset is None
                              else start_offset)
         self.writable = writable
         self._fd: int | None = None

@@ -45,19 +45,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from storage.log_files import LOG_SUFFIX, PARTITION_FILE_SUFFIXES
+from storage.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_OFFSET_CHECKPOINT,
+    DELETE_DIR_SUFFIX,
+    HIGH_WATERMARK_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    META_PROPERTIES_FILE,
+    PARTITION_FILE_SUFFIXES,
+    PARTITION_METADATA_FILE,
+    RECOVERY_POINT_CHECKPOINT,
+)
 
-PARTITION_METADATA = "partition.metadata"
-CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
-META_PROPERTIES = "meta.properties"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-DELETE_DIR_SUFFIX = "-delete"  # Kafka's UnifiedLog.DeleteDirSuffix
 # What a partition directory of Kafka's holds (other files are not copied)
-_FILE_SUFFIXES = PARTITION_FILE_SUFFIXES
-_NAMED_FILES = ("leader-epoch-checkpoint", PARTITION_METADATA)
+_NAMED_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE)
 
 
 class AdoptError(Exception):
@@ -145,21 +149,21 @@ def adopt(backing_dir, broker_log_dir, partitions: list[str] | None = None, *,
 
     out = out or sys.stdout
     backing, broker = Path(backing_dir), Path(broker_log_dir)
-    if not (broker / META_PROPERTIES).is_file():
-        raise AdoptError(f"{broker} is not a formatted Kafka log directory (no {META_PROPERTIES}): "
+    if not (broker / META_PROPERTIES_FILE).is_file():
+        raise AdoptError(f"{broker} is not a formatted Kafka log directory (no {META_PROPERTIES_FILE}): "
                          "format it (kafka-storage.sh format), start the broker, create the "
                          "topics, stop the broker")
-    lock_file = broker / ".lock"
+    lock_file = broker / LOCK_FILE
     lock_existed = lock_file.exists()  # a broker deletes its .lock at a clean shutdown
     try:
         broker_lock = FileLock(broker)  # held throughout: the broker cannot start meanwhile
     except LogDirLockedError:
-        raise AdoptError(f"a broker is running on {broker} (it holds {broker / '.lock'}): "
+        raise AdoptError(f"a broker is running on {broker} (it holds {lock_file}): "
                          "stop it cleanly first") from None
     try:
-        if not (broker / CLEAN_SHUTDOWN).exists():
+        if not (broker / CLEAN_SHUTDOWN_FILE).exists():
             raise AdoptError(f"the broker of {broker} did not shut down cleanly (no "
-                             f"{CLEAN_SHUTDOWN}): start it and stop it cleanly first")
+                             f"{CLEAN_SHUTDOWN_FILE}): start it and stop it cleanly first")
         try:
             found = _close_cleanly(backing, partitions)
         except LogDirLockedError:
@@ -248,7 +252,7 @@ def _check(found: list[Partition], backing: Path, broker: Path, overwrite: bool,
     missing: dict[str, int] = {}
     for p in found:
         try:
-            p.topic_id = _topic_id(broker / p.name / PARTITION_METADATA)
+            p.topic_id = _topic_id(broker / p.name / PARTITION_METADATA_FILE)
         except FileNotFoundError:
             partitions = 1 + max(int(q.name.rpartition("-")[2]) for q in found
                                  if q.topic == p.topic)
@@ -308,7 +312,7 @@ def _describe(p: Partition) -> str:
 
 def _files(source: Path) -> list[Path]:
     return [path for path in sorted(source.iterdir()) if path.is_file() and (
-        path.name in _NAMED_FILES or path.name.endswith(_FILE_SUFFIXES))]
+        path.name in _NAMED_FILES or path.name.endswith(PARTITION_FILE_SUFFIXES))]
 
 
 def _swap_in(source: Path, broker: Path, p: Partition) -> None:
@@ -327,7 +331,7 @@ def _swap_in(source: Path, broker: Path, p: Partition) -> None:
             finally:
                 os.close(fd)
         # PartitionMetadataFile's text, byte for byte (no newline at the end)
-        write_atomically(staging / PARTITION_METADATA, f"version: 0\ntopic_id: {p.topic_id}")
+        write_atomically(staging / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {p.topic_id}")
         fsync_directory(staging)
         target = broker / p.name
         old = broker / f"{p.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"

@@ -57,6 +57,8 @@ from storage.log_files import (
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    filename_prefix,
+    offset_from_file_name,
 )
 from storage.coordinator.dumplog import java_json, offsets_key_payload, transaction_key_payload
 from storage.coordinator.records import (
@@ -573,11 +575,11 @@ def java_absolute_path(path: str) -> str:
 
 def _base_offset(path: str) -> int:
     """The offset before the first ``.`` of the file name (``UnifiedLog.offsetFromFile``)."""
-    prefix = os.path.basename(path).split(".")[0]
-    if not prefix.isdigit():
+    try:
+        return offset_from_file_name(os.path.basename(path))
+    except ValueError:
         raise DumpError("the file name does not start with a base offset "
-                        f"(e.g. 00000000000000000000{os.path.splitext(path)[1]})")
-    return int(prefix)
+                        f"(e.g. {filename_prefix(0)}{os.path.splitext(path)[1]})") from None
 
 
 def _sibling(path: str, suffix: str) -> str:

@@ -53,12 +53,15 @@ from storage.log_files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    SEGMENT_FILE,
     SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    filename_prefix,
+    SegmentFileName,
+    log_file,
+    offset_index_file,
+    parse_segment_file_name,
+    time_index_file,
+    transaction_index_file,
 )
 from storage.segment import BatchBlocks, SegmentScan
 from storage.time_index import TimeIndex
@@ -81,11 +84,10 @@ __all__ = [
     "verify_partitions",
 ]
 
-def _segment_file(name: str) -> tuple[int, str] | None:
-    """(base offset, suffix) of a segment file's name (not one being deleted, cleaned or
-    swapped), else None."""
-    m = SEGMENT_FILE.fullmatch(name)
-    return (int(m.group(1)), m.group(2)) if m and not m.group(3) else None
+def _segment_file(name: str) -> SegmentFileName | None:
+    """A segment file's name parsed (not one being deleted, cleaned or swapped), else None."""
+    f = parse_segment_file_name(name)
+    return f if f and not f.extra else None
 
 
 _LEFTOVER_SUFFIXES = {
@@ -166,7 +168,7 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
 def log_bytes(partitions: Iterable[Path]) -> int:
     """Total size of the ``.log`` files of ``partitions`` (what the progress bar counts)."""
     return sum(p.stat().st_size for d in partitions for p in d.iterdir()
-               if (f := _segment_file(p.name)) and f[1] == LOG_SUFFIX)
+               if (f := _segment_file(p.name)) and f.kind == LOG_SUFFIX)
 
 
 def verify_partitions(partitions: Sequence[Path], on_bytes: Callable[[int], None] = lambda n: None,
@@ -194,14 +196,14 @@ def verify_partition(directory: Path, stats: VerifyStats | None = None,
     stats = stats if stats is not None else VerifyStats()
     partition = directory.name
     names = sorted(p.name for p in directory.iterdir())
-    bases = sorted(f[0] for n in names if (f := _segment_file(n)) and f[1] == LOG_SUFFIX)
+    bases = sorted(f.offset for n in names if (f := _segment_file(n)) and f.kind == LOG_SUFFIX)
     for name in names:
         suffix = name[name.rfind("."):]
         if suffix in _LEFTOVER_SUFFIXES:
             yield Problem(partition, name, None,
                           f"leftover: {_LEFTOVER_SUFFIXES[suffix]} (Kafka finishes or removes it "
                           "at the next start)")
-        elif (f := _segment_file(name)) and f[1] != LOG_SUFFIX and f[0] not in bases:
+        elif (f := _segment_file(name)) and f.kind != LOG_SUFFIX and f.offset not in bases:
             yield Problem(partition, name, None,
                           "index file without its .log (Kafka deletes it at the next start)")
         elif name.endswith(SNAPSHOT_SUFFIX) and name[:-len(SNAPSHOT_SUFFIX)].isdigit():
@@ -230,8 +232,8 @@ class _LogScan:
         self.partition = directory.name
         self.active = active  # the segment a running writer appends to
         self.base = base
-        self.prefix = directory / filename_prefix(base)
-        self.file = self.prefix.name + LOG_SUFFIX
+        self.directory = directory
+        self.file = log_file(directory, base).name
         self.previous_end = previous_end
         self.on_bytes = on_bytes
         self.batches = SegmentScan(base, crc32c, -1 if previous_end is None else previous_end)
@@ -252,7 +254,7 @@ class _LogScan:
         return Problem(self.partition, self.file, position, what)
 
     def run(self) -> Iterator[Problem]:
-        fd = os.open(self.prefix.with_suffix(LOG_SUFFIX), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(log_file(self.directory, self.base), os.O_RDONLY | os.O_CLOEXEC)
         try:
             self.size = os.fstat(fd).st_size
             if self.previous_end is not None and self.base < self.previous_end:
@@ -334,7 +336,7 @@ def _zero_tail(index, name: str, active: bool) -> str | None:
 
 
 def _check_offset_index(scan: _LogScan) -> Iterator[Problem]:
-    path = scan.prefix.with_suffix(INDEX_SUFFIX)
+    path = offset_index_file(scan.directory, scan.base)
     file = path.name
     if not path.exists():
         yield Problem(scan.partition, file, None, "missing (Kafka rebuilds it by recovering the segment)")
@@ -365,7 +367,7 @@ def _check_offset_index(scan: _LogScan) -> Iterator[Problem]:
 
 
 def _check_time_index(scan: _LogScan) -> Iterator[Problem]:
-    path = scan.prefix.with_suffix(TIME_INDEX_SUFFIX)
+    path = time_index_file(scan.directory, scan.base)
     file = path.name
     largest = scan.batches.max_timestamp_and_offset()
     if not path.exists():
@@ -409,7 +411,7 @@ def _check_snapshot(path: Path) -> Iterator[Problem]:
 def _check_txn_index(scan: _LogScan) -> Iterator[Problem]:
     """``TransactionIndex.sanityCheck`` (entries' last offsets not below the segment's base),
     strictly increasing last offsets, no partial trailing entry."""
-    path = scan.prefix.with_suffix(TXN_INDEX_SUFFIX)
+    path = transaction_index_file(scan.directory, scan.base)
     if not path.exists():
         return  # created only when the segment gets an aborted transaction
     index = TransactionIndex(path, scan.base, writable=False)
@@ -484,7 +486,7 @@ def describe_plan(plan: RepairPlan) -> list[str]:
                 lines.append(f"{name}: cut bytes {cut.start}-{cut.end} ({_cut_text(partition, segment, cut)}): "
                              f"{cut.reason}")
             if segment.new_base is not None:
-                lines.append(f"{name}: rename to {filename_prefix(segment.new_base)}{LOG_SUFFIX} "
+                lines.append(f"{name}: rename to {log_file(partition.directory, segment.new_base).name} "
                              "(its base offset is below the end of the segment before)")
     for path in plan.leftovers:
         lines.append(f"{path.parent.name}/{path.name}: settled as Kafka does at start-up "

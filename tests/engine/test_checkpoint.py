@@ -6,15 +6,10 @@ import pytest
 from helpers.paths import KAFKA_WRITTEN
 from helpers.waits import DEADLINE_S, joined
 from storage import LogManager
-from storage.checkpoint import (
-    RECOVERY_POINT_CHECKPOINT,
-    read_epochs,
-    read_offsets,
-    write_epochs,
-    write_offsets,
-)
+from storage.checkpoint import read_epochs, read_offsets, write_epochs, write_offsets
 from storage.errors import CorruptCheckpointError
 from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.log_files import RECOVERY_POINT_CHECKPOINT
 from storage.records import build_batch
 from storage.segment import LogSegment
 

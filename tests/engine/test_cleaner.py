@@ -15,7 +15,8 @@ import pytest
 from helpers.paths import REPO
 from storage import LogManager
 from storage.errors import CorruptRecordError, KeylessRecordError
-from storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, for_log_manager
+from storage.log_cleaner import LogCleaner, for_log_manager
+from storage.log_files import CLEANER_OFFSET_CHECKPOINT
 from storage.records import build_batch
 
 NOW = 1_800_000_000_000

@@ -25,9 +25,13 @@ from helpers.waits import Lines
 
 from storage import LogManager
 from storage.errors import CorruptRecordError, LogDirLockedError
-from storage.log_manager import CLEAN_SHUTDOWN_FILE
+from storage.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    filename_prefix,
+    offset_file,
+    offset_from_file_name,
+)
 from storage.records import RecordBatch, build_batch, iter_batches
-from storage.segment import filename_prefix
 
 # --------------------------------------------------------------------------- helpers
 
@@ -72,7 +76,7 @@ def batches_of(path: Path) -> list[tuple[int, RecordBatch]]:
 
 
 def seg(directory: Path, base: int, suffix: str) -> Path:
-    return directory / f"{filename_prefix(base)}{suffix}"
+    return offset_file(directory, base, suffix)
 
 
 def crash(backing: Path) -> None:
@@ -173,7 +177,7 @@ def test_torn_tail_at_every_byte_of_the_last_batch(tmp_path, clean):
     mgr = LogManager(pristine.parent)
     before = records_of(mgr.get("t-0"))
     mgr.close()
-    last_base = max(int(p.stem) for p in pristine.glob("*.log"))
+    last_base = max(offset_from_file_name(p.name) for p in pristine.glob("*.log"))
     position, last = batches_of(seg(pristine, last_base, ".log"))[-1]
     assert last_base < last.base_offset  # the cut is inside the active segment, not at its start
     kept = [r for r in before if r[0] < last.base_offset]
@@ -248,7 +252,7 @@ def test_damaged_index_reads_stay_right(tmp_path, damage, suffix, which):
     mgr = LogManager(directory.parent)
     expected = records_of(mgr.get("t-0"))
     mgr.close()
-    bases = sorted(int(p.stem) for p in directory.glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in directory.glob("*.log"))
     assert len(bases) >= 3
     base = bases[0] if which == "first" else bases[-1]
     next_offset = bases[1] if which == "first" else expected[-1][0] + 1
@@ -293,7 +297,7 @@ def test_flipped_byte_after_the_recovery_point_cuts_that_batch_only(tmp_path, wh
     expected = records_of(mgr.get("t-0"))
     end = mgr.get("t-0").log_end_offset
     mgr.close()
-    bases = sorted(int(p.stem) for p in directory.glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in directory.glob("*.log"))
     base = bases[-1] if where == "active" else bases[1]
     batches = batches_of(seg(directory, base, ".log"))
     assert len(batches) >= 3
@@ -311,7 +315,7 @@ def test_flipped_byte_after_the_recovery_point_cuts_that_batch_only(tmp_path, wh
     assert log.log_end_offset == end and records_of(log) == kept
     assert seg(directory, base, ".log").stat().st_size == \
         sum(b.size_in_bytes for _, b in batches) - bad.size_in_bytes
-    assert sorted(int(p.stem) for p in directory.glob("*.log")) == bases
+    assert sorted(offset_from_file_name(p.name) for p in directory.glob("*.log")) == bases
     assert any(f"offsets {bad.base_offset}-{bad.last_offset}" in line for line in mgr.notices)
     assert log.salvaged and mgr.notices
     (run,) = (directory.parent.parent / "data.quarantine").iterdir()
@@ -332,7 +336,7 @@ def test_flipped_byte_below_the_recovery_point_fails_that_batch_only(tmp_path, h
     mgr = LogManager(directory.parent)
     expected = records_of(mgr.get("t-0"))
     mgr.close()
-    bases = sorted(int(p.stem) for p in directory.glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in directory.glob("*.log"))
     middle = seg(directory, bases[1], ".log")
     batches = batches_of(middle)
     position, bad = batches[len(batches) // 2]
@@ -389,7 +393,7 @@ def leftover_log(tmp_path: Path) -> tuple[Path, list[int], list]:
     mgr = LogManager(directory.parent)
     expected = records_of(mgr.get("t-0"))
     mgr.close()
-    bases = sorted(int(p.stem) for p in directory.glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in directory.glob("*.log"))
     assert len(bases) >= 3
     return directory, bases, expected
 
@@ -435,7 +439,7 @@ def test_swap_files_of_a_finished_cleaning_replace_the_old_segments(tmp_path, ol
     mgr = LogManager(directory.parent)
     log = mgr.get("t-0")
     assert leftovers(directory) == []
-    assert sorted(int(p.stem) for p in directory.glob("*.log")) == [bases[0]] + bases[2:]
+    assert sorted(offset_from_file_name(p.name) for p in directory.glob("*.log")) == [bases[0]] + bases[2:]
     assert records_of(log) == expected
     mgr.close()
     for suffix, data in merged.items():

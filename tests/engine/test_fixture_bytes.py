@@ -19,6 +19,7 @@ from helpers.kafka_written import kafka_41_indexes
 from helpers.paths import KAFKA_WRITTEN
 from storage import LogConfig
 from storage.log import Log
+from storage.log_files import offset_from_file_name
 from storage.records import iter_batches
 
 FIXTURES = KAFKA_WRITTEN
@@ -45,7 +46,7 @@ def kafka_appends(directory: Path) -> list[bytes]:
     """
     appends = []
     for log_path in sorted(directory.glob("*.log")):
-        base = int(log_path.stem)
+        base = offset_from_file_name(log_path.name)
         data = log_path.read_bytes()
         starts = index_entries(log_path.with_suffix(".index"), base)
         group_start = group_end_offset = None

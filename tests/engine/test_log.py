@@ -23,7 +23,7 @@ from storage.errors import (
 )
 from storage.log import Log
 from storage.records import RecordBatch, build_batch, iter_batches
-from storage.segment import filename_prefix
+from storage.log_files import log_file, offset_from_file_name, offset_index_file, time_index_file
 
 
 def open_log(path, **config):
@@ -69,7 +69,7 @@ def test_appends_group_records_into_batches_of_batch_size(tmp_path):
     log = open_log(tmp_path / "t-0", batch_size=16384)
     values = [b"v" * 100 for _ in range(1000)]
     log.append(values)
-    data = (tmp_path / "t-0" / f"{filename_prefix(0)}.log").read_bytes()
+    data = log_file(tmp_path / "t-0", 0).read_bytes()
     sizes, pos, counts = [], 0, []
     while pos < len(data):
         b = RecordBatch(data, pos)
@@ -99,7 +99,7 @@ def test_append_takes_null_values_headers_and_timestamps_per_record(tmp_path):
     assert all(r.timestamp == t for r, t in zip(got, stamps) if t is not None)
     assert all(now <= r.timestamp <= time.time_ns() // 10**6 for r, t in zip(got, stamps)
                if t is None)
-    batches = list(iter_batches((tmp_path / "t-0" / f"{filename_prefix(0)}.log").read_bytes()))
+    batches = list(iter_batches(log_file(tmp_path / "t-0", 0).read_bytes()))
     assert len(batches) > 5 and max(b.size_in_bytes for b in batches) <= 1024
     for b in batches:  # the time index's view: each batch's max timestamp
         assert b.max_timestamp == max(r.timestamp for r in b.records())
@@ -138,7 +138,7 @@ def test_offset_index_entry_rule(tmp_path):
             since = 0
         since += size
     log.close()
-    got = index_entries(tmp_path / "t-0" / f"{filename_prefix(0)}.index", ">ii")
+    got = index_entries(offset_index_file(tmp_path / "t-0", 0), ">ii")
     assert got == expected and expected
 
 
@@ -150,7 +150,7 @@ def test_time_index_tracks_max_timestamp_so_far(tmp_path):
     for i, ts in enumerate(timestamps):
         log.append_batches(batch(i * 2, 2, ts))
     log.close()
-    got = index_entries(tmp_path / "t-0" / f"{filename_prefix(0)}.timeindex", ">qi")
+    got = index_entries(time_index_file(tmp_path / "t-0", 0), ">qi")
     # entries are attempted from the second append on (first append never indexed)
     expected, max_ts, max_off = [], -1, -1
     for i, ts in enumerate(timestamps):
@@ -166,7 +166,7 @@ def test_roll_on_segment_bytes_and_new_base_is_log_end_offset(tmp_path):
     log = open_log(tmp_path / "t-0", segment_bytes=2000)
     for i in range(30):
         log.append([b"x" * 150])
-    bases = sorted(int(p.name[:20]) for p in (tmp_path / "t-0").glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in (tmp_path / "t-0").glob("*.log"))
     assert len(bases) > 2 and bases[0] == 0
     for base in bases[1:]:
         assert log.read(base).offset == base  # every segment starts at its first record
@@ -180,7 +180,7 @@ def test_roll_on_segment_ms_uses_record_timestamps(tmp_path):
     log.append_batches(batch(0, 1, 10_000))
     log.append_batches(batch(1, 1, 10_900))  # 900 ms after the first batch: same segment
     log.append_batches(batch(2, 1, 11_001))  # 1001 ms: roll
-    bases = sorted(int(p.name[:20]) for p in (tmp_path / "t-0").glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in (tmp_path / "t-0").glob("*.log"))
     assert bases == [0, 2]
 
 
@@ -190,12 +190,11 @@ def test_roll_when_index_is_full_trims_and_adds_final_time_entry(tmp_path):
         log.append_batches(batch(i, 1, 1000 + i))
     segs = sorted((tmp_path / "t-0").glob("*.log"))
     assert len(segs) > 2
-    first = tmp_path / "t-0" / f"{filename_prefix(0)}"
-    offsets = index_entries(first.with_suffix(".index"), ">ii")
-    times = index_entries(first.with_suffix(".timeindex"), ">qi")
+    offsets = index_entries(offset_index_file(tmp_path / "t-0", 0), ">ii")
+    times = index_entries(time_index_file(tmp_path / "t-0", 0), ">qi")
     assert len(offsets) <= 4 and len(times) <= 3
     # the final time-index entry names the segment's true max timestamp
-    next_base = int(segs[1].name[:20])
+    next_base = offset_from_file_name(segs[1].name)
     assert times[-1] == (1000 + next_base - 1, next_base - 1)
     # the active segment's indexes are preallocated
     active = segs[-1].with_suffix("")
@@ -210,7 +209,7 @@ def test_reopen_resumes_at_log_end_offset(tmp_path):
     log.append([b"c"])
     mgr.close()
     assert (tmp_path / ".kafka_cleanshutdown").exists()
-    assert (tmp_path / "orders-0" / f"{filename_prefix(0)}.index").stat().st_size == 0
+    assert offset_index_file(tmp_path / "orders-0", 0).stat().st_size == 0
     mgr = LogManager(tmp_path)
     assert not (tmp_path / ".kafka_cleanshutdown").exists()  # consumed at startup, as Kafka
     log = mgr.get("orders-0")
@@ -227,7 +226,7 @@ def test_unclean_open_cuts_torn_tail(tmp_path):
     log.append([b"two"])
     mgr.close()
     os.remove(tmp_path / ".kafka_cleanshutdown")
-    path = tmp_path / "orders-0" / f"{filename_prefix(0)}.log"
+    path = log_file(tmp_path / "orders-0", 0)
     whole = path.stat().st_size
     with open(path, "ab") as f:
         f.write(batch(2, 1, 5)[:40])  # a torn batch, as after a crash mid-write
@@ -331,7 +330,7 @@ def test_config_from_server_and_topic_properties(tmp_path):
     assert orders.config.segment_bytes == 3000 and other.config.segment_bytes == 5000
     assert other.config.segment_ms == 7_200_000
     other.append([b"compress me " * 50])
-    data = (tmp_path / "other-0" / f"{filename_prefix(0)}.log").read_bytes()
+    data = log_file(tmp_path / "other-0", 0).read_bytes()
     assert RecordBatch(data).compression_type.kafka_name == "zstd"
     assert other.read(0).value == b"compress me " * 50
     mgr.close()
@@ -480,7 +479,7 @@ def test_missing_time_index_of_an_old_segment_is_rebuilt(tmp_path):
     for i in range(8):
         log.append_batches(batch(i, 1, 1000 + i))
     log.close()
-    first = tmp_path / "t-0" / f"{filename_prefix(0)}.timeindex"
+    first = time_index_file(tmp_path / "t-0", 0)
     original = first.read_bytes()
     first.unlink()
     log = open_log(tmp_path / "t-0", segment_bytes=600, index_interval_bytes=0)
@@ -510,7 +509,7 @@ def test_recovery_cuts_a_batch_whose_offsets_go_backwards_and_keeps_the_rest(tmp
     for i in range(5):
         log.append([b"r%d" % i])
     mgr.close()
-    path = tmp_path / "t-0" / f"{filename_prefix(0)}.log"
+    path = log_file(tmp_path / "t-0", 0)
     data = bytearray(path.read_bytes())
     third = sum(RecordBatch(bytes(data), 0).size_in_bytes for _ in range(2))
     struct.pack_into(">q", data, third, 0)  # baseOffset is not covered by the CRC

@@ -38,9 +38,9 @@ from storage.producer_state import (
     decode_snapshot,
     encode_snapshot,
     read_snapshot,
-    snapshot_path,
     write_snapshot,
 )
+from storage.log_files import offset_from_file_name, producer_snapshot_file, transaction_index_file
 from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
 from storage.records import RecordBatch, build_batch, iter_batches
 from storage.records.control import (
@@ -66,7 +66,7 @@ def fixture_batches():
     for path in sorted(TXN_FIXTURE.glob("*.log")):
         data = path.read_bytes()
         for batch in iter_batches(data):
-            out.append((int(path.name[:20]), data[batch.position:batch.position + batch.size_in_bytes],
+            out.append((offset_from_file_name(path.name), data[batch.position:batch.position + batch.size_in_bytes],
                         batch))
     return out
 
@@ -193,7 +193,7 @@ def test_end_transaction_marker_rejects_other_batches():
 # -- transaction index ------------------------------------------------------------------------
 
 def txn_index(tmp_path, base=0):
-    return TransactionIndex(tmp_path / f"{base:020d}.txnindex")
+    return TransactionIndex(transaction_index_file(tmp_path, base))
 
 
 def test_aborted_txn_entry_matches_reference_example():
@@ -263,7 +263,7 @@ def test_txn_index_truncate_reset_rename_delete(tmp_path):
     assert index.path.stat().st_size == 34
     index.append(AbortedTxn(4, 12, 15, 16))  # 15 > 10: allowed again after the truncation
     index.rename_to(tmp_path / "x.txnindex.deleted")
-    assert not (tmp_path / f"{0:020d}.txnindex").exists()
+    assert not transaction_index_file(tmp_path, 0).exists()
     assert [t.producer_id for t in index.all_aborted_txns()] == [1, 4]
     index.reset()
     assert index.all_aborted_txns() == [] and index.path.stat().st_size == 0
@@ -290,7 +290,7 @@ def test_txn_index_sanity_check(tmp_path):
 
 
 def test_txn_index_unknown_version_and_torn_tail(tmp_path):
-    path = tmp_path / f"{0:020d}.txnindex"
+    path = transaction_index_file(tmp_path, 0)
     good = AbortedTxn(1, 0, 10, 11).to_bytes()
     path.write_bytes(good + good[:20])  # a torn second entry is ignored
     index = TransactionIndex(path)
@@ -307,7 +307,7 @@ def test_txn_index_unknown_version_and_torn_tail(tmp_path):
 
 
 def test_txn_index_read_only_changes_nothing(tmp_path):
-    path = tmp_path / f"{0:020d}.txnindex"
+    path = transaction_index_file(tmp_path, 0)
     index = TransactionIndex(path, writable=False)
     with pytest.raises(ReadOnlyLogError):
         index.append(AbortedTxn(1, 0, 1, 2))
@@ -372,7 +372,7 @@ def test_transaction_lifecycle_and_stable_offsets(tmp_path):
     assert [t.first_offset for t in psm.ongoing_txns] == [0, 3]
     assert psm.last_stable_offset(high_watermark=6) == 0
     assert psm.last_stable_offset(high_watermark=6, log_start_offset=2) == 2
-    index = TransactionIndex(tmp_path / f"{0:020d}.txnindex")
+    index = TransactionIndex(transaction_index_file(tmp_path, 0))
     completed = psm.apply_batch(marker_batch(6, 1, 0, ABORT, coordinator_epoch=3), index)
     assert completed == CompletedTxn(1, 0, 6, True)
     # LSO stored: pid 2's transaction is still open at 3
@@ -444,7 +444,7 @@ def test_apply_append_groups_like_unified_log(tmp_path):
     with the abort sees the transaction the same append opened."""
     batches = [data_batch(0, 1, 0, 0), marker_batch(1, 1, 0, ABORT), data_batch(2, 2, 0, 0)]
     grouped = ProducerStateManager(tmp_path / "a")
-    index = TransactionIndex(tmp_path / f"{0:020d}.txnindex")
+    index = TransactionIndex(transaction_index_file(tmp_path, 0))
     assert grouped.apply_append(batches, index) == [CompletedTxn(1, 0, 1, True)]
     assert index.all_aborted_txns() == [AbortedTxn(1, 0, 1, 2)]
     one_by_one = ProducerStateManager(tmp_path / "b")
@@ -474,7 +474,7 @@ def test_snapshot_matches_reference_example():
 def test_snapshot_round_trip_without_batches_and_with_txn(tmp_path):
     entries = [ProducerStateEntry(5, 3, 7, NOW, 42),
                ProducerStateEntry(-5, 0, -1, 1, None, [BatchMetadata(2**31 - 1, 2**62, 0, 1)])]
-    path = snapshot_path(tmp_path, 123)
+    path = producer_snapshot_file(tmp_path, 123)
     assert path.name == "00000000000000000123.snapshot"
     write_snapshot(path, entries)
     assert read_snapshot(path) == entries
@@ -502,7 +502,7 @@ def test_corrupt_snapshots_raise(tmp_path, mangle, message):
 
 
 def test_write_snapshot_leaves_old_file_on_bad_input(tmp_path):
-    path = snapshot_path(tmp_path, 9)
+    path = producer_snapshot_file(tmp_path, 9)
     path.write_bytes(REFERENCE_SNAPSHOT)
     with pytest.raises(ValueError):
         write_snapshot(path, [ProducerStateEntry(2**63)])
@@ -531,7 +531,7 @@ def test_snapshot_lifecycle(tmp_path):
     psm = ProducerStateManager(tmp_path)
     assert psm.take_snapshot() is None  # nothing past offset 0 yet
     psm.apply_batch(data_batch(0, 1, 0, 0, count=5))
-    assert psm.take_snapshot() == snapshot_path(tmp_path, 5)
+    assert psm.take_snapshot() == producer_snapshot_file(tmp_path, 5)
     assert psm.take_snapshot() is None  # not a new offset
     psm.apply_batch(data_batch(5, 1, 0, 5, count=5))
     psm.take_snapshot()
@@ -551,13 +551,13 @@ def test_truncate_and_reload_skips_corrupt_and_expired(tmp_path):
     old = ProducerStateEntry(1, 0, -1, NOW - 86_400_000, None, [BatchMetadata(0, 0, 0, 0)])
     open_txn = ProducerStateEntry(2, 0, -1, NOW - 86_400_000, 3, [BatchMetadata(0, 3, 0, 0)])
     fresh = ProducerStateEntry(3, 0, -1, NOW, None, [BatchMetadata(0, 4, 0, NOW)])
-    write_snapshot(snapshot_path(tmp_path, 5), [old, open_txn, fresh])
-    snapshot_path(tmp_path, 8).write_bytes(b"\x00\x01garbage")
-    write_snapshot(snapshot_path(tmp_path, 20), [fresh])  # beyond the log end
+    write_snapshot(producer_snapshot_file(tmp_path, 5), [old, open_txn, fresh])
+    producer_snapshot_file(tmp_path, 8).write_bytes(b"\x00\x01garbage")
+    write_snapshot(producer_snapshot_file(tmp_path, 20), [fresh])  # beyond the log end
     psm = ProducerStateManager(tmp_path)
     psm.truncate_and_reload(0, 10, current_time_ms=NOW)
     assert psm.snapshot_offsets == [5]  # 20 removed as out of range, 8 as corrupt
-    assert not snapshot_path(tmp_path, 8).exists()
+    assert not producer_snapshot_file(tmp_path, 8).exists()
     assert psm.map_end_offset == 5
     assert sorted(psm.active_producers) == [2, 3]  # 1 expired; 2 has an open transaction
     assert psm.first_unstable_offset() == 3
@@ -567,13 +567,13 @@ def test_truncate_and_reload_skips_corrupt_and_expired(tmp_path):
 
 def test_remove_stray_snapshots(tmp_path):
     for offset in (0, 3, 5, 7, 12, 15):
-        write_snapshot(snapshot_path(tmp_path, offset), [])
+        write_snapshot(producer_snapshot_file(tmp_path, offset), [])
     psm = ProducerStateManager(tmp_path)
     psm.remove_stray_snapshots([0, 5, 10])
     assert psm.snapshot_offsets == [0, 5, 15]
     psm.remove_stray_snapshots([0, 5, 20])
     assert psm.snapshot_offsets == [0, 5]
-    assert sorted(int(p.name[:20]) for p in tmp_path.iterdir()) == [0, 5]
+    assert sorted(offset_from_file_name(p.name) for p in tmp_path.iterdir()) == [0, 5]
 
 
 # -- the txn-0 fixture --------------------------------------------------------------------------
@@ -588,7 +588,7 @@ def replay_fixture(out_dir):
             if base:
                 psm.update_map_end_offset(max(psm.map_end_offset, base))
                 psm.take_snapshot()
-            index = TransactionIndex(out_dir / f"{base:020d}.txnindex")
+            index = TransactionIndex(transaction_index_file(out_dir, base))
         psm.apply_batch(batch, index)
         psm.on_high_watermark_updated(batch.next_offset)
     psm.take_snapshot()
@@ -610,10 +610,10 @@ def test_fixture_replay_writes_kafkas_txnindex_and_snapshots(tmp_path):
 
 @needs_fixture
 def test_fixture_snapshots_read(tmp_path):
-    entries = {p.name[:20].lstrip("0"): read_snapshot(p) for p in TXN_FIXTURE.glob("*.snapshot")}
-    assert [e.snapshot_fields() for e in entries["90"]] == [
+    entries = {offset_from_file_name(p.name): read_snapshot(p) for p in TXN_FIXTURE.glob("*.snapshot")}
+    assert [e.snapshot_fields() for e in entries[90]] == [
         (1000, 0, 89, 89, 4, 1700000001383, -1, -1)]
-    by_pid = {e.producer_id: e for e in entries["278"]}
+    by_pid = {e.producer_id: e for e in entries[278]}
     assert sorted(by_pid) == [1000, 2000, 3000]
     # pid 2000's last marker is the ABORT at 262
     assert by_pid[2000].coordinator_epoch == 7 and by_pid[2000].current_txn_first_offset is None

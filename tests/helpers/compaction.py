@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from storage.log_files import CLEANER_OFFSET_CHECKPOINT, offset_from_file_name
+
 
 def cleaned_to(backing, name="c 0"):
     try:
-        lines = (backing / "cleaner-offset-checkpoint").read_text().splitlines()[2:]
+        lines = (backing / CLEANER_OFFSET_CHECKPOINT).read_text().splitlines()[2:]
     except FileNotFoundError:
         return 0
     return max([int(line.split()[2]) for line in lines if line.startswith(name + " ")],
@@ -13,5 +15,5 @@ def cleaned_to(backing, name="c 0"):
 
 
 def active_base(backing):
-    return max(int(p.name[:20]) for p in (backing / "c-0").iterdir()
+    return max(offset_from_file_name(p.name) for p in (backing / "c-0").iterdir()
                if p.name.endswith(".log"))

@@ -7,6 +7,7 @@ import json
 import struct
 from pathlib import Path
 
+from storage.log_files import offset_from_file_name
 from storage.records import iter_batches
 
 from .paths import KAFKA_WRITTEN
@@ -28,7 +29,7 @@ def kafka_41_indexes(log_path: Path, interval: int = 4096) -> tuple[bytes, bytes
     index gets (batch last offset, batch position) and the time index the largest so far if
     its timestamp is larger than its last entry's; ``onBecomeInactiveSegment``/``close`` add the
     largest so far the same way."""
-    base = int(log_path.stem)
+    base = offset_from_file_name(log_path.name)
     offsets, times = [], []
     since, max_ts, max_ts_offset, last_time = 0, -1, base, -1
 

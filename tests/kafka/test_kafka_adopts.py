@@ -46,7 +46,13 @@ from helpers.kafka import KafkaBroker, consume_all, records_of
 from helpers.waits import wait_until
 from storage import LogManager
 from storage.checkpoint import read_offsets
-from storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, for_log_manager
+from storage.log_cleaner import for_log_manager
+from storage.log_files import (
+    CLEANER_OFFSET_CHECKPOINT,
+    filename_prefix,
+    offset_from_file_name,
+    producer_snapshot_file,
+)
 from storage.producer_state import list_snapshot_files
 from storage.records import build_batch
 from storage.clock import now_ms
@@ -265,16 +271,16 @@ def test_kfs_leaves_no_snapshot_kafkas_loader_deletes(tmp_path, writer):
 
 
 def test_a_writable_load_removes_stray_snapshots_as_kafka_does(tmp_path):
-    from storage.producer_state import snapshot_path, write_snapshot
+    from storage.producer_state import write_snapshot
 
     backing = tmp_path / "backing"
     backing.mkdir()
     write_codec(backing, "none")
     part = backing / "codec-none-0"
-    bases = sorted(int(p.name[:20]) for p in part.glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in part.glob("*.log"))
     leo = max(o for o, _ in list_snapshot_files(part))
     for offset in (bases[1] + 1, bases[-1] - 1):  # between bases: strays (Kafka deletes them)
-        write_snapshot(snapshot_path(part, offset), [])
+        write_snapshot(producer_snapshot_file(part, offset), [])
     written = list_snapshot_files(part)
     LogManager(backing, read_only=True).close()  # a read-only load changes nothing
     assert list_snapshot_files(part) == written
@@ -399,7 +405,7 @@ def check_files(adopted: Adoption, name: str) -> list[tuple[int, int]]:
     # By design: the leader's epoch from the log end offset goes in (maybeAssignEpochStartOffset),
     # after the entries LeaderEpochFileCache.assign keeps: lower epochs, lower start offsets.
     expected_epochs = [(e, o) for e, o in old_epochs if e < epoch and o < leo] + [(epoch, leo)]
-    active = f"{max(int(n[:20]) for n in before if n.endswith('.log')):020d}"
+    active = filename_prefix(max(offset_from_file_name(n) for n in before if n.endswith('.log')))
     for state in ("running", "after"):
         files = getattr(adopted, state)[name]
         assert files.keys() == before.keys(), state

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.log_files import log_file, offset_from_file_name
 from storage.records import CompressionType, build_batch, iter_batches
 from storage.records.batch import RecordBatch
 from storage.records.control import ControlRecordType, build_control_batch
@@ -180,11 +181,11 @@ class Broker:
 def batch_at_offset(partition_dir: Path, offset: int) -> bytes | None:
     """The bytes of the batch starting at ``offset`` in a partition directory (None while it
     is not there yet)."""
-    bases = sorted(int(p.stem) for p in partition_dir.glob("*.log"))
+    bases = sorted(offset_from_file_name(p.name) for p in partition_dir.glob("*.log"))
     base = max((b for b in bases if b <= offset), default=None)
     if base is None:
         return None
-    data = (partition_dir / f"{base:020d}.log").read_bytes()
+    data = log_file(partition_dir, base).read_bytes()
     position = 0
     while position + 12 <= len(data):
         size = 12 + struct.unpack_from(">i", data, position + 8)[0]
@@ -370,7 +371,7 @@ def test_the_same_produce_requests_leave_the_same_bytes_as_the_broker(tmp_path, 
     mount.unmount(grouped.mount)
 
     names = compared_files(broker_dir)
-    bases = [int(n[:20]) for n in names if n.endswith(".log")]
+    bases = [offset_from_file_name(n) for n in names if n.endswith(".log")]
     assert len(bases) >= 4, names  # rolled at least three times
     # the broker rolled between two batches of one grouped write at least once
     assert any(first < base <= last for base in bases for first, last in groups), (bases, groups)

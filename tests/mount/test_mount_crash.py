@@ -23,7 +23,7 @@ from helpers.shell import sh
 from helpers.waits import Lines, wait_for_exit
 
 from storage import LogManager
-from storage.log_manager import CLEAN_SHUTDOWN_FILE
+from storage.log_files import CLEAN_SHUTDOWN_FILE
 from storage.records import iter_batches
 
 # The writer the kill -9 trials run, its lines and its acknowledgements: helpers/append_writer.py.

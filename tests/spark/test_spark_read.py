@@ -18,6 +18,7 @@ from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes  # noqa: E40
 from kfs.spark.reader import read_range, spark_schema  # noqa: E402
 from helpers.paths import KAFKA_WRITTEN  # noqa: E402
 from storage import LogManager  # noqa: E402
+from storage.log_files import filename_prefix  # noqa: E402
 
 FIXTURES = KAFKA_WRITTEN
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -269,7 +270,7 @@ def test_data_loss(spark, tmp_path):
         log.append([b"record %03d" % i + b"." * 100])
     bases = [s.base_offset for s in log.log_segments()]
     mgr.close()
-    for path in (backing / "events-0").glob(f"{bases[0]:020d}.*"):
+    for path in (backing / "events-0").glob(f"{filename_prefix(bases[0])}.*"):
         path.unlink()  # as retention deletes the oldest segment
     options = dict(subscribe="events", startingOffsets='{"events":{"0":0}}')
     reader = spark.read.format("kfs").option("path", str(backing))

@@ -23,6 +23,7 @@ from helpers.kafka_written import kafka_41_indexes
 from helpers.kfs import kfs_command, kfs_env
 from helpers.paths import KAFKA_CLEANED
 from storage import LogManager
+from storage.log_files import offset_from_file_name
 from storage.records import RecordBatch, iter_batches
 from storage.offset_index import OffsetIndex
 
@@ -125,7 +126,7 @@ def assert_same_as_kafka(ours, expected: str, snapshots: bool = True):
         for a, b in zip(mine, kafka):
             if not b.attributes & 0x07:
                 assert raw(a) == raw(b), (log_file.name, b.base_offset)
-        base = int(log_file.name[:20])
+        base = offset_from_file_name(log_file.name)
         index = log_file.with_suffix(".index")
         if base in CLEANED_BASES:  # Kafka 4.1.1's rule, not the fixture's (module docstring)
             want_index, want_time_index = kafka_41_indexes(ours / log_file.name)

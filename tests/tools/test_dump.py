@@ -19,6 +19,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from storage import LogConfig
 from storage.log import Log
+from storage.log_files import log_file, offset_from_file_name
 from storage.records import CompressionType, build_batch
 
 FIXTURES = KAFKA_WRITTEN
@@ -44,7 +45,7 @@ def segment_files(name, suffix):
 
 def write_segment(directory, base, data):
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{base:020d}.log"
+    path = log_file(directory, base)
     path.write_bytes(data)
     return path
 
@@ -141,7 +142,7 @@ def test_every_line_matches_kafka_python(name):
     assert (res.stderr == "") == (name != "compacted-0")  # compaction gaps: tested below
     expected = []
     for path in files:
-        expected += [f"Dumping {path}", f"Log starting offset: {int(Path(path).stem)}"]
+        expected += [f"Dumping {path}", f"Log starting offset: {offset_from_file_name(Path(path).name)}"]
         expected += oracle_lines(path)
     assert res.stdout.splitlines() == expected
 
@@ -161,7 +162,7 @@ def test_delete_horizon_and_log_append_time(tmp_path):
 def test_non_consecutive_offsets_are_reported_per_file(tmp_path):
     rows = [json.loads(line) for line in open(FIXTURES / "compacted-0.expected.jsonl")]
     files = segment_files("compacted-0", ".log")
-    bases = [int(Path(f).stem) for f in files]
+    bases = [offset_from_file_name(Path(f).name) for f in files]
     res = kfs_dump("--deep-iteration", *files)
     expected_gaps = []
     for i, path in enumerate(files):
@@ -200,7 +201,7 @@ def test_index_entries_and_kafkas_mismatches():
     raw = []
     for path in files:
         data = Path(path).read_bytes()
-        base = int(Path(path).stem)
+        base = offset_from_file_name(Path(path).name)
         raw += [f"offset: {base + rel} position: {pos}"
                 for rel, pos in struct.iter_unpack(">ii", data)]
     assert printed == raw

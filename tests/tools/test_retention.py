@@ -10,7 +10,8 @@ import pytest
 
 from helpers.paths import REPO
 from storage import LogConfig, LogManager
-from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets
+from storage.checkpoint import read_offsets
+from storage.log_files import LOG_START_OFFSET_CHECKPOINT
 from storage.log import Log
 from storage.records import build_batch
 

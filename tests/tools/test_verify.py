@@ -19,6 +19,7 @@ from crc32c import crc32c
 
 from storage import LogConfig, LogManager
 from storage.log import Log
+from storage.log_files import offset_file, offset_from_file_name
 from storage.records import CompressionType, build_batch, iter_batches
 
 FIXTURES = KAFKA_WRITTEN
@@ -69,11 +70,11 @@ def engine_dir(tmp_path):
 
 
 def segment(part, base, suffix):
-    return part / f"{base:020d}{suffix}"
+    return offset_file(part, base, suffix)
 
 
 def bases(part):
-    return sorted(int(p.stem) for p in part.glob("*.log"))
+    return sorted(offset_from_file_name(p.name) for p in part.glob("*.log"))
 
 
 def batch_spans(path):

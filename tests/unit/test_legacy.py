@@ -26,7 +26,7 @@ from storage.records import (
     compress,
     iter_batches,
 )
-from storage.segment import filename_prefix
+from storage.log_files import log_file, time_index_file
 
 FIXTURES = KAFKA_WRITTEN
 LEGACY = FIXTURES / "legacy-0"
@@ -369,11 +369,11 @@ def test_recovery_rebuilds_the_indexes_kafka_wrote(tmp_path):
     mgr.close()
     rebuilt = {p.name: p.read_bytes() for p in part.glob("*index")}
     assert rebuilt == kafka_written
-    assert rebuilt[filename_prefix(0) + ".timeindex"] == b""  # v0 only: no timestamps
+    assert rebuilt[time_index_file(part, 0).name] == b""  # v0 only: no timestamps
 
 
 def active_entries(part):
-    data = (part / (filename_prefix(384) + ".log")).read_bytes()
+    data = log_file(part, 384).read_bytes()
     return data, {e.last_offset: e for e in iter_batches(data)}
 
 
@@ -390,7 +390,7 @@ def test_recovery_cuts_a_damaged_legacy_entry(tmp_path, damage):
         data = bytes(data)
     else:
         data = data[:at.position + at.size_in_bytes - 10]
-    (part / (filename_prefix(384) + ".log")).write_bytes(data)
+    log_file(part, 384).write_bytes(data)
     mgr = LogManager(backing)  # no clean-shutdown marker: the active segment is recovered
     log = mgr.get("legacy-0")
     assert log.read(408).value == b64(expected_rows()[408]["value"]) and log.read(409) is None
@@ -410,7 +410,7 @@ def test_appending_v2_after_legacy_entries(tmp_path):
     backing, part = writable_copy(tmp_path)
     data, entries = active_entries(part)
     # keep only the legacy entries of the active segment: the log now ends in v1 messages
-    (part / (filename_prefix(384) + ".log")).write_bytes(data[:entries[413 + 9].position])
+    log_file(part, 384).write_bytes(data[:entries[413 + 9].position])
     # segment.ms counts from the segment's first record time (2023): no roll before the append
     (backing / "legacy.topic.properties").write_text(f"segment.ms={100 * 365 * 86_400_000}\n")
     mgr = LogManager(backing)
@@ -456,7 +456,7 @@ def test_small_entries_up_to_the_end_of_a_segment(tmp_path, writable):
     assert len(data) == 10 * 27
     part = tmp_path / "t-0"
     part.mkdir()
-    (part / (filename_prefix(0) + ".log")).write_bytes(data + data[:20])  # a torn 11th entry
+    log_file(part, 0).write_bytes(data + data[:20])  # a torn 11th entry
     mgr = LogManager(tmp_path, read_only=not writable)
     log = mgr.get("t-0")
     assert log.log_end_offset == 10
@@ -467,4 +467,4 @@ def test_small_entries_up_to_the_end_of_a_segment(tmp_path, writable):
     # is (another writer may be mid-append: the entry may yet be completed)
     assert log.active_segment.size == len(data)
     mgr.close()
-    assert (part / (filename_prefix(0) + ".log")).stat().st_size == len(data) + (0 if writable else 20)
+    assert log_file(part, 0).stat().st_size == len(data) + (0 if writable else 20)
