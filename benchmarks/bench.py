@@ -174,7 +174,7 @@ class Mounts:
 
     def start_kfs(self, backing: Path, mnt: Path, name: str = "kfs") -> subprocess.Popen:
         # -f: this run owns the serving process (its pid: for py-spy, and to wait for its exit).
-        argv = [sys.executable, "-m", "kfs", "mount", "-f", "--log-level=warning",
+        argv = [sys.executable, "-m", "kfs", "mount", "-f", "--create", "--log-level=warning",
                 f"--log-file={self.tmp / (name + '.log')}", str(backing), str(mnt)]
         return self.start(argv, mnt, name)
 

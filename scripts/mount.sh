@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command to try kfs: sets up what a fresh machine lacks, then mounts BACKING_DIR (default:
-# this checkout's data/) at MOUNTPOINT (default: this checkout's mnt/) in the background.
+# this checkout's data/, created on first use) at MOUNTPOINT (default: this checkout's mnt/) in
+# the background.
 #   scripts/mount.sh [BACKING_DIR [MOUNTPOINT]] [kfs mount options, anywhere]
 # Unmount with: fusermount3 -u MOUNTPOINT (or .venv/bin/kfs umount MOUNTPOINT, which waits for
 # the logs to close)
@@ -25,7 +26,8 @@ while [ $# -gt 0 ]; do
 done
 [ ${#dirs[@]} -le 2 ] || { echo "usage: $0 [BACKING_DIR [MOUNTPOINT]] [kfs mount options]" >&2; exit 2; }
 backing="${dirs[0]:-$root/data}"; mountpoint="${dirs[1]:-$root/mnt}"
-mkdir -p "$backing"
+# the checkout's own data/ is made on first use; a BACKING_DIR given must exist (or --create)
+[ ${#dirs[@]} -gt 0 ] || [ -e "$backing" ] || opts+=(--create)
 mkdir -p "$mountpoint" 2>/dev/null || true  # (a stale kfs mount fails here: kfs mount clears it)
 kfs=("$root/.venv/bin/kfs" mount ${opts[@]+"${opts[@]}"} -- "$backing" "$mountpoint")
 [ -z "$fg" ] || exec "${kfs[@]}"  # (serves until unmounted, logging to stderr)

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from storage.checkpoint import read_offsets, write_atomically, write_offsets
 from storage.clock import SYSTEM_CLOCK, Clock
-from storage.config import load_broker_config, load_log_config, load_manager_config
+from storage.config import (
+    SERVER_PROPERTIES,
+    TOPIC_PROPERTIES_SUFFIX,
+    load_broker_config,
+    load_log_config,
+    load_manager_config,
+)
 from storage.errors import (
     CorruptCheckpointError,
     CorruptIndexError,
@@ -34,7 +40,11 @@ from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.file_lock import FileLock
 from storage.log_files import (
     CLEAN_SHUTDOWN_FILE,
+    CLEANER_OFFSET_CHECKPOINT,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES_FILE,
     PARTITION_METADATA_FILE,
     RECOVERY_POINT_CHECKPOINT,
 )
@@ -51,6 +61,34 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})
 # What a partition's own bytes can raise while it opens: that partition alone is affected.
 _DAMAGE = (CorruptRecordError, InvalidRecordError, CorruptIndexError, QuarantineError)
+# What a log directory holds at its top besides partitions: a formatted broker's
+# meta.properties, and what kfs or a broker writes there (lock, checkpoints, clean-shutdown
+# marker) or reads (kfs's settings)
+_LOG_DIR_FILES = frozenset({
+    META_PROPERTIES_FILE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT,
+    SERVER_PROPERTIES,
+})
+NOT_A_LOG_DIR = ("not a Kafka log directory (no <topic>-<N> partition directory, no "
+                 "meta.properties, none of the files kfs or a broker writes there)")
+
+
+def is_log_directory(path: str | os.PathLike) -> bool:
+    """Whether ``path`` looks like a Kafka log directory: it holds a ``<topic>-<N>`` partition
+    directory, a broker's ``meta.properties`` or a file kfs or a broker keeps at the top of one
+    (``.lock``, the checkpoints, ``.kafka_cleanshutdown``, ``server.properties``,
+    ``<topic>.topic.properties``). False for an empty directory, or ``/etc``."""
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.name in _LOG_DIR_FILES or entry.name.endswith(TOPIC_PROPERTIES_SUFFIX):
+                return True
+            try:
+                parse_partition_dir_name(entry.name)
+            except InvalidTopicError:
+                continue
+            if entry.is_dir():
+                return True
+    return False
 
 
 class LogManager:
@@ -90,6 +128,14 @@ class LogManager:
             raise FileNotFoundError(f"backing directory {self.dir} does not exist")
         if not self.dir.is_dir():
             raise NotADirectoryError(f"backing directory {self.dir} is not a directory")
+        # what opening found that a user must hear of (a salvage at recovery), one line each
+        self.notices: list[str] = []
+        if not is_log_directory(self.dir) and (read_only or any(self.dir.iterdir())):
+            warning = (f"{self.dir} is {NOT_A_LOG_DIR}: "
+                       + ("nothing to show until partitions appear there" if read_only
+                          else "kfs writes its partitions and checkpoints there"))
+            log.warning("%s", warning)
+            self.notices.append(f"warning: {warning}")
         self._broker_config = load_broker_config(self.dir)
         self.config = load_manager_config(self.dir)
         self._file_lock = None if read_only else FileLock(self.dir, lock_timeout_s)
@@ -98,8 +144,6 @@ class LogManager:
         # read-only: partitions listed but not opened yet ({name: (topic, partition)})
         self._unopened: dict[str, tuple[str, int]] = {}
         self._accepts = partitions
-        # what opening found that a user must hear of (a salvage at recovery), one line each
-        self.notices: list[str] = []
         # (recovery point, log start offset) of partitions left out: kept in the checkpoints
         self._left_out: dict[str, tuple[int, int]] = {}
         # following another writer (read-only): what the directory and checkpoint looked like,

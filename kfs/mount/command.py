@@ -31,11 +31,11 @@ def add_parser(sub) -> None:
         "mount",
         help="mount a backing directory of Kafka partition directories",
         description=(
-            "Mount BACKING_DIR (a directory of <topic>-<N> Kafka partition directories; created "
-            "if missing) at MOUNTPOINT, an empty directory (a stale kfs mount left there by a "
-            "killed kfs process is unmounted first). Returns once the mount serves; the file "
-            "system keeps running in the background until `kfs umount MOUNTPOINT` (or "
-            "`fusermount3 -u`, or SIGTERM); --log-file says where it logs."
+            "Mount BACKING_DIR (a Kafka log directory: <topic>-<N> partition directories; "
+            "--create makes a new one) at MOUNTPOINT, an empty directory (a stale kfs mount "
+            "left there by a killed kfs process is unmounted first). Returns once the mount "
+            "serves; the file system keeps running in the background until `kfs umount "
+            "MOUNTPOINT` (or `fusermount3 -u`, or SIGTERM); --log-file says where it logs."
         ),
     )
     mount.add_argument("backing_dir", metavar="BACKING_DIR")
@@ -44,6 +44,10 @@ def add_parser(sub) -> None:
                        help="serve in the foreground (Ctrl-C or fusermount3 -u ends it)")
     mount.add_argument("--read-only", action="store_true",
                        help="mount read-only: nothing on disk changes (mkdir and appends get EROFS)")
+    mount.add_argument("--create", action="store_true",
+                       help="create BACKING_DIR (and its parents) when it does not exist "
+                            "(without it, a missing BACKING_DIR is refused: a mistyped path "
+                            "is not made)")
     mount.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
                        help="logging threshold (default: warning)")
     mount.add_argument("--log-file", metavar="PATH",
@@ -87,10 +91,15 @@ def cmd_mount(args: argparse.Namespace) -> int:
     backing = os.path.abspath(args.backing_dir)
     mountpoint = os.path.abspath(args.mountpoint)
     _clear_stale_mount(mountpoint)
-    check_paths(backing, mountpoint, args.read_only)
+    check_paths(backing, mountpoint, args.read_only, args.create)
     check_mountpoint_free(mountpoint)
     if not args.read_only:
         _wait_for_closing(backing)
+    if args.create and not os.path.exists(backing):
+        try:
+            os.makedirs(backing)
+        except OSError as exc:
+            raise CliError(f"cannot create backing directory {backing}: {exc.strerror}") from None
     if args.foreground:
         return daemon.serve(backing, mountpoint, args, separator)
     return daemon.launch_background(backing, mountpoint, args)
@@ -176,21 +185,22 @@ def check_mountpoint_free(mountpoint: str) -> None:
                        f"(use an empty directory)")
 
 
-def check_paths(backing: str, mountpoint: str, read_only: bool) -> None:
-    """CliError with a clear message for paths that cannot work."""
+def check_paths(backing: str, mountpoint: str, read_only: bool, create: bool = False) -> None:
+    """CliError with a clear message for paths that cannot work; a missing backing directory
+    only passes with ``create`` (a writable mount makes it)."""
     if not os.path.exists(mountpoint):
         raise CliError(f"mountpoint {mountpoint} does not exist")
     if not os.path.isdir(mountpoint):
         raise CliError(f"mountpoint {mountpoint} is not a directory")
+    real_backing, real_mnt = os.path.realpath(backing), os.path.realpath(mountpoint)
+    if os.path.commonpath([real_backing, real_mnt]) == real_mnt:
+        # The daemon would read its own mount and deadlock.
+        raise CliError(f"backing directory {backing} must not be the mountpoint or inside it")
     if os.path.exists(backing):
         if not os.path.isdir(backing):
             raise CliError(f"backing directory {backing} is not a directory")
     elif read_only:
         raise CliError(f"backing directory {backing} does not exist (and --read-only cannot create it)")
-    elif not os.path.isdir(os.path.dirname(backing)):
-        raise CliError(f"backing directory {backing} cannot be created: its parent does not exist")
-    real_backing, real_mnt = os.path.realpath(backing), os.path.realpath(mountpoint)
-    if os.path.commonpath([real_backing, real_mnt]) == real_mnt:
-        # The daemon would read its own mount and deadlock.
-        raise CliError(f"backing directory {backing} must not be the mountpoint or inside it")
+    elif not create:
+        raise CliError(f"backing directory {backing} does not exist (--create makes a new one)")
 

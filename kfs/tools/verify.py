@@ -135,7 +135,8 @@ class VerifyStats:
 def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -> list[Path]:
     """The partition directories to check: every ``<topic>-<N>`` directory of ``backing_dir``
     (as ``LogManager`` loads them), or the named ones. Raises UsageError for a missing
-    directory or a name that is not a partition directory in it."""
+    directory, one that is not a Kafka log directory (``/etc``) or a name that is not a
+    partition directory in it."""
     backing = Path(backing_dir)
     if not backing.is_dir():
         raise UsageError(f"backing directory {backing} "
@@ -152,6 +153,11 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
         if not found and any(_segment_file(p.name) for p in backing.iterdir()):
             raise UsageError(f"{backing} holds segment files: it is a partition directory; "
                              f"give its parent and the partition name ({backing.name})")
+        if not found:
+            from storage.log_manager import NOT_A_LOG_DIR, is_log_directory
+
+            if not is_log_directory(backing):
+                raise UsageError(f"{backing} is {NOT_A_LOG_DIR}")
         return found
     paths = []
     for name in names:

@@ -63,6 +63,8 @@ class Mounter:
         mountpoint = mountpoint or self.tmp_path / f"mnt{self._count}"
         mountpoint.mkdir(parents=True, exist_ok=True)
         log = self.tmp_path / f"kfs{self._count}.log"
+        if not backing.exists() and "--read-only" not in options:
+            options = ("--create", *options)  # (a test's new backing directory)
         cmd = kfs_command("mount", "--log-level=debug", f"--log-file={log}", *options, str(backing), str(mountpoint))
         proc = subprocess.run(cmd, cwd=REPO, env=kfs_env(), capture_output=True, timeout=150)
         pids = daemon_pids(mountpoint)

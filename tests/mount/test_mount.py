@@ -739,6 +739,55 @@ def test_cli_refuses_bad_paths(tmp_path):
     assert not (tmp_path / "data").exists() and not is_mounted(tmp_path / "mnt")
 
 
+def test_a_missing_backing_directory_is_created_only_when_asked(mount, tmp_path):
+    """A mistyped path is not made (issue 25): a writable mount of a missing backing directory
+    is refused unless ``--create``, which makes it (and its parents) and mounts it."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        assert_one_line_error(run_kfs("mount", str(tmp_path / "dta"), str(mnt)),
+                              f"backing directory {tmp_path / 'dta'} does not exist",
+                              "--create makes a new one")
+        assert not (tmp_path / "dta").exists() and not is_mounted(mnt)
+        res = run_kfs("mount", "--create", f"--log-file={tmp_path / 'kfs.log'}",
+                      str(tmp_path / "new" / "data"), str(mnt))
+        assert res.returncode == 0 and res.stderr == b"", res.stderr
+        assert is_mounted(mnt)
+        sh("mkdir orders-0 && echo x >> orders-0/append", mnt)
+        assert (tmp_path / "new" / "data" / "orders-0").is_dir()
+    finally:
+        if is_mounted(mnt):
+            assert run_kfs("umount", str(mnt)).returncode == 0
+
+
+def test_a_read_only_mount_of_a_directory_that_is_not_a_log_directory_warns(mount, tmp_path):
+    """``kfs mount --read-only /etc m`` (issue 25) mounts, but says on stderr and in its log
+    that the directory is not a Kafka log directory, rather than show an empty tree silently;
+    a broker's formatted directory with no topic yet is not warned about."""
+    etc = tmp_path / "etc"
+    (etc / "apt").mkdir(parents=True)
+    (etc / "hostname").write_text("box\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "ro.log"
+    try:
+        res = run_kfs("mount", "--read-only", f"--log-file={log}", str(etc), str(mnt))
+        assert res.returncode == 0, res.stderr
+        warning = (f"{etc} is not a Kafka log directory (no <topic>-<N> partition "
+                   "directory, no meta.properties, none of the files kfs or a broker writes "
+                   "there): nothing to show until partitions appear there")
+        assert res.stderr.decode() == f"kfs: warning: {warning}\n"
+        assert f"WARNING storage.log_manager: {warning}" in log.read_text()
+        assert os.listdir(mnt) == []
+    finally:
+        if is_mounted(mnt):
+            assert run_kfs("umount", str(mnt)).returncode == 0
+    assert sorted(os.listdir(etc)) == ["apt", "hostname"]  # nothing written there
+    (etc / "meta.properties").write_text("version=1\n")
+    m = mount(etc, "--read-only")
+    assert "not a Kafka log directory" not in m.log_text()
+
+
 def test_cli_reports_a_failure_of_the_serving_process(tmp_path):
     (tmp_path / "mnt").mkdir()
     backing = tmp_path / "data"
@@ -755,7 +804,7 @@ def test_foreground_mount_ends_cleanly_on_signal(tmp_path, signum):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     backing = tmp_path / "data"
-    proc = subprocess.Popen(kfs_command("mount", "-f", str(backing), str(mnt)), cwd=REPO, env=kfs_env(),
+    proc = subprocess.Popen(kfs_command("mount", "-f", "--create", str(backing), str(mnt)), cwd=REPO, env=kfs_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_until(lambda: is_mounted(mnt), "the foreground mount to appear", timeout=60, proc=proc)

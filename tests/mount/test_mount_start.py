@@ -94,7 +94,7 @@ def test_mount_refuses_a_live_mount_and_a_non_empty_directory(mount, tmp_path):
     full.mkdir()
     (full / ".notes").write_text("mine")
     for options in ("", "-f"):
-        res = run(f'"$PY" -m kfs mount {options} data2 full', tmp_path)
+        res = run(f'"$PY" -m kfs mount {options} --create data2 full', tmp_path)
         track(mount, tmp_path / "data2", full)
         assert res.returncode == 1, res.stderr
         assert res.stderr == (f"kfs: error: mountpoint {full} is not empty: a mount would hide "
@@ -176,3 +176,11 @@ def test_mount_sh_defaults_to_the_checkout_and_takes_options_anywhere(mount, tmp
     assert "Read-only file system" in refused.stderr
     assert (tmp_path / "ro.log").exists()
     assert run('"$PY" -m kfs umount ro', tmp_path).returncode == 0
+
+    # a BACKING_DIR given is not made (a mistyped path); the checkout's own data/ was
+    res = run(f"{root}/scripts/mount.sh {root}/dta ro", tmp_path, state)
+    track(mount, root / "dta", tmp_path / "ro")
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr == (f"kfs: error: backing directory {root}/dta does not exist (--create "
+                          "makes a new one)\n")
+    assert not (root / "dta").exists() and not is_mounted(tmp_path / "ro")

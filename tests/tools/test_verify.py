@@ -137,6 +137,32 @@ def test_usage_errors_exit_2(tmp_path):
     assert kfs_verify().returncode == 2
 
 
+def test_a_directory_that_is_not_a_kafka_log_directory_is_refused(tmp_path):
+    """``kfs verify /etc/apt`` (issue 25): no partition directory, no meta.properties, none of
+    the files kfs or a broker writes at the top: a usage error, not "0 partitions, no
+    problems"; an empty directory too. A log directory with no partition yet is clean."""
+    apt = tmp_path / "apt"
+    (apt / "apt.conf.d").mkdir(parents=True)
+    (apt / "sources.list.d").mkdir()
+    (apt / "sources.list").write_text("deb http://deb.debian.org/debian bookworm main\n")
+    (tmp_path / "empty").mkdir()
+    for directory in (apt, tmp_path / "empty"):
+        res = kfs_verify(directory)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert res.stdout == ""
+        assert res.stderr == (f"kfs verify: error: {directory} is not a Kafka log directory (no "
+                              "<topic>-<N> partition directory, no meta.properties, none of the "
+                              "files kfs or a broker writes there)\n")
+    for marker in ("meta.properties", ".kafka_cleanshutdown", "recovery-point-offset-checkpoint",
+                   "orders.topic.properties"):
+        fresh = tmp_path / marker.strip(".")
+        fresh.mkdir()
+        (fresh / marker).write_text("")
+        res = kfs_verify(fresh)
+        assert res.returncode == 0, (marker, res.stderr)
+        assert res.stdout.splitlines()[-1].startswith("0 partitions, ")
+
+
 # -- damage --------------------------------------------------------------------------------
 
 
