@@ -434,14 +434,13 @@ def kp_encode(values: list[bytes], ts: int) -> tuple[list[bytes], list[int]]:
 
 def engine_encode(values: list[bytes], ts: int) -> list[bytes]:
     """The engine's encode as a real append does it (``Log.append``): it chooses its own batch
-    boundaries (``batch.size``), then encodes each batch in one compiled call
-    (``encode_records``) and seals it (header, compression, CRC-32C). ``Log._plan_batches`` is
-    given a default LogConfig in place of a Log."""
+    boundaries (``batch.size``, ``storage.batch_planning``), then encodes each batch in one
+    compiled call (``encode_records``) and seals it (header, compression, CRC-32C)."""
+    from storage.batch_planning import plan_batches
     from storage.config import LogConfig
-    from storage.log import Log
     from storage.records import encode_records, seal_batch
     cfg = LogConfig()
-    chunks = Log._plan_batches(types.SimpleNamespace(config=cfg), values, None)
+    chunks = plan_batches(values, None, cfg)
     return [seal_batch(encode_records(values[start:end]), end - start, start, ts, ts,
                        end - start - 1, codec=cfg.codec, level=cfg.compression_level)
             for start, end in chunks]

@@ -48,7 +48,7 @@ def generate(backing: Path, size: int, keys: int) -> int:
     log = mgr.create("bench-0")
     value = bytes(range(VALUE_BYTES))
     n = 0
-    while log.size_in_bytes < size:
+    while log.segments.size_in_bytes < size:
         ks = [b"key-%07d" % ((i * 7919) % keys) for i in range(n, n + CHUNK)]
         log.append([value] * CHUNK, ks)
         n += CHUNK

@@ -57,7 +57,7 @@ def write_partition(path: Path, size: int, groups: int) -> int:
     keys = [commit_key(g, t, p) for g in range(groups) for t in range(TOPICS_PER_GROUP)
             for p in range(PARTITIONS_PER_TOPIC)]
     n, now = 0, 1_700_000_000_000
-    while log.size_in_bytes < size:
+    while log.segments.size_in_bytes < size:
         values = [commit_value(n + i, now + n + i) for i in range(BATCH)]
         batch_keys = [keys[(n + i) % len(keys)] for i in range(BATCH)]
         log.append(values, batch_keys)

@@ -415,7 +415,7 @@ def partition_rows(backing: Path, name: str):
     mgr = LogManager(backing, read_only=True)
     try:
         log_ = mgr.get(name)
-        batches = list(log_.read_columns(log_.log_start_offset))
+        batches = list(log_.reader.read_columns(log_.log_start_offset))
     finally:
         mgr.close()
     table = pa.Table.from_batches(batches) if batches else None

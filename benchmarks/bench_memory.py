@@ -41,7 +41,7 @@ def fill(backing: Path, gib: float) -> int:
     manager = LogManager(backing)
     log = manager.create("mem-0")
     values = [b"%0100d" % i for i in range(100_000)]
-    while log.size_in_bytes < gib * (1 << 30):
+    while log.segments.size_in_bytes < gib * (1 << 30):
         log.append(values)
     end = log.log_end_offset
     manager.close()

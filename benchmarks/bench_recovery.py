@@ -58,11 +58,11 @@ def write_log(backing: Path, megabytes: int) -> tuple[int, int]:
     log = mgr.create("bench-0")
     values = [b"%099d" % i for i in range(BATCH)]
     ts = int(time.time() * 1000)
-    while log.size_in_bytes < megabytes << 20:
+    while log.segments.size_in_bytes < megabytes << 20:
         chunk = b"".join(build_batch(log.log_end_offset + i * BATCH, values, None, ts)
                          for i in range(64))
         log.append_batches(chunk)
-    size, leo = log.size_in_bytes, log.log_end_offset
+    size, leo = log.segments.size_in_bytes, log.log_end_offset
     mgr.close()
     return size, leo
 

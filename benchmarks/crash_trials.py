@@ -128,12 +128,12 @@ def final_check(backing: Path, mnt: Path, log: Path, end: int) -> list[str]:
     mgr = LogManager(backing, read_only=True)
     try:
         log_ = mgr.get("orders-0")
-        records = log_.records_from(0, log_.log_end_offset + 1)
+        records = log_.reader.records_from(0, log_.log_end_offset + 1)
         if log_.log_end_offset < end or [r.offset for r in records] != list(range(log_.log_end_offset)):
             problems.append(f"engine: log end {log_.log_end_offset}, offsets not 0..end")
         if any(r.value != line_for(r.offset) for r in records):
             problems.append("engine: a record differs from what was written")
-        print(f"final: {log_.log_end_offset:,} records in {log_.segment_count} segments, "
+        print(f"final: {log_.log_end_offset:,} records in {len(log_.segments)} segments, "
               f"kfs verify: {(res.stdout.strip().splitlines() or ['?'])[-1]}")
     finally:
         mgr.close()

@@ -14,6 +14,8 @@ import os
 import threading
 from pathlib import Path
 
+from storage.segment_source import IndexContents, read_local_index
+
 
 class AbstractIndex:
     """Base of :class:`OffsetIndex` and :class:`TimeIndex`.
@@ -24,22 +26,28 @@ class AbstractIndex:
 
     ENTRY_SIZE = 0
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool):
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool,
+                 contents: IndexContents | None = None):
+        """``contents``: a read-only index's bytes as its segment's source read them
+        (``storage.segment_source``); by default the local file ``path``, read once."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.writable = writable
         self._lock = threading.Lock()
-        self._mmap: mmap.mmap | None = None
+        self._mmap: mmap.mmap | bytes | None = None
         self._length = 0
         newly_created = False
-        if writable and not self.path.exists():
-            self.path.touch()
-            newly_created = True
-        if self.path.exists():
+        if not writable:
+            contents = read_local_index(self.path) if contents is None else contents
+            self._length, self._mmap = contents.length, contents.data or None
+        else:
+            if not self.path.exists():
+                self.path.touch()
+                newly_created = True
             self._length = self.path.stat().st_size
-        if newly_created:
-            self._set_length(self._round_down(max_index_size))
-        self._remap()
+            if newly_created:
+                self._set_length(self._round_down(max_index_size))
+            self._remap()
         self._entries = 0 if newly_created else self._entries_in_use()
         self._allocated = self._entries * self.ENTRY_SIZE  # bytes known to have disk blocks
 
@@ -74,27 +82,13 @@ class AbstractIndex:
         self._length = length
 
     def _remap(self) -> None:
-        """Map the whole file. The old map is dropped, not closed: a concurrent reader may still
-        hold it and only ever touches slots below ``entries``, which stay inside the file.
-
-        A read-only index reads the file once instead: another process (the writer) may trim
-        it at any moment, and touching a map past a file's new end kills the reader (SIGBUS).
-        It reads only up to the file's first hole: an active index is preallocated sparse
-        (megabytes of which the entries fill a few pages), and a hole reads as zeros, i.e. as
-        no entry. ``_length`` stays the file's length, so a bad length fails sanity_check."""
+        """Map the whole file (writable indexes only). The old map is dropped, not closed: a
+        concurrent reader may still hold it and only ever touches slots below ``entries``,
+        which stay inside the file. A read-only index holds its bytes as read once instead
+        (``storage.segment_source.read_local_index``: another process may trim the file at
+        any moment); ``_length`` stays the file's length, so a bad length fails sanity_check."""
         if self._length == 0:
             self._mmap = None
-            return
-        if not self.writable:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                try:
-                    data_end = os.lseek(fd, 0, os.SEEK_HOLE)
-                except OSError:  # no SEEK_HOLE here: read it all
-                    data_end = self._length
-                self._mmap = os.pread(fd, min(self._length, data_end), 0) or None
-            finally:
-                os.close(fd)
             return
         with open(self.path, "r+b") as f:
             self._mmap = mmap.mmap(f.fileno(), self._length, access=mmap.ACCESS_WRITE)

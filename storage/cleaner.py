@@ -272,7 +272,7 @@ class Cleaner:
         end_offset = self.offset_map.latest_offset + 1
         stats.index_done()
         txn_metadata = CleanedTransactionMetadata()
-        segments = log_.log_segments()
+        segments = log_.segments.all()
         groups = self.group_segments_by_size(
             log_segments(segments, 0, end_offset), log_.config.segment_bytes,
             log_.config.segment_index_bytes, first_uncleanable_offset)
@@ -291,11 +291,11 @@ class Cleaner:
         is full."""
         m = self.offset_map
         m.clear()
-        dirty = log_segments(log_.log_segments(), start, end)
+        dirty = log_segments(log_.segments.all(), start, end)
         log.info("Building offset map for log %s for %d segments in offset range [%d, %d).",
                  log_.name, len(dirty), start, end)
         txn_metadata = CleanedTransactionMetadata()
-        txn_metadata.add_aborted_transactions(log_.collect_aborted_transactions(start, end))
+        txn_metadata.add_aborted_transactions(log_.reader.collect_aborted_transactions(start, end))
         ends = [s.base_offset for s in dirty[1:]] + [end]
         for segment, next_start in zip(dirty, ends):
             self.check_done()
@@ -407,7 +407,7 @@ class Cleaner:
                 upper = group[i + 1].base_offset if i + 1 < len(group) else \
                     segment.read_next_offset()
                 txn_metadata.add_aborted_transactions(
-                    log_.collect_aborted_transactions(segment.base_offset, upper))
+                    log_.reader.collect_aborted_transactions(segment.base_offset, upper))
                 log.info("Cleaning %s of log %s into %d", segment.log_path.name, log_.name,
                          cleaned.base_offset)
                 self._clean_into(log_, segment, cleaned, flt, txn_metadata, producers, now,

@@ -1,5 +1,6 @@
 """Damage in a partition's log: where its batches stop being readable, where intact batches
-start again, and reading every record that can be read around it.
+start again (``LogReader.readable_record_lists`` reads every record that can be read around
+it).
 
 A batch is intact when it is whole, its CRC-32C matches and its offsets follow the batches
 before it (the checks of Kafka's ``LogSegment.recover``). After a damaged batch the next
@@ -13,15 +14,12 @@ Positions are byte offsets in a ``.log``; offsets are Kafka offsets.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import re
-from collections.abc import Iterator
 
 from crc32c import crc32c
 
-from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.records import Record
+from storage.errors import InvalidRecordError
 from storage.records.framing import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -193,35 +191,3 @@ def _torn_reason(segment, position: int) -> str:
     size = entry_size(segment.read_at(position, LOG_OVERHEAD))
     return (f"a batch of {size} bytes starts here but only {left} bytes follow (a torn write, "
             "or a corrupt batch size)")
-
-
-# -- reading around damage -----------------------------------------------------------------
-
-
-def readable_record_lists(log, start: int, read_committed: bool = False
-                          ) -> Iterator[list[Record] | LogDamage]:
-    """The data records of ``log`` (a Log) from offset ``start``, one list per batch as
-    :meth:`Log.record_lists` gives them, but stepping over what cannot be read: a LogDamage
-    comes in its place and the records go on after it, from the next batch when the damaged
-    one's header can be walked over, else from the next segment."""
-    end = log.visible_end(read_committed)
-    segments = log.log_segments()
-    bases = [s.base_offset for s in segments]
-    start = max(start, log.log_start_offset)
-    for k in range(max(bisect.bisect_right(bases, start) - 1, 0), len(segments)):
-        stop = min(bases[k + 1], end) if k + 1 < len(bases) else end
-        start = max(start, bases[k])
-        try:
-            for segment, position, header, _ in log.visible_batches(start, stop, read_committed):
-                try:
-                    records = segment.read_records(position, header)
-                except (CorruptRecordError, InvalidRecordError) as e:
-                    yield LogDamage(segment.log_path.name, position, max(header.base_offset, start),
-                                    str(e), header.last_offset)
-                else:
-                    records = [r for r in records if start <= r.offset < stop]
-                    if records:
-                        yield records
-                start = header.last_offset + 1
-        except (CorruptRecordError, InvalidRecordError) as e:  # headers cannot be walked on
-            yield LogDamage(segments[k].log_path.name, None, start, str(e))

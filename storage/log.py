@@ -1,5 +1,6 @@
-"""The partition log: ordered segments, append, read by offset and by time, roll
-(Kafka's ``UnifiedLog`` and ``LocalLog``, for one partition directory).
+"""The partition log: append, roll, truncate, retention and the log's offsets (Kafka's
+``UnifiedLog`` and ``LocalLog``, for one partition directory), over its ordered segments
+(``storage.log_segments``); every read goes through its reader (``storage.log_reader``).
 
 Thread safety: appends, rolls and truncation hold the log's lock; reads work on a snapshot of
 the segment list and never look past the log end offset published after an append completes.
@@ -7,23 +8,20 @@ the segment list and never look past the log end offset published after an appen
 
 from __future__ import annotations
 
-import bisect
 import errno
-import itertools
 import logging
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crc32c import crc32c
 
 from storage import log_loader
+from storage.batch_planning import max_batch_bytes, plan_batches, record_sections
 from storage.checkpoint import fsync_directory
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
-from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.errors import (
     CorruptRecordError,
     DamagedLogError,
@@ -36,17 +34,16 @@ from storage.errors import (
 )
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_files import SWAP_SUFFIX
+from storage.log_reader import LogReader
+from storage.log_retention import retention_plan
+from storage.log_segments import LogSegments
 from storage.producer_state import (
     AppendOrigin,
     OpenTransaction,
     ProducerStateManager,
 )
-from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
-from storage.record_cache import RecordCache, records_cost
-from storage.transaction_index import AbortedTxn
 from storage.records import (
     RECORD_BATCH_OVERHEAD,
-    Record,
     RecordBatch,
     TimestampType,
     assign_offsets,
@@ -60,13 +57,10 @@ from storage.records import (
 from storage.records.batch import CURRENT_MAGIC
 from storage.records.framing import last_offset_delta_at
 from storage.records.control import ControlRecordType, build_control_batch
-from storage.records.varint import size_of_varint
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    Batch,
-    BatchBlocks,
     LogSegment,
     filename_prefix,
 )
@@ -74,19 +68,6 @@ from storage.segment import (
 log = logging.getLogger(__name__)
 
 MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE: an exhausted epoch is not bumped further
-_MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
-_COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
-
-def _overhead_bound(value_bits: int) -> int:
-    """Bytes beyond the value of a keyless, headerless record whose value length has
-    ``value_bits`` bits, in a batch stamped with one timestamp (delta 0) and fewer than 2**20
-    records (offset delta within 3 bytes)."""
-    longest = (1 << value_bits) - 1
-    body = 1 + 1 + 3 + 1 + size_of_varint(longest) + longest + 1
-    return size_of_varint(body) + body - longest
-
-
-_OVERHEAD_BY_BITS = [_overhead_bound(bits) for bits in range(32)]
 
 
 class Log:
@@ -103,7 +84,8 @@ class Log:
     intact batches after damage raises ``log_loader.IntactDataAfterDamageError`` instead
     (see ``LogManager``). ``salvaged`` says what a salvage at open took out (empty: none).
     ``clock`` (``storage.clock``, Kafka's ``Time``) is every time the log reads: rolls, retention,
-    flushes, producer expiry.
+    flushes, producer expiry. ``segments`` (``storage.log_segments.LogSegments``) are its
+    ordered segments; ``reader`` (``storage.log_reader.LogReader``) is every read of it.
     """
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
@@ -117,8 +99,6 @@ class Log:
         self.config = config
         self.writable = writable
         self._lock = threading.RLock()
-        # decoded records of recently read batches, by (segment base offset, position)
-        self._cache = RecordCache(256, 8 << 20, records_cost)
         self.epochs = LeaderEpochFileCache(self.dir, writable)
         self.producer_state = ProducerStateManager(self.dir, writable=writable, clock=clock)
         loaded = log_loader.load(self.dir, config, writable, had_clean_shutdown=had_clean_shutdown,
@@ -128,32 +108,17 @@ class Log:
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
         self.salvaged: list[str] = []  # what a salvage before this open cut (LogManager)
-        # (base offsets, segments), replaced whole so readers always see a matching pair
-        self._view: tuple[list[int], list[LogSegment]] = ([], [])
-        self.segment_version = 0  # +1 whenever segments come or go (roll, retention, cleaner)
-        self._set_segments(loaded.segments)
+        self.segments = LogSegments(self.dir, config, clock, loaded.segments)
+        self.reader = LogReader(self)  # every read of the log
         self._log_start_offset = loaded.log_start_offset
         self._leo = loaded.log_end_offset
         self.recovery_point = loaded.recovery_point
         self._last_flush_ms = self.clock.milliseconds()
         self._pending_deletes: list[tuple[int, list[Path]]] = []  # (due epoch ms, files)
-        # following another writer (read-only): its directory, and segments out of the view,
-        # closed once no reader can still be in them
-        self._dir_watch = DirectoryWatch(self.dir)
-        self._retired: list[tuple[float, LogSegment]] = []
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
-
-    def _set_segments(self, segments: list[LogSegment]) -> None:
-        # Readers take the view without the lock: publish new lists, never mutate old ones.
-        self._view = ([s.base_offset for s in segments], segments)
-        self.segment_version += 1
-
-    @property
-    def _segments(self) -> list[LogSegment]:
-        return self._view[1]
 
     # -- state ------------------------------------------------------------------------------
 
@@ -171,11 +136,6 @@ class Log:
         return self.producer_state.last_stable_offset(self._leo, self._log_start_offset)
 
     @property
-    def first_segment_base_offset(self) -> int:
-        bases = self._view[0]
-        return bases[0] if bases else self._log_start_offset
-
-    @property
     def leader_epoch(self) -> int:
         """The partition leader epoch kfs stamps on its appends: the latest in the log, or 0."""
         return max(self.epochs.latest_epoch, 0)
@@ -185,30 +145,13 @@ class Log:
         """The offset the next appended record gets (one past the last batch's last offset)."""
         return self._leo
 
-    @property
-    def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
-
     def last_modified_ms(self) -> int:
         """When the log last changed on disk: its active segment's ``.log`` mtime (epoch ms),
         which moves only with appends and rolls (0 when it cannot be read)."""
         try:
-            return self.active_segment.modified_ms()
+            return self.segments.active.modified_ms()
         except (OSError, IndexError, ValueError):
             return 0
-
-    @property
-    def segment_count(self) -> int:
-        return len(self._segments)
-
-    def log_segments(self) -> list[LogSegment]:
-        """The segments in base-offset order, as of now (``UnifiedLog.logSegments``); the list
-        is a snapshot that later rolls and truncations do not change."""
-        return list(self._segments)
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[-1]
 
     # -- appending --------------------------------------------------------------------------
 
@@ -242,45 +185,10 @@ class Log:
             sections = [(encode_records(values[start:end],
                                         None if keys is None else keys[start:end]),
                          end - start, now, now)
-                        for start, end in self._plan_batches(values, keys)]
+                        for start, end in plan_batches(values, keys, self.config)]
         else:
-            sections = self._record_sections(values, keys, headers, timestamps, now)
+            sections = record_sections(values, keys, headers, timestamps, now, self.config)
         return self._append_sections(sections, now)
-
-    def _record_sections(self, values, keys, headers, timestamps, now: int
-                         ) -> list[tuple[bytes, int, int, int]]:
-        """Records with their own null values, headers or timestamps as encoded sections
-        ``(records, count, first timestamp, max timestamp)`` of at most ``batch.size`` bytes
-        each (a larger record alone), timestamps as deltas from the section's first, as the
-        producer's ``ProducerBatch`` encodes them. Sizes are planned per record in Python:
-        exact but for the deltas, bounded at their longest."""
-        if timestamps is None:
-            stamps = [now] * len(values)
-        else:
-            stamps = [now if t is None else t for t in timestamps]
-            if min(stamps) < 0 or max(stamps) >= 1 << 63:
-                bad = min(stamps) if min(stamps) < 0 else max(stamps)
-                raise ValueError(f"invalid timestamp {bad}: epoch ms from 0 to 2**63 - 1")
-        room = max(min(self.config.batch_size, self._max_batch_bytes()) - RECORD_BATCH_OVERHEAD, 1)
-        cuts, used = [0], 0
-        for i, value in enumerate(values):
-            # the record alone, deltas 0; in a batch its deltas take up to 9 and 4 more bytes
-            size = _record_size(None if keys is None else keys[i], value) + \
-                (_headers_size(headers[i]) if headers is not None else 0) + 14
-            if used + size > room and i > cuts[-1]:
-                cuts.append(i)
-                used = 0
-            used += size
-        cuts.append(len(values))
-        sections = []
-        for start, end in itertools.pairwise(cuts):
-            first = stamps[start]
-            records = encode_records(
-                values[start:end], None if keys is None else keys[start:end],
-                [t - first for t in stamps[start:end]],
-                None if headers is None else headers[start:end])
-            sections.append((records, end - start, first, max(stamps[start:end])))
-        return sections
 
     def append_lines(self, lines, key_separator: bytes | None = None, nowait: bool = False) -> int:
         """Append one record per ``\\n``-terminated line of ``lines`` (bytes-like; the newline is
@@ -298,7 +206,7 @@ class Log:
         if lines[-1] != 0x0A:
             raise ValueError("lines must end with a newline")
         config = self.config
-        limit = self._max_batch_bytes()
+        limit = max_batch_bytes(self.config)
         codec, level = config.codec, config.compression_level
         compress_section = (lambda records: compress(codec, records, level)) if codec else None
         timestamp = self.clock.milliseconds()
@@ -337,15 +245,12 @@ class Log:
         raise KeylessRecordError(f"Compacted topic cannot accept message without key in topic "
                                  f"partition {self.name}.")
 
-    def _max_batch_bytes(self) -> int:
-        return min(self.config.max_message_bytes, self.config.segment_bytes)
-
     def _append_sections(self, sections: list[tuple[bytes, int, int, int]], now: int) -> int:
         """Seal encoded records sections ``(records, count, first timestamp, max timestamp)``
         (offset deltas 0..count-1, timestamp deltas from the first) into batches and append
         them, all-or-nothing; a LogAppendTime topic's batches are stamped ``now``. Returns
         the first offset."""
-        limit, records_before = self._max_batch_bytes(), 0
+        limit, records_before = max_batch_bytes(self.config), 0
         for records, count, _, _ in sections:
             if len(records) + RECORD_BATCH_OVERHEAD > limit:  # only a record alone gets here
                 raise RecordTooLargeError(
@@ -395,7 +300,7 @@ class Log:
         segment: one roll check for the whole write, per-batch checks when it would roll.
         ``nowait``: BlockingIOError, nothing written, instead of rolling."""
         total = sum(len(a[0]) for a in appends)
-        segment = self.active_segment
+        segment = self.segments.active
         max_ts = max(a[2] for a in appends)  # a batch rolls by time only if the latest would
         if total <= self.config.segment_bytes and segment.index_room() >= len(appends) and \
                 not segment.should_roll(total, max_ts, appends[-1][1], self.clock.milliseconds()):
@@ -489,7 +394,7 @@ class Log:
                 return duplicate.first_offset, duplicate.last_offset
             producers = self.producer_state.analyze(headers, origin)
             if len(headers) > 1 and (len(buf) > self.config.segment_bytes or
-                                     self.active_segment.should_roll(len(buf), max_ts,
+                                     self.segments.active.should_roll(len(buf), max_ts,
                                                                      offset - 1, now)):
                 self._append_as_requests(buf, headers, origin, first)
             else:
@@ -509,7 +414,7 @@ class Log:
                 self._append_chunk(memoryview(buf)[batch.position:end], batch.base_offset, last,
                                    batch.max_timestamp, last)
                 self.producer_state.apply(self.producer_state.analyze([batch], origin),
-                                          self.active_segment.txn_index)
+                                          self.segments.active.txn_index)
         except BaseException:
             self.truncate_to(first)  # also reloads the producer state from before the append
             raise
@@ -550,7 +455,7 @@ class Log:
         try:
             self._append_chunk(data, first, last, max_ts, shallow)
             if producers is not None:  # may write a .txnindex entry: part of the append
-                self.producer_state.apply(producers, self.active_segment.txn_index)
+                self.producer_state.apply(producers, self.segments.active.txn_index)
         except BaseException:
             self.truncate_to(leo)  # also reloads the producer state from before the append
             raise
@@ -570,42 +475,6 @@ class Log:
         if self._leo - self.recovery_point >= self.config.flush_messages:
             self.flush()
 
-    def _plan_batches(self, values, keys) -> list[tuple[int, int]]:
-        """Cut the records into [start, end) runs whose batches stay within ``batch.size`` (a
-        larger record goes alone), like the producer's RecordAccumulator. Sizes are bounded
-        with the per-record overhead of the longest value, so planning stays at C speed.
-        Raises RecordTooLargeError when a record alone would exceed ``max.message.bytes``."""
-        lengths = list(map(len, values))
-        overhead = _OVERHEAD_BY_BITS[max(lengths).bit_length()]
-        if keys is not None:
-            overhead += max(map(len, filter(None, keys)), default=0) + 5
-        limit = min(self.config.max_message_bytes, self.config.segment_bytes)
-        if max(lengths) + overhead + RECORD_BATCH_OVERHEAD > limit:
-            self._check_record_sizes(values, keys, limit)
-        ends = list(itertools.accumulate(lengths))
-        room = max(min(self.config.batch_size, limit) - RECORD_BATCH_OVERHEAD, 1)
-        indexes = range(len(values))
-        chunks, start = [], 0
-        while start < len(values):
-            before = ends[start - 1] + start * overhead if start else 0
-            end = bisect.bisect_right(indexes, before + room, lo=start,
-                                      key=lambda i: ends[i] + (i + 1) * overhead)
-            end = max(end, start + 1)
-            chunks.append((start, end))
-            start = end
-        return chunks
-
-    def _check_record_sizes(self, values, keys, limit: int) -> None:
-        for i, value in enumerate(values):
-            key = keys[i] if keys else None
-            size = RECORD_BATCH_OVERHEAD + _record_size(key, value)
-            if size > limit:
-                raise RecordTooLargeError(
-                    f"the record at line {i + 1} is {size} bytes as a batch, more than"
-                    f" max.message.bytes={self.config.max_message_bytes}"
-                    f" (segment.bytes={self.config.segment_bytes})"
-                )
-
     def _append_chunk(self, data: bytes, first_offset: int, last_offset: int,
                       max_timestamp: int, shallow_offset: int) -> None:
         if len(data) > self.config.segment_bytes:
@@ -619,7 +488,7 @@ class Log:
         """Roll when the active segment says so (``UnifiedLog.maybeRoll``); the new base offset
         is max(first offset of the append, log end offset), i.e. the first offset: appends
         start at or past the log end offset."""
-        segment = self.active_segment
+        segment = self.segments.active
         if segment.should_roll(size, max_timestamp, last_offset, self.clock.milliseconds()):
             segment = self.roll(first_offset)
         return segment
@@ -629,7 +498,7 @@ class Log:
         the log end offset) (``UnifiedLog.roll``)."""
         with self._lock:
             new_base = self._leo if new_base is None else new_base
-            active = self.active_segment
+            active = self.segments.active
             if active.base_offset == new_base and active.size == 0:
                 return active  # Kafka reuses an empty active segment with the same base
             active.on_become_inactive()
@@ -639,7 +508,7 @@ class Log:
                     log.warning("deleting leftover %s before rolling to it", leftover)
                     leftover.unlink()
             segment = LogSegment(self.dir, new_base, self.config, True, self.clock)
-            self._set_segments(self._segments + [segment])
+            self.segments.set(self.segments.all() + [segment])
             self.producer_state.update_map_end_offset(new_base)
             self.producer_state.take_snapshot()  # Kafka: a producer snapshot at every roll
             log.info("rolled %s to a new segment at offset %d", self.name, new_base)
@@ -649,16 +518,17 @@ class Log:
         """Remove every record at or after ``offset`` (whole batches) and every segment whose
         base offset is larger (``LocalLog.truncateTo``)."""
         with self._lock:
-            keep = [s for s in self._segments if s.base_offset <= offset] or self._segments[:1]
-            for segment in self._segments[len(keep):]:
+            segments = self.segments.all()
+            keep = [s for s in segments if s.base_offset <= offset] or segments[:1]
+            for segment in segments[len(keep):]:
                 segment.delete()
-            self._set_segments(keep)
-            self.active_segment.truncate_to(offset)
-            self._cache.clear()
-            self._leo = self.active_segment.read_next_offset()
+            self.segments.set(keep)
+            self.segments.active.truncate_to(offset)
+            self.reader.clear_cache()
+            self._leo = self.segments.active.read_next_offset()
             self.recovery_point = min(self.recovery_point, self._leo)
             self.epochs.truncate_from_end(self._leo)
-            log_loader.rebuild_producer_state(self.producer_state, self._segments,
+            log_loader.rebuild_producer_state(self.producer_state, self.segments.all(),
                                               self._log_start_offset, self._leo)
 
     # -- retention ----------------------------------------------------------------------------
@@ -683,23 +553,8 @@ class Log:
         that deletes it (``below the log start offset``, ``retention.bytes=N``,
         ``retention.ms=N``); nothing is changed."""
         now = self.clock.milliseconds() if now is None else now
-        config = self.config
         with self._lock:
-            remaining, plan = list(self._segments), []
-
-            def take(predicate, why: str) -> None:
-                nonlocal remaining
-                doomed = self._deletable(predicate, remaining)
-                plan.extend((segment, why) for segment in doomed)
-                remaining = remaining[len(doomed):]
-
-            take(self._below_log_start_offset, "below the log start offset")
-            if config.deletes:
-                take(self._size_breach(sum(s.size for s in remaining)),
-                     f"retention.bytes={config.retention_bytes}")
-                take(lambda segment, _next: 0 <= config.retention_ms
-                     < now - segment.largest_timestamp, f"retention.ms={config.retention_ms}")
-            return plan
+            return retention_plan(self.segments.all(), self.config, self._log_start_offset, now)
 
     def remove_expired_producers(self, now: int | None = None) -> None:
         """Forget producers idle for ``producer.id.expiration.ms`` with no open transaction
@@ -742,50 +597,18 @@ class Log:
                     aborted.append(txn)
         return aborted
 
-    def _below_log_start_offset(self, _segment: LogSegment, next_segment: LogSegment | None) -> bool:
-        return next_segment is not None and next_segment.base_offset <= self._log_start_offset
-
-    def _size_breach(self, size: int):
-        """The retention.bytes predicate over segments of ``size`` bytes in all: drop oldest
-        segments while what remains stays at or above the limit
-        (``UnifiedLog.deleteRetentionSizeBreachedSegments``)."""
-        excess = size - self.config.retention_bytes
-        if self.config.retention_bytes < 0 or excess < 0:
-            return lambda _segment, _next: False
-
-        def breached(segment: LogSegment, _next) -> bool:
-            nonlocal excess
-            if excess - segment.size < 0:
-                return False
-            excess -= segment.size
-            return True
-        return breached
-
-    def _deletable(self, predicate, segments: list[LogSegment]) -> list[LogSegment]:
-        """The oldest of ``segments`` satisfying ``predicate(segment, next_segment)``, stopping
-        at the first that does not; an empty last segment is never returned. Nothing at or
-        above the high watermark goes: with one replica it is the log end offset, past every
-        segment."""
-        out = []
-        for i, segment in enumerate(segments):
-            following = segments[i + 1] if i + 1 < len(segments) else None
-            if following is None and segment.size == 0 or not predicate(segment, following):
-                break
-            out.append(segment)
-        return out
-
     def _delete_segments(self, doomed: list[LogSegment]) -> int:
         if not doomed:
             return 0
-        if len(doomed) == len(self._segments):
+        if len(doomed) == len(self.segments):
             self.roll()
-        kept = self._segments[len(doomed):]
+        kept = self.segments.all()[len(doomed):]
         self._log_start_offset = max(self._log_start_offset, kept[0].base_offset)
         self.epochs.truncate_from_start(self._log_start_offset)
         self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
         self.producer_state.delete_snapshots_before(self._log_start_offset)
-        self._set_segments(kept)
-        self._cache.clear()
+        self.segments.set(kept)
+        self.reader.clear_cache()
         due = self.clock.milliseconds() + self.config.file_delete_delay_ms
         for segment in doomed:
             log.info("deleting segment %s of %s by retention", segment.base_offset, self.name)
@@ -795,13 +618,6 @@ class Log:
         return len(doomed)
 
     # -- compaction (the cleaner's side of UnifiedLog) ----------------------------------------
-
-    def collect_aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
-        """The aborted transactions overlapping [start, upper), from the transaction index of
-        the segment holding ``start`` on (``UnifiedLog.collectAbortedTransactions``)."""
-        bases, segments = self._view
-        first = max(bisect.bisect_right(bases, start) - 1, 0)
-        return collect_aborted_txns((s.txn_index for s in segments[first:]), start, upper)
 
     def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
         """{producer id: (last data offset or None, producer epoch)} of the producers still
@@ -823,7 +639,7 @@ class Log:
         is called after each rename. Raises LogCleaningAbortedError when ``old`` is no longer
         in the log (retention or truncation got there first); OSError."""
         with self._lock:
-            segments = self._segments
+            segments = self.segments.all()
             at = next((i for i, s in enumerate(segments) if s is old[0]), None)
             if at is None or segments[at:at + len(old)] != old:
                 raise LogCleaningAbortedError(f"{self.name} changed while it was cleaned")
@@ -835,8 +651,8 @@ class Log:
                 step(f"renamed segment {segment.base_offset} to .deleted")
             cleaned.change_file_suffixes("", step)
             new = cleaned
-            self._set_segments(segments[:at] + [new] + segments[at + len(old):])
-            self._cache.clear()
+            self.segments.set(segments[:at] + [new] + segments[at + len(old):])
+            self.reader.clear_cache()
             for segment in old:  # their producer snapshots go now: a loader would keep a
                 if segment.base_offset != new.base_offset:  # .snapshot.deleted after a crash
                     snapshot = self.producer_state.remove_and_mark_snapshot_for_deletion(
@@ -861,276 +677,53 @@ class Log:
     def catch_up(self, log_start_offset: int = 0) -> bool:
         """Bring a read-only log up to date with the files another process (a running broker)
         writes in its directory, as a reader of Kafka's files must: the whole batches appended
-        to the active segment since (a torn last batch waits), segments rolled, segments that
-        retention deleted or renamed ``.deleted`` (the log start offset moves past them) and
-        segments a cleaner swapped in. A cleaner's swap in progress (``.swap`` files) is left
-        for a later call, so readers see the old segments or the new ones whole.
-        ``log_start_offset`` is the broker's checkpointed one (DeleteRecords moves it inside a
-        segment). Returns whether anything changed. What a call costs: a ``stat`` of the
-        directory and an ``fstat`` of the active ``.log``; the directory is listed only when
-        its mtime moved (or moved within the last second, which a coarse clock may hide); new
-        bytes are the only ones read. A writable log (kfs is the writer) never changes here.
-        Raises nothing for a directory that is gone (the manager drops the partition)."""
+        to the active segment since (a torn last batch waits), and the segments rolled,
+        deleted, cut back or swapped in (``LogSegments.follow_files``; the log start offset
+        moves past deleted ones). ``log_start_offset`` is the broker's checkpointed one
+        (DeleteRecords moves it inside a segment). Returns whether anything changed. What a
+        call costs: a ``stat`` of the directory and an ``fstat`` of the active ``.log``; the
+        directory is listed only when it may have changed; new bytes are the only ones read.
+        A writable log (kfs is the writer) never changes here. Raises nothing for a directory
+        that is gone (the manager drops the partition)."""
         if self.writable:
             return False
         with self._lock:
+            version = self.segments.version
             try:
-                listing = self._dir_watch.names()
-                changed = listing is not None and self._follow_segment_files(listing)
-                changed = self._follow_active_segment() or changed
+                self.segments.follow_files()
+                next_offset = self.segments.follow_active()
             except FileNotFoundError:  # a segment or the directory vanished meanwhile
                 return False
             except (CorruptRecordError, InvalidRecordError) as exc:
                 log.warning("%s: new bytes that are not whole batches: %s", self.name, exc)
                 return False
+            changed = self.segments.version != version
+            if changed:
+                self._took_in_segments()
+            elif next_offset is not None:
+                self._leo = max(self._leo, next_offset)
+                changed = True
+            if changed:  # the producer state (the last stable offset) after new batches
+                log_loader.replay_producer_batches(self.producer_state, self.segments.all(),
+                                                   self._leo)
             if log_start_offset > self._log_start_offset:
                 self._log_start_offset = min(log_start_offset, self._leo)
-                self._cache.clear()
+                self.reader.clear_cache()
                 changed = True
-            self._close_retired()
+            self.segments.close_retired()
             return changed
 
-    def _follow_segment_files(self, names: list[str]) -> bool:
-        """Take in rolled, deleted and swapped segments; False when nothing changed."""
-        if log_loader.swap_in_progress(names):
-            self._dir_watch.again()
-            return False
-        bases = log_loader.bases_of(names)
-        old = {s.base_offset: s for s in self._segments}
-        # a segment whose file is gone, replaced or cut shorter than what was read is opened
-        # anew (a broker truncating its log, a cleaner's swap)
-        kept = {b: old[b] for b in bases if b in old and old[b].is_file_on_disk()
-                and old[b].file_size() >= old[b].size}
-        if len(kept) == len(old) == len(bases) or not bases:
-            return False  # (no .log at all: a listing mid-roll; Kafka keeps an active segment)
-        segments = [kept.get(b) or LogSegment(self.dir, b, self.config, False, self.clock)
-                    for b in bases]
-        for segment in segments[:-1]:  # finished segments: read to their end
-            if segment.size < segment.file_size():
-                segment.catch_up()
-        active = segments[-1]
-        if active.base_offset not in kept:
-            active.size = active.last_whole_batch_end()
-        now_in = {id(s) for s in segments}
-        gone = [s for s in old.values() if id(s) not in now_in]
-        self._retired.extend((time.monotonic() + RETIRED_S, s) for s in gone)
-        self._set_segments(segments)
-        self._cache.clear()
-        self._log_start_offset = max(self._log_start_offset, segments[0].base_offset)
-        leo = max(active.read_next_offset(), self._log_start_offset)
+    def _took_in_segments(self) -> None:
+        """The log's offsets after following took in segments another writer changed."""
+        self.reader.clear_cache()
+        bases, segments = self.segments.view
+        self._log_start_offset = max(self._log_start_offset, bases[0])
+        leo = max(segments[-1].read_next_offset(), self._log_start_offset)
         if leo < self._leo:  # truncated: the producer state is rebuilt from the log
             self.producer_state.truncate_and_reload(self._log_start_offset, leo)
         self._leo = leo
-        self._replay_producers()
         log.info("%s follows its directory: segments %s..%s, offsets %d..%d", self.name,
                  bases[0], bases[-1], self._log_start_offset, self._leo)
-        return True
-
-    def _follow_active_segment(self) -> bool:
-        if not self._segments:  # (a directory whose first .log is not there yet)
-            return False
-        active = self._segments[-1]
-        if active.file_size() < active.size:  # cut shorter under us: take the log in anew
-            log.warning("%s: %s shrank from %d to %d bytes under the reader", self.name,
-                        active.log_path.name, active.size, active.file_size())
-            return self._follow_segment_files(os.listdir(self.dir))
-        next_offset = active.catch_up()
-        if next_offset is None:
-            return False
-        self._leo = max(self._leo, next_offset)
-        self._replay_producers()
-        return True
-
-    def _replay_producers(self) -> None:
-        """The producer state (the last stable offset for read_committed) after new batches."""
-        log_loader.replay_producer_batches(self.producer_state, self._segments, self._leo)
-
-    def _close_retired(self) -> None:
-        """Close segments taken out of the view a while ago (readers may still hold them)."""
-        now = time.monotonic()
-        due = [s for t, s in self._retired if t <= now]
-        self._retired = [(t, s) for t, s in self._retired if t > now]
-        for segment in due:
-            segment.close()
-
-    # -- reading ----------------------------------------------------------------------------
-
-    def _segment_for(self, offset: int) -> LogSegment | None:
-        bases, segments = self._view
-        i = bisect.bisect_right(bases, offset) - 1
-        return segments[i] if i >= 0 else None
-
-    def _batch_records(self, segment: LogSegment, position: int, header: Batch) -> list[Record]:
-        key = (segment.base_offset, position)
-        records = self._cache.get(key)
-        if records is None:
-            records = segment.read_records(position, header)
-            self._cache.put(key, records)
-        return records
-
-    def visible_end(self, read_committed: bool = False) -> int:
-        """Where a reader's records end, exclusive (``isolation.level``, see
-        ``storage.isolation``): the last stable offset for read_committed, else the log end
-        offset (the high watermark, with one replica). Kafka's ``FetchIsolation``."""
-        return self.last_stable_offset if read_committed else self._leo
-
-    def aborted_transactions(self, offset: int, upper: int) -> AbortedTxnFilter:
-        """A filter of the aborted transactions overlapping [offset, upper), from the
-        transaction indexes of the segment holding ``offset`` and later ones
-        (``UnifiedLog.collectAbortedTransactions``): ``is_aborted(batch)`` tells a
-        read_committed reader to skip a batch."""
-        bases, segments = self._view
-        first = max(bisect.bisect_right(bases, offset) - 1, 0)
-        return AbortedTxnFilter(collect_aborted_txns(
-            (s.txn_index for s in segments[first:]), offset, upper))
-
-    def read(self, offset: int, nowait: bool = False, read_committed: bool = False) -> Record | None:
-        """The record at ``offset``, or None when there is none: below the log start offset, at
-        or past the log end offset, a gap left by compaction, or a control record. With
-        ``read_committed`` (Kafka's ``isolation.level=read_committed``) also None at or past the
-        last stable offset and for records of aborted transactions. Raises CorruptRecordError
-        for a batch whose CRC or layout is bad, InvalidRecordError for one breaking a format
-        rule; v0/v1 entries an old broker wrote are read as Kafka reads them. ``nowait=True``
-        (for event loops) raises BlockingIOError instead of waiting for the disk."""
-        end = self.visible_end(read_committed)
-        if offset < self.log_start_offset or offset >= end:
-            return None
-        segment = self._segment_for(offset)
-        found = segment.find_batch(offset, nowait) if segment else None
-        if found is None or found[1].is_control_batch:
-            return None
-        if read_committed and found[1].is_transactional and \
-                self.aborted_transactions(found[1].base_offset, end).is_aborted(found[1]):
-            return None
-        records = self._cache.get((segment.base_offset, found[0]))
-        if records is None:  # decode just this record; listing fills the cache
-            return segment.read_batch(*found, nowait).record_at(offset)
-        i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
-        return records[i] if i < len(records) and records[i].offset == offset else None
-
-    def records_from(self, offset: int, limit: int, read_committed: bool = False) -> list[Record]:
-        """Up to ``limit`` data records with offsets >= ``offset``, in offset order (as
-        :meth:`record_lists`)."""
-        out: list[Record] = []
-        if limit <= 0:
-            return out
-        for records in self.record_lists(offset, read_committed=read_committed):
-            out.extend(records)
-            if len(out) >= limit:
-                return out[:limit]
-        return out
-
-    def record_lists(self, start: int, end: int | None = None, read_committed: bool = False,
-                     cache: bool = True) -> Iterator[list[Record]]:
-        """The data records with offsets in [start, end), one list per batch, in offset order
-        (the batches of :meth:`visible_batches`). ``cache=False`` (bulk readers) leaves the
-        decoded-batch cache alone. Raises CorruptRecordError / InvalidRecordError."""
-        start = max(start, self.log_start_offset)
-        for segment, pos, header, last in self.visible_batches(start, end, read_committed):
-            if last:  # never cached: the batch may not be wholly published yet
-                end = self.visible_end(read_committed) if end is None else end
-                records = [r for r in segment.read_records(pos, header) if start <= r.offset < end]
-            else:
-                records = (self._batch_records(segment, pos, header) if cache
-                           else segment.read_records(pos, header))
-                if records and records[0].offset < start:
-                    records = [r for r in records if r.offset >= start]
-            if records:
-                yield records
-
-    def read_columns(self, start: int, end: int | None = None, read_committed: bool = False,
-                     headers: bool = False, max_rows: int = 32768) -> Iterator["pa.RecordBatch"]:
-        """The data records with offsets in [start, end) as Arrow record batches of about
-        ``max_rows`` rows (columns of ``storage.records.RecordColumns``): the offset index
-        finds the first batch, then each segment is read in blocks that the compiled codec
-        decodes in one call each (CRC-checked; control batches, and with ``read_committed``
-        aborted ones and everything at or past the last stable offset, left out). Same records
-        as :meth:`record_lists`. Raises CorruptRecordError / InvalidRecordError."""
-        from storage.records.columns import RecordColumns  # pyarrow: only for column readers
-
-        start = max(start, self.log_start_offset)
-        visible = self.visible_end(read_committed)
-        end = visible if end is None else min(end, visible)
-        if start >= end:
-            return
-        skip = self.aborted_transactions(start, end).is_aborted_at if read_committed else None
-        columns, buffer = RecordColumns(headers), bytearray(_COLUMN_BLOCK)  # (copied out of)
-        bases, segments = self._view
-        for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0):]:
-            if segment.base_offset >= end:
-                break
-            position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
-            blocks = BatchBlocks(segment, position, buffer=buffer)
-            for block in blocks:
-                consumed, reached_end = columns.add_block(block, start, end, skip)
-                blocks.advance(consumed)
-                if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
-                    yield columns.to_arrow()
-                if reached_end:
-                    if columns.num_rows:
-                        yield columns.to_arrow()
-                    return
-        if columns.num_rows:
-            yield columns.to_arrow()
-
-    def visible_batches(self, start: int, end: int | None = None, read_committed: bool = False
-                        ) -> Iterator[tuple[LogSegment, int, Batch, bool]]:
-        """(segment, position, header, is_last) of each batch holding data records with
-        offsets in [start, end), in offset order: the offset index finds the first, then
-        batches follow; control batches are skipped, and with ``read_committed`` aborted ones
-        and everything at or past the last stable offset. ``end`` defaults to, and is bounded
-        by, the log end offset. ``is_last`` marks a batch reaching ``end``, the last one."""
-        visible = self.visible_end(read_committed)
-        end = visible if end is None else min(end, visible)
-        if start >= end:
-            return
-        aborted = self.aborted_transactions(start, end) if read_committed else None
-        bases, segments = self._view
-        for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0):]:
-            if segment.base_offset >= end:
-                return  # (or rolled by an append still in flight)
-            position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0
-            for pos, header in segment.scan_batches(position):
-                if header.last_offset < start or header.is_control_batch or \
-                        aborted is not None and aborted.is_aborted(header):
-                    continue
-                last = header.last_offset >= end
-                yield segment, pos, header, last
-                if last:
-                    return
-
-    def find_offset_by_timestamp(self, timestamp: int, nowait: bool = False,
-                                 read_committed: bool = False) -> Record | None:
-        """The first record with timestamp >= ``timestamp`` (epoch ms), as Kafka's ListOffsets
-        answers (``UnifiedLog.fetchOffsetByTimestamp``): the first segment whose largest
-        timestamp reaches the target, then its time index, offset index and a scan. None when
-        no record qualifies or ``timestamp`` is negative. With ``read_committed`` the first
-        such record a read_committed consumer sees. ``nowait`` as in :meth:`read`."""
-        if timestamp < 0:
-            return None
-        start, leo = self.log_start_offset, self._leo
-        for segment in self._segments:
-            if segment.base_offset >= leo:
-                break
-            if segment.largest_timestamp >= timestamp:
-                record = segment.find_offset_by_timestamp(timestamp, start, nowait)
-                if record is not None and record.offset < leo:
-                    if read_committed:
-                        return self._first_committed_from(record.offset, timestamp)
-                    return record
-        return None
-
-    def _first_committed_from(self, offset: int, timestamp: int) -> Record | None:
-        """The first visible read_committed record at or after ``offset`` stamped >= ``timestamp``
-        (records before ``offset`` are all earlier: ListOffsets found it)."""
-        while True:
-            records = self.records_from(offset, 1024, read_committed=True)
-            if not records:
-                return None
-            for record in records:
-                if record.timestamp >= timestamp:
-                    return record
-            offset = records[-1].offset + 1
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -1143,11 +736,9 @@ class Log:
             leo = self._leo
             if not self.writable or leo <= self.recovery_point:
                 return
-            bases, segments = self._view
-            first = max(bisect.bisect_right(bases, self.recovery_point) - 1, 0)
-            for segment in segments[first:]:
+            for segment in self.segments.from_offset(self.recovery_point):
                 segment.flush()
-            if bases[-1] >= self.recovery_point:
+            if self.segments.active.base_offset >= self.recovery_point:
                 fsync_directory(self.dir)
             self.recovery_point = leo
             self._last_flush_ms = self.clock.milliseconds()
@@ -1165,23 +756,21 @@ class Log:
         raised after that."""
         with self._lock:
             errors = []
-            if self.writable and self._segments and self.damage is None:
+            if self.writable and len(self.segments) and self.damage is None:
                 try:
                     self.flush()
                     self.producer_state.take_snapshot()  # Kafka: a producer snapshot at close
                     self.producer_state.remove_snapshots_a_load_deletes(  # a broker adopting
-                        self._view[0], self._log_start_offset, self._leo)  # it deletes none
+                        self.segments.view[0], self._log_start_offset, self._leo)  # it deletes none
                 except OSError as e:
                     errors.append(e)
-            for segment in self._segments:
+            for segment in self.segments.all():
                 try:
                     segment.close()
                 except OSError as e:
                     errors.append(e)
-            for _, segment in self._retired:
-                segment.close()
-            self._retired = []
-            self._set_segments([])
+            self.segments.close_retired(everything=True)
+            self.segments.set([])
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
             if errors:
                 raise errors[0]
@@ -1190,23 +779,3 @@ class Log:
 def _records_in(batch: bytes) -> int:
     """lastOffsetDelta + 1 of a v2 batch (offsets it spans)."""
     return last_offset_delta_at(batch) + 1
-
-
-def _headers_size(headers) -> int:
-    """Bytes the headers of a record add beyond the one byte of a header count of 0."""
-    if not headers:
-        return 0
-    size = size_of_varint(len(headers)) - 1
-    for key, value in headers:
-        klen = len(key.encode("utf-8")) if isinstance(key, str) else len(key)
-        size += size_of_varint(klen) + klen
-        size += 1 if value is None else size_of_varint(len(value)) + len(value)
-    return size
-
-
-def _record_size(key: bytes | None, value: bytes | None) -> int:
-    """Bytes of a one-record batch's record with no headers (offset and timestamp delta 0)."""
-    klen = -1 if key is None else len(key)
-    vlen = -1 if value is None else len(value)
-    body = 1 + 1 + 1 + size_of_varint(klen) + max(klen, 0) + size_of_varint(vlen) + max(vlen, 0) + 1
-    return size_of_varint(body) + body

@@ -47,7 +47,7 @@ class OffsetsToClean:
 def non_active_segments_from(log_, offset: int):
     """``nonActiveLogSegmentsFrom``: the segments from the one holding ``offset`` up to the
     active one (excluded)."""
-    segments = log_.log_segments()
+    segments = log_.segments.all()
     return log_segments(segments, offset, segments[-1].base_offset)
 
 
@@ -64,7 +64,7 @@ def cleanable_offsets(log_, last_clean_offset: int | None, now: int) -> OffsetsT
             log.warning("Resetting first dirty offset of %s to log start offset %d since the "
                         "checkpointed offset %d is invalid.", log_.name, start, checkpoint)
         checkpoint, force = start, True
-    candidates = [log_.last_stable_offset, log_.active_segment.base_offset]
+    candidates = [log_.last_stable_offset, log_.segments.active.base_offset]
     lag = max(log_.config.min_compaction_lag_ms, 0)
     if lag > 0:
         candidates += [s.base_offset for s in non_active_segments_from(log_, checkpoint)
@@ -76,8 +76,8 @@ def calculate_cleanable_bytes(log_, first_dirty: int, uncleanable: int) -> tuple
     """(the base of the segment holding ``uncleanable``, the bytes of the segments from the
     one holding ``first_dirty`` below it) (``calculateCleanableBytes``)."""
     non_active = non_active_segments_from(log_, uncleanable)
-    first_uncleanable = (non_active[0] if non_active else log_.active_segment).base_offset
-    cleanable = log_segments(log_.log_segments(), min(first_dirty, first_uncleanable),
+    first_uncleanable = (non_active[0] if non_active else log_.segments.active).base_offset
+    cleanable = log_segments(log_.segments.all(), min(first_dirty, first_uncleanable),
                              first_uncleanable)
     return first_uncleanable, sum(s.size for s in cleanable)
 
@@ -100,7 +100,7 @@ class LogToClean:
         self.log = log_
         self.first_dirty_offset = first_dirty_offset
         self.need_compaction_now = need_compaction_now
-        self.clean_bytes = sum(s.size for s in log_.log_segments()
+        self.clean_bytes = sum(s.size for s in log_.segments.all()
                                if s.base_offset < first_dirty_offset)
         self.first_uncleanable_offset, self.cleanable_bytes = calculate_cleanable_bytes(
             log_, first_dirty_offset, uncleanable_offset)

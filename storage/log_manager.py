@@ -121,7 +121,7 @@ class LogManager:
         self.clock = clock
         self.read_only = read_only
         self.quarantine = None if read_only else (
-            quarantine or Quarantine(default_root(self.dir), keep_all=False))
+            quarantine or Quarantine(default_root(self.dir), keep_all=False, clock=clock))
         if not read_only:
             self.dir.mkdir(parents=True, exist_ok=True)
         if not self.dir.exists():
@@ -149,7 +149,7 @@ class LogManager:
         # following another writer (read-only): what the directory and checkpoint looked like,
         # and logs of deleted partitions waiting to close
         self._retired: list[tuple[float, Log]] = []
-        self._dir_watch = DirectoryWatch(self.dir)
+        self._dir_watch = DirectoryWatch(self.dir, clock)
         self._start_offsets_stamp: tuple[int, int] | None = None
         try:
             self._clean = self._consume_clean_shutdown_marker() and not force_recovery
@@ -441,7 +441,7 @@ class LogManager:
     def _log_start_offsets(self) -> dict[str, int]:
         return {**{name: start for name, (_, start) in self._left_out.items() if start},
                 **{name: l.log_start_offset for name, l in self._logs.items()
-                   if l.log_start_offset > l.first_segment_base_offset}}
+                   if l.log_start_offset > (l.segments.first_base_offset or 0)}}
 
     def _writable_logs(self) -> list[Log]:
         """The logs background jobs may change: none of a damaged one (left for a repair)."""

@@ -10,7 +10,6 @@ concurrent reader, bounded by ``size``, never sees half a batch.
 from __future__ import annotations
 
 import bisect
-import errno
 import logging
 import os
 import random
@@ -38,6 +37,7 @@ from storage.records._c.scan import (  # this module is their owner
     batch_ends,
     producer_batches,
 )
+from storage.segment_source import LocalSegmentSource, SegmentSource
 from storage.records.framing import (
     CURRENT_MAGIC,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
 _SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
-_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 _RECOVER_BLOCK = 1024 * 1024  # bytes read at a time while validating whole batches
 Batch = RecordBatch | LegacyRecordBatch
 
@@ -125,8 +124,9 @@ class LogSegment:
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
         # the .log's descriptor: opened when used, closed when idle (storage.open_files)
         self._file = PooledFile(self._path(LOG_SUFFIX), flags)
-        with self._file as fd:
-            self.size = os.fstat(fd).st_size
+        # every read of the segment's bytes goes through its source (storage.segment_source)
+        self.source: SegmentSource = LocalSegmentSource(self._file)
+        self.size = self.source.log_size()
         # A writable segment's indexes are mapped now (the loader checks them); a read-only
         # one's are read when first looked up (Kafka's LazyIndex): opening a log reads no index.
         self._offset_index: OffsetIndex | None = None
@@ -134,7 +134,8 @@ class LogSegment:
         if writable:
             self.reload_indexes()
         # created on the first aborted transaction, as Kafka's
-        self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset, writable)
+        self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset, writable,
+                                          self.source)
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset: tuple[int, int] | None = None  # loaded lazily, as Kafka
         self._rolling_based_timestamp: int | None = None
@@ -196,8 +197,7 @@ class LogSegment:
 
     def modified_ms(self) -> int:
         """The .log's mtime, epoch ms."""
-        with self._file as fd:
-            return os.fstat(fd).st_mtime_ns // 1_000_000
+        return self.source.modified_ms()
 
     def first_batch_timestamp(self) -> int:
         """The first batch's max timestamp, epoch ms (-1 when empty): what ``segment.ms`` rolls
@@ -313,27 +313,13 @@ class LogSegment:
 
         ``nowait=True`` is for callers on an event loop: it raises BlockingIOError instead of
         waiting for the disk when the bytes are not all in the page cache (``RWF_NOWAIT``)."""
-        if not nowait:
-            with self._file as fd:
-                return os.pread(fd, size, position)
-        buf = bytearray(size)
-        try:
-            with self._file as fd:
-                n = os.preadv(fd, [buf], position, _RWF_NOWAIT)
-        except FileNotFoundError:
-            raise
-        except OSError as e:  # EAGAIN, or a file system without RWF_NOWAIT
-            raise BlockingIOError(errno.EAGAIN, f"{self.log_path}: {e.strerror}") from None
-        if n < size and position + n < self.size:
-            raise BlockingIOError(errno.EAGAIN, f"{self.log_path}: not all in the page cache")
-        return bytes(memoryview(buf)[:n])
+        return self.source.read_at(position, size, nowait)
 
     def read_into(self, buffer: bytearray, position: int) -> memoryview:
         """Up to ``len(buffer)`` bytes of the .log from ``position``, up to the segment size,
         read into ``buffer`` (reused by bulk readers: fresh pages cost more than the copy)."""
         view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
-        with self._file as fd:
-            return view[:os.preadv(fd, [view], position)]
+        return self.source.read_into(view, position)
 
     def scan_batches(self, position: int, end: int | None = None,
                      nowait: bool = False) -> Iterator[tuple[int, Batch]]:
@@ -441,8 +427,7 @@ class LogSegment:
 
     def file_size(self) -> int:
         """The .log's length on disk now: past ``size`` while another process appends."""
-        with self._file as fd:
-            return os.fstat(fd).st_size
+        return self.source.log_size()
 
     def is_file_on_disk(self) -> bool:
         """Whether ``log_path`` still names the file this segment reads (not deleted, renamed
@@ -454,10 +439,13 @@ class LogSegment:
         another process (a broker) appended since. Call it before reading the .log's new size:
         a broker writes a batch before its index entries, so every entry read names bytes
         already there."""
-        self._offset_index = OffsetIndex(self._path(INDEX_SUFFIX), self.base_offset,
-                                         self.config.segment_index_bytes, self.writable)
-        self._time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), self.base_offset,
-                                     self.config.segment_index_bytes, self.writable)
+        indexes = []
+        for kind, suffix in ((OffsetIndex, INDEX_SUFFIX), (TimeIndex, TIME_INDEX_SUFFIX)):
+            path = self._path(suffix)
+            contents = None if self.writable else self.source.read_index(path)
+            indexes.append(kind(path, self.base_offset, self.config.segment_index_bytes,
+                                self.writable, contents))
+        self._offset_index, self._time_index = indexes
 
     def catch_up(self) -> int | None:
         """Take in the whole batches another process appended to the .log since ``size``

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from storage.errors import CorruptIndexError, ReadOnlyLogError
 from storage.log_files import TXN_INDEX_SUFFIX, offset_from_file_name
+from storage.segment_source import SegmentSource, read_local_index
 
 __all__ = ["AbortedTxn", "TxnIndexSearchResult", "TransactionIndex", "TXN_INDEX_SUFFIX"]
 
@@ -86,8 +87,10 @@ class TransactionIndex:
     f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}"``.
     """
 
-    def __init__(self, path: Path, start_offset: int | None = None, writable: bool = True):
+    def __init__(self, path: Path, start_offset: int | None = None, writable: bool = True,
+                 source: SegmentSource | None = None):
         self.path = Path(path)
+        self._source = source  # where a read-only index is read (default: the local file)
         self.start_offset = (offset_from_file_name(self.path.name) if start_offset is None
                              else start_offset)
         self.writable = writable
@@ -111,17 +114,15 @@ class TransactionIndex:
         return self._fd
 
     def _contents(self) -> bytes:
+        if not self.writable:  # read whole each time: keep no descriptor per segment
+            if self._source is None:
+                return read_local_index(self.path).data
+            return self._source.read_index(self.path).data
         with self._lock:
             fd = self._open(create=False)
             if fd is None:
                 return b""
-            try:
-                size = os.fstat(fd).st_size
-                return os.pread(fd, size, 0)
-            finally:
-                if not self.writable:  # read whole each time: keep no descriptor per segment
-                    os.close(fd)
-                    self._fd = None
+            return os.pread(fd, os.fstat(fd).st_size, 0)
 
     def _check_writable(self) -> None:
         if not self.writable:

@@ -60,6 +60,6 @@ def partition_xattrs(plog: Any) -> dict[bytes, bytes]:
         b"user.kafka.logStartOffset": b"%d" % plog.log_start_offset,
         b"user.kafka.logEndOffset": b"%d" % plog.log_end_offset,
         b"user.kafka.lastStableOffset": b"%d" % plog.last_stable_offset,
-        b"user.kafka.sizeInBytes": b"%d" % plog.size_in_bytes,
-        b"user.kafka.segmentCount": b"%d" % plog.segment_count,
+        b"user.kafka.sizeInBytes": b"%d" % plog.segments.size_in_bytes,
+        b"user.kafka.segmentCount": b"%d" % len(plog.segments),
     }

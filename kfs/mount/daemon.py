@@ -22,6 +22,7 @@ import time
 from typing import Callable
 
 from kfs.args import CliError
+from storage.isolation import IsolationLevel
 from kfs.tools import retention
 
 from .mount_table import fsname_for
@@ -186,7 +187,7 @@ def _retention_warnings(mgr) -> list[str]:
     warnings = []
     for name, plan in sorted(mgr.retention_plans().items()):
         log_ = mgr.get(name)
-        if 2 * sum(s.size for s, _ in plan) > log_.size_in_bytes:
+        if 2 * sum(s.size for s, _ in plan) > log_.segments.size_in_bytes:
             warnings.append(f"retention will delete most of {retention.describe(log_, plan)} "
                             f"at its first pass, in log.retention.check.interval.ms="
                             f"{mgr.config.retention_check_interval_ms} ms (set retention.ms / "
@@ -222,7 +223,7 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
     reporter.notices.extend(mgr.notices)
     reporter.notices.extend(_retention_warnings(mgr))
     fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator,
-                 isolation_level=args.isolation_level)
+                 isolation=IsolationLevel.parse(args.isolation_level))
     # The source column of mount/findmnt names the backing directory, as sshfs names user@host:path.
     options = set(pyfuse3.default_options) | {f"fsname={fsname_for(backing)}", "subtype=kfs",
                                                "noatime"}

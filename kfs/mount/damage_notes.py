@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from storage.damage import LogDamage, readable_record_lists
+from storage.damage import LogDamage
+from storage.isolation import IsolationLevel
 from storage.errors import CorruptRecordError, InvalidRecordError
 
 log = logging.getLogger(__name__)
@@ -51,17 +52,17 @@ class DamageNotes:
         return text.encode("utf-8", "replace")
 
 
-def readable_run(plog: Any, want: int, limit: int, read_committed: bool,
+def readable_run(plog: Any, want: int, limit: int, isolation: IsolationLevel,
                  found: list[LogDamage]) -> list[Any]:
-    """Up to ``limit`` records from offset ``want`` as ``Log.records_from`` gives them; when
+    """Up to ``limit`` records from offset ``want`` as ``LogReader.records_from`` gives them; when
     a batch among them cannot be read, the records around it instead, its damage appended to
     ``found``. Runs in a worker thread."""
     try:
-        return plog.records_from(want, limit, read_committed)
+        return plog.reader.records_from(want, limit, isolation)
     except _READ_ERRORS:
         pass
     run: list[Any] = []
-    for item in readable_record_lists(plog, want, read_committed):
+    for item in plog.reader.readable_record_lists(want, isolation):
         if isinstance(item, LogDamage):
             found.append(item)
             continue

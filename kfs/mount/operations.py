@@ -203,16 +203,16 @@ def _fail(code: int) -> pyfuse3.FUSEError:
 # --------------------------------------------------------------------------- small helpers
 
 
-async def _cached_first(read: Callable[..., Any], target: int, read_committed: bool) -> Any:
-    """``read(target, nowait, read_committed)`` on the trio thread when the bytes it needs are
+async def _cached_first(read: Callable[..., Any], target: int, isolation: IsolationLevel) -> Any:
+    """``read(target, isolation, nowait)`` on the trio thread when the bytes it needs are
     in the page cache (it raises BlockingIOError otherwise, never waiting for the disk), else in
     a worker thread.
     A worker-thread hop costs a wake-up of the other CPU (~170 µs here), more than a cached
     read of one record."""
     try:
-        return read(target, True, read_committed)
+        return read(target, isolation, True)
     except BlockingIOError:
-        return await trio.to_thread.run_sync(read, target, False, read_committed)
+        return await trio.to_thread.run_sync(read, target, isolation, False)
 
 
 def _offset_of(record: Any) -> int:
@@ -268,8 +268,9 @@ class KafkaFs(pyfuse3.Operations):
     ``backing_dir``: its directory (``statfs`` reports that file system's space).
     ``read_only``: refuse mkdir and writes with EROFS (pass ``ro`` to FUSE as well).
     ``key_separator``: the bytes that split ``append-keyed`` lines (default TAB).
-    ``isolation_level``: ``read_uncommitted`` (Kafka's default: every record but transaction
-    markers) or ``read_committed``.
+    ``isolation``: Kafka's consumer ``isolation.level``: READ_UNCOMMITTED (Kafka's default:
+    every record but transaction markers) or READ_COMMITTED (aborted transactions and
+    everything at or past the last stable offset hidden).
     """
 
     def __init__(
@@ -279,12 +280,10 @@ class KafkaFs(pyfuse3.Operations):
         *,
         read_only: bool = False,
         key_separator: bytes = DEFAULT_KEY_SEPARATOR,
-        isolation_level: str = "read_uncommitted",
+        isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> None:
         super().__init__()
-        # Kafka's consumer isolation.level: read_committed hides aborted transactions and
-        # everything at or past the last stable offset.
-        self._read_committed = IsolationLevel.parse(isolation_level).read_committed
+        self._isolation = isolation
         self._mgr = mgr
         self._backing_dir = os.fspath(backing_dir)
         self._read_only = read_only
@@ -302,7 +301,7 @@ class KafkaFs(pyfuse3.Operations):
         self._uid = os.getuid()
         self._gid = os.getgid()
         self._mount_ns = time.time_ns()
-        self._streams = Streams(self._read_committed, key_separator)
+        self._streams = Streams(self._isolation, key_separator)
         self._damage = DamageNotes()
         # /consumer-groups and /transactions: requests for their inodes go there
         self._coordinator = CoordinatorTree(CoordinatorViews(mgr), self._attr,
@@ -377,7 +376,7 @@ class KafkaFs(pyfuse3.Operations):
         if record is None:
             plog = self._log_by_pid(pid)
             try:
-                record = await _cached_first(plog.read, offset, self._read_committed)
+                record = await _cached_first(plog.reader.read, offset, self._isolation)
             except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
                 self._damage.note(pid, plog.name, exc)
                 raise
@@ -554,8 +553,8 @@ class KafkaFs(pyfuse3.Operations):
                 log.info("by-time/%r is not a time (epoch ms, @ms or ISO-8601)", name)
                 raise _fail(errno.EINVAL)
             plog = self._log_by_pid(parent.pid)
-            record = await _cached_first(plog.find_offset_by_timestamp, timestamp,
-                                         self._read_committed)
+            record = await _cached_first(plog.reader.find_offset_by_timestamp, timestamp,
+                                         self._isolation)
             if record is None:
                 raise _fail(errno.ENOENT)
             self._cache.put((parent.pid, record.offset), record)
@@ -801,7 +800,7 @@ class KafkaFs(pyfuse3.Operations):
         plog = self._log_by_pid(handle.node.pid)
         found: list[Any] = []  # damage stepped over
         run = await trio.to_thread.run_sync(readable_run, plog, want, handle.run_limit,
-                                            self._read_committed, found)
+                                            self._isolation, found)
         for damage in found:
             handle.damaged = True
             self._damage.note(handle.node.pid, plog.name, damage)

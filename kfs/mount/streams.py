@@ -30,6 +30,7 @@ import pyfuse3
 import trio
 
 from kfs.record_format import StreamFormat
+from storage.isolation import IsolationLevel
 
 from . import inodes
 from .inodes import Kind
@@ -64,8 +65,8 @@ class StreamHandle:
 class Streams:
     """The mount's ``LogStream``s, one per partition and format (windows share them)."""
 
-    def __init__(self, read_committed: bool, key_separator: bytes = b"\t") -> None:
-        self._read_committed = read_committed
+    def __init__(self, isolation: IsolationLevel, key_separator: bytes = b"\t") -> None:
+        self._isolation = isolation
         self._key_separator = key_separator  # of keyed-values lines (the mount's --key-separator)
         # most recently used last; a stream keeps rendered chunks and its position index, so
         # memory follows the streams in use, not every partition ever read
@@ -79,7 +80,7 @@ class Streams:
         key = (pid, FORMATS[kind])
         stream = self._streams.get(key)
         if stream is None or stream.log is not plog:
-            stream = self._streams[key] = LogStream(plog, key[1], self._read_committed,
+            stream = self._streams[key] = LogStream(plog, key[1], self._isolation,
                                                     self._key_separator)
             while len(self._streams) > STREAMS_KEPT:  # open handles keep theirs alive
                 self._streams.popitem(last=False)
@@ -107,7 +108,7 @@ class Streams:
                          low, high)
                 raise pyfuse3.FUSEError(errno.ENOENT)
             return start.value
-        record = plog.find_offset_by_timestamp(start.value)  # Kafka's ListOffsets
+        record = plog.reader.find_offset_by_timestamp(start.value)  # Kafka's ListOffsets
         if record is None:
             log.info("%s: no record at or after time %d", plog.name, start.value)
             raise pyfuse3.FUSEError(errno.ENOENT)
@@ -212,5 +213,5 @@ class Streams:
 
 def _is_first(plog: Any, offset: int) -> bool:
     """Whether ``offset`` holds the first record left in ``plog``."""
-    first = plog.records_from(plog.log_start_offset, 1)
+    first = plog.reader.records_from(plog.log_start_offset, 1)
     return bool(first) and first[0].offset == offset

@@ -19,8 +19,10 @@ How each record looks is ``kfs.record_format``'s: a plain partition's records ar
 chunk at a time by the compiled column builder; Kafka's coordinator topics'
 (``__consumer_offsets``, ``__transaction_state``) are decoded through their message schemas.
 
-Control records are never in the stream; with ``read_committed`` neither are aborted
-transactions' records nor anything at or past the last stable offset. When retention removes
+Control records are never in the stream; with read_committed neither are aborted
+transactions' records nor anything at or past the last stable offset. Every byte and every
+damage comes from the log's reader (``storage.log_reader``: positioned blocks of whole
+batches, the intact run and the damage after it); the stream keeps only text positions. When retention removes
 segments their entries go; a stream starting below the new log start offset starts at it.
 """
 
@@ -36,14 +38,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
-from storage.damage import LogDamage, next_intact_batch
+from storage.damage import LogDamage
 from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.isolation import IsolationLevel
 from storage.records.batch import iter_batches
 from storage.records.columns import add_block
 from storage.records.framing import base_offset_at
-from storage.segment import BatchBlocks, LogSegment, SegmentScan
+from storage.segment import LogSegment
 
 from kfs.record_format import CoordinatorFormat, StreamFormat, record_format
 
@@ -97,17 +98,19 @@ class _Chunk:
 
 
 class LogStream:
-    """The records of one ``storage.Log`` in one :class:`StreamFormat`, as the log's
-    isolation level shows them. Thread-safe: sizes and reads may come from several threads
+    """The records of one ``storage.Log`` in one :class:`StreamFormat`, as a reader at
+    ``isolation`` (Kafka's ``isolation.level``) sees them. Thread-safe: sizes and reads may come from several threads
     while the log is appended to.
 
     Positions are bytes of the stream from a start offset (see :meth:`size`, :meth:`read`).
     Raises what the log's reads raise: CorruptRecordError / InvalidRecordError for bad
     batches, OSError from the disk."""
 
-    def __init__(self, log, fmt: StreamFormat, read_committed: bool = False,
+    def __init__(self, log, fmt: StreamFormat,
+                 isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
                  key_separator: bytes = b"\t"):
-        self.log, self.format, self.read_committed = log, fmt, read_committed
+        self.log, self.format, self.isolation = log, fmt, isolation
+        self._reader = log.reader
         self.key_separator = bytes(key_separator)  # between key and value in KEYED lines
         # how each record looks: a plain partition's or a coordinator topic's
         self._format = record_format(log.topic, log.partition, fmt, key_separator)
@@ -130,26 +133,26 @@ class LogStream:
     # -- the index --------------------------------------------------------------------------
 
     def _visible_end(self) -> int:
-        return self.log.visible_end(self.read_committed)
+        return self._reader.visible_end(self.isolation)
 
     def is_current(self) -> bool:
         """Whether the index reaches the log's visible end over the log's current segments (the
         cleaner swaps segments in without moving the end; sizes need no I/O)."""
         return self._indexed_end == self._visible_end() and \
-            self._segment_version == self.log.segment_version
+            self._segment_version == self.log.segments.version
 
     def unindexed_bytes(self) -> int:
         """.log bytes the index does not cover yet (no I/O): what a :meth:`refresh` reads."""
         with self._lock:
             return sum(s.size - self._indexes[s].file_position if s in self._indexes else s.size
-                       for s in self.log.log_segments())
+                       for s in self.log.segments.all())
 
     def refresh(self) -> None:
         """Index every segment up to the log's visible end (the new batches only, for segments
         indexed before). Stops early, leaving the rest for later, once :attr:`closed`."""
         with self._build_lock:
-            version, end = self.log.segment_version, self._visible_end()
-            segments = self.log.log_segments()
+            version, end = self.log.segments.version, self._visible_end()
+            segments = self.log.segments.all()
             with self._lock:
                 # a segment cut back below what was indexed (a rolled-back append) starts over
                 present = set(segments)
@@ -201,10 +204,7 @@ class LogStream:
         batches before them as a chunk, then the damaged bytes, up to the next intact batch
         (or the segment's end), as a chunk without text that readers crossing it get EIO
         from (see :meth:`read`)."""
-        expected = base_offset_at(segment.read_at(start, 8))
-        scan = SegmentScan(segment.base_offset, crc32c, expected, stop_at_problem=True)
-        segment.scan_whole_batches(scan, start)
-        bad = scan.valid_end if scan.valid_end > start else start
+        bad, problem = self._reader.intact_end(segment, start)
         if bad > start:  # the intact batches first, as a chunk of their own
             chunk, consumed, first = self._decode(segment, start, bad - start, end)
             with self._lock:
@@ -214,19 +214,12 @@ class LogStream:
                 self._layout_cache = None
             return
         low = index.first_offsets[-1] if index.first_offsets else segment.base_offset
-        resume = next_intact_batch(segment, bad + 1, low)
-        stop = segment.size if resume is None else resume
-        after = None if resume is None else base_offset_at(segment.read_at(resume, 8))
-        # the first offset lost: the damaged header's, when it is believable
-        lost = expected if low <= expected <= (after if after is not None else expected) else low
-        problem = scan.problems[0][1] if scan.problems else str(exc)
-        damage = LogDamage(segment.log_path.name, bad, lost, problem,
-                           None if after is None else after - 1)
+        damage, stop, after = self._reader.damaged_run(segment, bad, low, problem or str(exc))
         with self._lock:
             index.damaged[len(index.file_ends)] = (damage, 2**63 - 1 if after is None else after)
             index.file_ends.append(stop)
             index.stream_ends.append(index.text_size)
-            index.first_offsets.append(lost)
+            index.first_offsets.append(damage.offset)
             self._layout_cache = None
 
     def _decode(self, segment: LogSegment, position: int, size: int, end: int
@@ -239,12 +232,11 @@ class LogStream:
         builder = self._format.builder()
         pos, first, skip = 0, -1, None
         with self._buffer(segment, position, size) as buffer:
-            blocks = BatchBlocks(segment, position, position + size, buffer=buffer)
+            blocks = self._reader.blocks(segment, position, position + size, buffer=buffer)
             for block in blocks:
                 if first < 0:
                     first = base_offset_at(block)
-                    if self.read_committed:
-                        skip = self.log.aborted_transactions(first, end).is_aborted_at
+                    skip = self._reader.skip_aborted(first, end, self.isolation)
                 consumed, done = add_block(builder, block, 0, end, skip)
                 blocks.advance(consumed)
                 pos += consumed
@@ -286,8 +278,8 @@ class LogStream:
             batch.ensure_valid()
             pos += batch.size_in_bytes
             first = batch.base_offset if first < 0 else first
-            if self.read_committed and aborted is None:
-                aborted = self.log.aborted_transactions(batch.base_offset, end)
+            if self.isolation.read_committed and aborted is None:
+                aborted = self._reader.aborted_transactions(batch.base_offset, end)
             if batch.is_control_batch or (aborted is not None and aborted.is_aborted(batch)):
                 continue
             for record in batch.records():
@@ -297,10 +289,9 @@ class LogStream:
                     offsets.append(record.offset)
         return _Chunk(memoryview(bytes(text)), row_ends, offsets), pos, first
 
-    @staticmethod
-    def _whole_batches(segment: LogSegment, position: int, size: int):
+    def _whole_batches(self, segment: LogSegment, position: int, size: int):
         """The whole batches that start in ``size`` .log bytes from ``position``, any magic."""
-        blocks = BatchBlocks(segment, position, position + size, block_size=size)
+        blocks = self._reader.blocks(segment, position, position + size, block_size=size)
         for block in blocks:
             consumed = 0
             for batch in iter_batches(block):

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from storage import Log, LogManager
+from storage.isolation import IsolationLevel
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
 
@@ -69,14 +70,14 @@ def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, i
     return logs
 
 
-def latest_offset(log: Log, read_committed: bool = False) -> int:
+def latest_offset(log: Log, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
     """Where "latest" is: the last stable offset for read_committed, else the log end offset
     (as a Kafka consumer's end offsets under each ``isolation.level``)."""
-    return log.visible_end(read_committed)
+    return log.reader.visible_end(isolation)
 
 
 def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "error",
-                   read_committed: bool = False) -> int:
+                   isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
     """The offset ``bound`` names in ``log``. Timestamps map to the first offset with a
     timestamp >= t; when none has one, an ending bound is the log end offset and a starting one
     follows ``startingOffsetsByTimestampStrategy`` ("error" raises ValueError, "latest")."""
@@ -84,19 +85,19 @@ def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "erro
     if bound.kind == "earliest":
         return log.log_start_offset
     if bound.kind == "latest":
-        return latest_offset(log, read_committed)
+        return latest_offset(log, isolation)
     if bound.kind == "offsets":
         offset = bound.per_partition[tp]
         return {EARLIEST: log.log_start_offset,
-                LATEST: latest_offset(log, read_committed)}.get(offset, offset)
+                LATEST: latest_offset(log, isolation)}.get(offset, offset)
     timestamp = bound.timestamp if bound.kind == "timestamp" else bound.per_partition[tp]
-    record = log.find_offset_by_timestamp(timestamp, read_committed=read_committed)
+    record = log.reader.find_offset_by_timestamp(timestamp, isolation)
     if record is not None:
         return record.offset
     if starting and strategy == "error":
         raise ValueError(f"No offset matched from request of topic-partition {log.name} and "
                          f"timestamp {timestamp} (startingOffsetsByTimestampStrategy=error)")
-    return latest_offset(log, read_committed)
+    return latest_offset(log, isolation)
 
 
 def check_covers(bound: Bound, partitions: Iterable[tuple[str, int]], name: str) -> None:
@@ -154,7 +155,7 @@ def split_by_bytes(log: Log, rng: OffsetRange, max_bytes: int) -> list[OffsetRan
 def _end_position(log: Log, end: int) -> int:
     """Where offset ``end`` starts, as a byte position counted over the whole log (the offset
     index's entry at or before it: a close bound); the log's size for the log end offset."""
-    before, segments = 0, log.log_segments()
+    before, segments = 0, log.segments.all()
     for i, segment in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
         if end < next_base:
@@ -167,7 +168,7 @@ def _byte_marks(log: Log, start: int, end: int, step: int) -> list[tuple[int, in
     """(offset, byte position counted over the whole log) at ``start``, at each segment base
     inside the range and at offset-index entries about every ``step`` bytes."""
     marks: list[tuple[int, int]] = []
-    segments = log.log_segments()
+    segments = log.segments.all()
     before = 0
     for i, segment in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None

@@ -50,11 +50,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     include_headers: bool
-    isolation_level: str
-
-    @property
-    def read_committed(self) -> bool:
-        return IsolationLevel(self.isolation_level).read_committed
+    isolation_level: IsolationLevel
 
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition is one the query reads (subscription or assignment)."""
@@ -87,8 +83,8 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
     if strategy not in _STRATEGIES:
         raise ValueError(f"startingOffsetsByTimestampStrategy must be one of {_STRATEGIES}")
-    isolation = opts.get("isolation.level", opts.get("kafka.isolation.level", "read_uncommitted"))
-    IsolationLevel.parse(isolation)  # ValueError for an unknown level
+    isolation = IsolationLevel.parse(  # ValueError for an unknown level
+        opts.get("isolation.level", opts.get("kafka.isolation.level", "read_uncommitted")))
     return SourceOptions(
         path=path,
         subscribe=subscribe,

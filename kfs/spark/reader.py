@@ -2,7 +2,7 @@
 
 Executors open just the partition they read, read-only; the engine finds the first batch through
 the offset index and decodes the batches straight into Arrow columns with its compiled codec
-(``Log.read_columns``); control batches are skipped, as consumers never see them. No per-record
+(``LogReader.read_columns``); control batches are skipped, as consumers never see them. No per-record
 Python object is made.
 """
 
@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
+from storage.isolation import IsolationLevel
 from storage.records.columns import HEADERS_TYPE
 
 from .offsets import DataLossError, OffsetRange, open_log
@@ -47,11 +48,12 @@ def spark_schema(include_headers: bool) -> T.StructType:
 
 
 def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
-               fail_on_data_loss: bool = True, read_committed: bool = False,
+               fail_on_data_loss: bool = True,
+               isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
                rows_per_batch: int = ROWS_PER_ARROW_BATCH) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of every data record of ``rng``, in offset order (with
-    ``read_committed``, none of aborted transactions and none at or past the last stable
-    offset), decoded into columns by the engine (``Log.read_columns``). Raises DataLossError
+    """Arrow batches of every data record of ``rng``, in offset order (``isolation``: with
+    read_committed, none of aborted transactions and none at or past the last stable
+    offset), decoded into columns by the engine (``LogReader.read_columns``). Raises DataLossError
     when the range starts below the log start offset and ``fail_on_data_loss`` (else the lost
     offsets are skipped); CorruptRecordError for a batch that fails its CRC."""
     log = open_log(backing_dir, rng.topic, rng.partition)
@@ -64,8 +66,8 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                     "before they were read; set failOnDataLoss=false to skip them")
             start = log.log_start_offset
         constants = _Constants(rng.topic, rng.partition)
-        for columns in log.read_columns(start, rng.end, read_committed, include_headers,
-                                        rows_per_batch):
+        for columns in log.reader.read_columns(start, rng.end, isolation, include_headers,
+                                               rows_per_batch):
             yield to_spark(columns, constants)
     finally:
         log.close()

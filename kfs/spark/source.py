@@ -121,7 +121,7 @@ class KfsBatchReader(DataSourceReader):
         if partition.rng is None:
             return iter(())
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
-                          self.opts.fail_on_data_loss, self.opts.read_committed)
+                          self.opts.fail_on_data_loss, self.opts.isolation_level)
 
 
 class KfsPushdownBatchReader(KfsBatchReader):
@@ -149,8 +149,8 @@ def plan_batch(opts: SourceOptions, max_bytes: int, pushed=None) -> list[OffsetR
             if pushed is not None and not pushed.allows_partition(partition):
                 continue
             start = resolve_offset(opts.starting, log, True, opts.by_timestamp_strategy,
-                                   opts.read_committed)
-            end = resolve_offset(opts.ending, log, False, read_committed=opts.read_committed)
+                                   opts.isolation_level)
+            end = resolve_offset(opts.ending, log, False, isolation=opts.isolation_level)
             rng = clamp_to_log(OffsetRange(topic, partition, start, end), log,
                                opts.fail_on_data_loss)
             if pushed is not None:
@@ -166,7 +166,7 @@ def _narrow(rng: OffsetRange, log, pushed) -> OffsetRange:
     start = max(rng.start, pushed.min_offset)
     end = min(rng.end, pushed.max_offset)
     if pushed.min_timestamp is not None and start < end:
-        record = log.find_offset_by_timestamp(pushed.min_timestamp)
+        record = log.reader.find_offset_by_timestamp(pushed.min_timestamp)
         start = max(start, record.offset if record is not None else end)
     return OffsetRange(rng.topic, rng.partition, min(start, end), end)
 
@@ -193,7 +193,7 @@ class KfsStreamReader(DataSourceStreamReader):
             check_covers(self.opts.starting, logs, "startingOffsets")
             return _as_json({tp: resolve_offset(self.opts.starting, log, True,
                                                 self.opts.by_timestamp_strategy,
-                                                self.opts.read_committed)
+                                                self.opts.isolation_level)
                              for tp, log in logs.items()})
         finally:
             manager.close()
@@ -210,7 +210,7 @@ class KfsStreamReader(DataSourceStreamReader):
             logs = self._logs(manager)
             begin = _from_json(start or {})
             begin = {tp: begin.get(tp, log.log_start_offset) for tp, log in logs.items()}
-            latest = {tp: latest_offset(log, self.opts.read_committed) for tp, log in logs.items()}
+            latest = {tp: latest_offset(log, self.opts.isolation_level) for tp, log in logs.items()}
         finally:
             manager.close()
         max_rows = getattr(limit, "max_rows", None)
@@ -221,7 +221,7 @@ class KfsStreamReader(DataSourceStreamReader):
     def reportLatestOffset(self) -> dict:
         manager = open_matching(self.opts)
         try:
-            return _as_json({tp: latest_offset(log, self.opts.read_committed)
+            return _as_json({tp: latest_offset(log, self.opts.isolation_level)
                              for tp, log in self._logs(manager).items()})
         finally:
             manager.close()
@@ -243,7 +243,7 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def read(self, partition: RangePartition):
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
-                          self.opts.fail_on_data_loss, self.opts.read_committed)
+                          self.opts.fail_on_data_loss, self.opts.isolation_level)
 
     def commit(self, end: dict) -> None:
         pass  # offsets live in Spark's checkpoint; nothing to release here

@@ -175,13 +175,13 @@ class KfsWriter(DataSourceArrowWriter):
             for pid, name in sorted(open_txns):
                 marker = ControlRecordType.COMMIT if (pid, name) in committed \
                     else ControlRecordType.ABORT
-                append(name, build_control_batch(0, pid, MARKER_EPOCH, marker))
+                append(name, build_control_batch(0, pid, MARKER_EPOCH, marker, timestamp_ms=now_ms()))
 
     def _open_producers(self, log, start: int) -> set[int]:
         """This job's producer ids with data but no marker in ``log`` from ``start`` on."""
         low, high = self.producer_id_base, self.producer_id_base + (1 << 32)
         open_ids: set[int] = set()
-        for segment in log.log_segments():
+        for segment in log.segments.all():
             if segment.read_next_offset() <= start:
                 continue
             position = segment.offset_index.lookup(start)[1] if segment.base_offset <= start else 0

@@ -223,7 +223,7 @@ def _close_cleanly(backing: Path, names: list[str] | None) -> list[Partition]:
             if log_.damage is not None:
                 raise AdoptError(f"{name} is damaged ({log_.damage}): run kfs verify --repair "
                                  f"{backing} {name} first")
-            segments = log_.log_segments()
+            segments = log_.segments.all()
             found.append(Partition(name, log_.topic, log_.log_start_offset,
                                    log_.log_end_offset, segments[0].base_offset, len(segments),
                                    len(log_.open_transactions()), log_.epochs.latest_epoch))

@@ -58,9 +58,9 @@ def describe(log_, plan: list) -> str:
     """One line saying what ``plan`` (``Log.retention_plan``) deletes of ``log_``: segments,
     offsets, bytes and the rules."""
     doomed = [segment for segment, _ in plan]
-    end = log_.log_segments()[len(doomed)].base_offset if len(doomed) < log_.segment_count \
+    end = log_.segments.all()[len(doomed)].base_offset if len(doomed) < len(log_.segments) \
         else log_.log_end_offset
     rules = ", ".join(dict.fromkeys(why for _, why in plan))
     size = sum(s.size for s in doomed)
-    return (f"{log_.name}: {len(doomed)} of {log_.segment_count} segment(s), offsets "
-            f"{log_.log_start_offset}-{end - 1} ({size} of {log_.size_in_bytes} bytes): {rules}")
+    return (f"{log_.name}: {len(doomed)} of {len(log_.segments)} segment(s), offsets "
+            f"{log_.log_start_offset}-{end - 1} ({size} of {log_.segments.size_in_bytes} bytes): {rules}")

@@ -37,6 +37,7 @@ from typing import TextIO
 
 from crc32c import crc32c
 
+from storage.config import LogConfig
 from storage.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -63,7 +64,8 @@ from storage.log_files import (
     time_index_file,
     transaction_index_file,
 )
-from storage.segment import BatchBlocks, SegmentScan
+from storage.log_reader import LogReader
+from storage.segment import LogSegment, SegmentScan
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn, TransactionIndex
@@ -245,7 +247,6 @@ class _LogScan:
         self.batches = SegmentScan(base, crc32c, -1 if previous_end is None else previous_end)
         self.readable = True  # False when a structural error stopped the scan early
         self.size = 0
-        self._fd = -1
 
     @property
     def last_offset(self) -> int | None:
@@ -260,13 +261,13 @@ class _LogScan:
         return Problem(self.partition, self.file, position, what)
 
     def run(self) -> Iterator[Problem]:
-        fd = os.open(log_file(self.directory, self.base), os.O_RDONLY | os.O_CLOEXEC)
+        segment = LogSegment(self.directory, self.base, LogConfig(), writable=False)
         try:
-            self.size = os.fstat(fd).st_size
+            self.size = segment.size
             if self.previous_end is not None and self.base < self.previous_end:
                 yield self.problem(None, f"base offset {self.base} is below the end of the "
                                          f"segment before (offset {self.previous_end - 1})")
-            self._read(fd)
+            self._read(segment)
             for position, what in self.batches.problems:
                 yield self.problem(position, what)
             if self.readable and self.valid_end < self.size and not self.active:
@@ -274,13 +275,13 @@ class _LogScan:
                                    "the last whole batch (a torn write, or a corrupt batch size)")
             self.on_bytes(self.size - self.valid_end)
         finally:
-            os.close(fd)
+            segment.close()
 
-    def _read(self, fd: int) -> None:
-        """Feed the .log to the scan a block at a time (``storage.segment.BatchBlocks``)."""
-        self._fd = fd
+    def _read(self, segment: LogSegment) -> None:
+        """Feed the .log to the scan a block at a time, as the engine's reader gives them
+        (``LogReader.blocks``)."""
         scan = self.batches
-        blocks = BatchBlocks(self, 0, self.size, min(_BLOCK, self.size))
+        blocks = LogReader.blocks(segment, 0, self.size, block_size=min(_BLOCK, self.size))
         for block in blocks:
             consumed = scan.scan(block, blocks.position)
             if scan.at_legacy:
@@ -294,14 +295,6 @@ class _LogScan:
                 return
             self.on_bytes(consumed)
             blocks.advance(consumed)
-
-    def read_into(self, buffer: bytearray, position: int) -> memoryview:
-        """What ``BatchBlocks`` reads with: the .log's bytes from ``position`` into ``buffer``."""
-        view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
-        return view[:os.preadv(self._fd, [view], position)]
-
-    def read_at(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
 
     def _legacy(self, block, position: int, at: int) -> int:
         """Check the legacy v0/v1 entry at ``block[at:]`` (the .log's ``position``); its

@@ -19,6 +19,7 @@ import pyarrow as pa
 from storage.coordinator.groups import GroupStates
 from storage.coordinator.records import CONSUMER_OFFSETS, TRANSACTION_STATE
 from storage.coordinator.transactions import TransactionStates
+from storage.isolation import IsolationLevel
 
 __all__ = ["COORDINATOR_TOPICS", "CoordinatorReplay"]
 
@@ -61,8 +62,9 @@ class CoordinatorReplay:
                 self.states, self._end = self._fresh(), 0
             newest: dict[bytes | None, tuple] = {}
             read = 0
-            for batch in self.log.read_columns(self._end, end, read_committed=True,
-                                               max_rows=WINDOW_ROWS):
+            for batch in self.log.reader.read_columns(self._end, end,
+                                                      IsolationLevel.READ_COMMITTED,
+                                                      max_rows=WINDOW_ROWS):
                 read += batch.num_rows
                 _keep_newest(batch, newest)
             for offset, timestamp, key, value in sorted(newest.values(), key=_first):

@@ -67,7 +67,7 @@ def test_appends_stamp_and_record_leader_epoch_zero(tmp_path):
     log.append([b"a"])
     log.append([b"b"])
     assert read_epochs(tmp_path / "t-0" / "leader-epoch-checkpoint") == [(0, 0)]
-    position, batch = log.active_segment.find_batch(1)
+    position, batch = log.segments.active.find_batch(1)
     assert batch.partition_leader_epoch == 0
     mgr.close()
 

@@ -47,7 +47,7 @@ def fill(log, rounds=4, keys=20, rolls=True):
 def contents(log):
     """{offset: (key, value, timestamp)} of every record."""
     return {r.offset: (r.key, r.value, r.timestamp)
-            for batch in log.record_lists(log.log_start_offset) for r in batch}
+            for batch in log.reader.record_lists(log.log_start_offset) for r in batch}
 
 
 def latest_per_key(records):
@@ -66,14 +66,14 @@ def test_a_pass_keeps_the_latest_record_of_each_key(tmp_path):
     leo = log.log_end_offset
     result = for_log_manager(mgr).clean_log("c-0", NOW)
     after = contents(log)
-    assert result.start == 0 and result.end == log.active_segment.base_offset
+    assert result.start == 0 and result.end == log.segments.active.base_offset
     assert log.log_end_offset == leo
     # offsets and timestamps never change; every kept record is what it was
     assert all(before[o] == rec for o, rec in after.items())
     assert latest_per_key(after) == latest_per_key(before)
     assert len(after) == 20 + 1  # one per key, the tombstone (kept: horizon not passed), active
-    assert log.read(0) is None  # compacted away: a gap
-    assert [s.base_offset for s in log.log_segments()] == [0, log.active_segment.base_offset]
+    assert log.reader.read(0) is None  # compacted away: a gap
+    assert [s.base_offset for s in log.segments.all()] == [0, log.segments.active.base_offset]
     checkpoint = (mgr.dir / CLEANER_OFFSET_CHECKPOINT).read_text().split("\n")
     assert checkpoint[2] == f"c 0 {result.end}"
     mgr.close()
@@ -89,15 +89,15 @@ def test_tombstones_stay_until_their_delete_horizon(tmp_path):
     tombstone = max(o for o, (k, v, _) in contents(log).items() if k == b"k0")
     cleaner = for_log_manager(mgr)
     cleaner.clean_log("c-0", NOW)
-    batch = log._segment_for(tombstone).find_batch(tombstone)[1]
+    batch = log.segments.floor(tombstone).find_batch(tombstone)[1]
     assert batch.has_delete_horizon and batch.base_timestamp == NOW + 1000
-    assert log.read(tombstone).value is None
+    assert log.reader.read(tombstone).value is None
     (mgr.dir / CLEANER_OFFSET_CHECKPOINT).unlink()  # recopy the clean section again
     cleaner.clean_log("c-0", NOW + 999)
-    assert log.read(tombstone) is not None  # before the horizon
+    assert log.reader.read(tombstone) is not None  # before the horizon
     (mgr.dir / CLEANER_OFFSET_CHECKPOINT).unlink()
     cleaner.clean_log("c-0", NOW + 1000)
-    assert log.read(tombstone) is None and b"k0" not in {k for k, _, _ in contents(log).values()}
+    assert log.reader.read(tombstone) is None and b"k0" not in {k for k, _, _ in contents(log).values()}
     mgr.close()
 
 

@@ -52,15 +52,15 @@ def check_log(log, name: str, keyed: bool) -> None:
     """Offsets contiguous from 0 to the log end offset, every record its exact content, and
     by-time lookups answering ListOffsets for sampled timestamps."""
     leo = log.log_end_offset
-    records = log.records_from(0, leo + 1)
+    records = log.reader.records_from(0, leo + 1)
     assert [r.offset for r in records] == list(range(leo)), name
     for r in records:
         assert r.value == value_for(name, r.offset), (name, r.offset)
         assert r.key == (key_for(name, r.offset) if keyed else None), (name, r.offset)
     for r in random.Random(leo).sample(records, min(len(records), 20)):
-        assert log.read(r.offset) == r
+        assert log.reader.read(r.offset) == r
         expected = next(x for x in records if x.timestamp >= r.timestamp)
-        assert log.find_offset_by_timestamp(r.timestamp).offset == expected.offset, (name, r)
+        assert log.reader.find_offset_by_timestamp(r.timestamp).offset == expected.offset, (name, r)
 
 
 def files_of(directory: Path) -> dict[str, bytes]:
@@ -166,7 +166,7 @@ def build_log(backing: Path, name: str = "t-0", props: str = "", batches: int = 
 
 
 def records_of(log) -> list[tuple[int, bytes, int]]:
-    return [(r.offset, r.value, r.timestamp) for r in log.records_from(0, log.log_end_offset + 1)]
+    return [(r.offset, r.value, r.timestamp) for r in log.reader.records_from(0, log.log_end_offset + 1)]
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-shutdown", "crash"])
@@ -192,12 +192,12 @@ def test_torn_tail_at_every_byte_of_the_last_batch(tmp_path, clean):
         assert log.log_end_offset == last.base_offset, cut
         assert records_of(log) == kept, cut
         # no index entry of the cut batch is trusted (the time index drives by-time and retention)
-        assert log.active_segment.largest_timestamp == max(t for o, _, t in kept if o >= last_base)
+        assert log.segments.active.largest_timestamp == max(t for o, _, t in kept if o >= last_base)
         assert log.append([b"after"]) == last.base_offset
         mgr.close()
         mgr = LogManager(backing)
         log = mgr.get("t-0")
-        assert records_of(log)[:-1] == kept and log.read(last.base_offset).value == b"after"
+        assert records_of(log)[:-1] == kept and log.reader.read(last.base_offset).value == b"after"
         mgr.close()
         shutil.rmtree(backing)
 
@@ -209,12 +209,12 @@ def check_reads(log, expected: list[tuple[int, bytes, int]]) -> None:
     """Every offset reads its record; every timestamp (and one below each) answers ListOffsets."""
     assert records_of(log) == expected
     for offset, value, _ in expected:
-        assert log.read(offset).value == value
+        assert log.reader.read(offset).value == value
     for _, _, ts in expected:
         for target in (ts - 1, ts):
             first = next(o for o, _, t in expected if t >= target)
-            assert log.find_offset_by_timestamp(target).offset == first, target
-    assert log.find_offset_by_timestamp(expected[-1][2] + 1) is None
+            assert log.reader.find_offset_by_timestamp(target).offset == first, target
+    assert log.reader.find_offset_by_timestamp(expected[-1][2] + 1) is None
 
 
 def damage_zero(path: Path, log_path: Path, base: int, next_offset: int) -> None:
@@ -264,7 +264,7 @@ def test_damaged_index_reads_stay_right(tmp_path, damage, suffix, which):
     mgr = LogManager(directory.parent)
     log = mgr.get("t-0")
     check_reads(log, expected)
-    segment = next(s for s in log._segments if s.base_offset == base)
+    segment = next(s for s in log.segments.all() if s.base_offset == base)
     largest = max(t for o, _, t in expected if base <= o < next_offset)
     assert segment.largest_timestamp == largest
     mgr.close()
@@ -351,15 +351,15 @@ def test_flipped_byte_below_the_recovery_point_fails_that_batch_only(tmp_path, h
     for offset, value, ts in expected:
         if offset in bad_offsets:
             with pytest.raises(CorruptRecordError):
-                log.read(offset)
+                log.reader.read(offset)
         else:
-            assert log.read(offset).value == value
+            assert log.reader.read(offset).value == value
     with pytest.raises(CorruptRecordError):
-        log.records_from(bases[1], 1000)
+        log.reader.records_from(bases[1], 1000)
     with pytest.raises(CorruptRecordError):
-        log.find_offset_by_timestamp(bad.max_timestamp)
+        log.reader.find_offset_by_timestamp(bad.max_timestamp)
     last_ts = expected[-1][2]
-    assert log.find_offset_by_timestamp(last_ts).offset == next(o for o, _, t in expected if t == last_ts)
+    assert log.reader.find_offset_by_timestamp(last_ts).offset == next(o for o, _, t in expected if t == last_ts)
     assert log.append([b"next"]) == expected[-1][0] + 1
     mgr.close()
     assert seg(directory, bases[1], ".log").read_bytes() == damaged[middle.name]  # never cut
@@ -479,7 +479,7 @@ def test_a_second_writer_is_refused_and_readers_may_share(tmp_path):
     message = str(refused.value)
     assert str(tmp_path) in message and ".lock" in message and "--read-only" in message
     reader = LogManager(tmp_path, read_only=True)
-    assert reader.get("t-0").read(0).value == b"x"
+    assert reader.get("t-0").reader.read(0).value == b"x"
     reader.close()
     mgr.close()
     LogManager(tmp_path).close()  # released by close

@@ -10,6 +10,7 @@ import pytest
 from helpers.kafka_written import FIXTURE_NAMES, expected_records
 from helpers.paths import KAFKA_WRITTEN
 from storage import LogManager, TimestampType
+from storage.isolation import IsolationLevel
 
 FIXTURES = KAFKA_WRITTEN
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -56,7 +57,7 @@ def test_every_record_by_offset(manager, name):
     by_offset = {row["offset"]: row for row in rows}
     assert log.log_end_offset == rows[-1]["offset"] + 1
     for offset in range(log.log_start_offset, log.log_end_offset + 2):
-        record = log.read(offset)
+        record = log.reader.read(offset)
         if offset in by_offset:
             assert record is not None, offset
             assert as_expected(record) == from_expected(by_offset[offset])
@@ -70,7 +71,7 @@ def test_records_from_lists_every_record_in_order(manager, name):
     log = manager.get(name)
     got = []
     offset = 0
-    while chunk := log.records_from(offset, 97):
+    while chunk := log.reader.records_from(offset, 97):
         got.extend(chunk)
         offset = chunk[-1].offset + 1
     assert [as_expected(r) for r in got] == [from_expected(row) for row in expected_records(name)]
@@ -95,7 +96,7 @@ def test_list_offsets_by_time(manager, name):
     for target in targets:
         i = bisect.bisect_left(times, target)
         expected = suffix_min[i] if i < len(times) else None
-        record = log.find_offset_by_timestamp(target)
+        record = log.reader.find_offset_by_timestamp(target)
         assert (record.offset if record else None) == expected, target
 
 
@@ -108,13 +109,13 @@ def test_txn_fixture_read_committed_hides_aborted_records_and_stops_at_the_lso(m
     aborted = {o for o, r in rows.items() if r["producerId"] == 2000 and 189 <= o <= 262}
     lso = log.last_stable_offset
     assert aborted and lso == log.log_end_offset
-    committed = [r.offset for r in log.records_from(0, 10_000, read_committed=True)]
+    committed = [r.offset for r in log.reader.records_from(0, 10_000, IsolationLevel.READ_COMMITTED)]
     assert committed == [o for o in sorted(rows) if o < lso and o not in aborted]
-    everything = [r.offset for r in log.records_from(0, 10_000)]
+    everything = [r.offset for r in log.reader.records_from(0, 10_000)]
     assert everything == sorted(rows)  # read_uncommitted: all but the markers
     for offset in sorted(aborted)[:5]:
-        assert log.read(offset, read_committed=True) is None
-        assert log.read(offset).offset == offset
+        assert log.reader.read(offset, IsolationLevel.READ_COMMITTED) is None
+        assert log.reader.read(offset).offset == offset
     first_aborted = min(aborted)
-    found = log.find_offset_by_timestamp(rows[first_aborted]["timestamp"], read_committed=True)
+    found = log.reader.find_offset_by_timestamp(rows[first_aborted]["timestamp"], IsolationLevel.READ_COMMITTED)
     assert found.offset not in aborted and found.timestamp >= rows[first_aborted]["timestamp"]

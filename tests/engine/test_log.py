@@ -21,9 +21,10 @@ from storage.errors import (
     ReadOnlyLogError,
     RecordTooLargeError,
 )
+from storage.isolation import IsolationLevel
 from storage.log import Log
-from storage.records import RecordBatch, build_batch, iter_batches
 from storage.log_files import log_file, offset_from_file_name, offset_index_file, time_index_file
+from storage.records import RecordBatch, build_batch, iter_batches
 
 
 def open_log(path, **config):
@@ -47,12 +48,12 @@ def test_append_assigns_offsets_and_reads_back(tmp_path):
     assert log.append([b"hello"]) == 0
     assert log.append([b"a", b"b", b"c"], keys=[b"k1", None, b""]) == 1
     assert log.log_end_offset == 4
-    rec = log.read(2)
+    rec = log.reader.read(2)
     assert (rec.offset, rec.key, rec.value) == (2, None, b"b")
-    assert log.read(1).key == b"k1" and log.read(3).key == b""
-    assert log.read(4) is None and log.read(-1) is None
-    assert [r.value for r in log.records_from(1, 10)] == [b"a", b"b", b"c"]
-    assert [r.value for r in log.records_from(0, 2)] == [b"hello", b"a"]
+    assert log.reader.read(1).key == b"k1" and log.reader.read(3).key == b""
+    assert log.reader.read(4) is None and log.reader.read(-1) is None
+    assert [r.value for r in log.reader.records_from(1, 10)] == [b"a", b"b", b"c"]
+    assert [r.value for r in log.reader.records_from(0, 2)] == [b"hello", b"a"]
 
 
 def test_timestamps_are_append_time_in_epoch_ms(tmp_path):
@@ -62,7 +63,7 @@ def test_timestamps_are_append_time_in_epoch_ms(tmp_path):
     before = time.time_ns() // 10**6
     log.append([b"x"])
     after = time.time_ns() // 10**6
-    assert before <= log.read(0).timestamp <= after
+    assert before <= log.reader.read(0).timestamp <= after
 
 
 def test_appends_group_records_into_batches_of_batch_size(tmp_path):
@@ -93,7 +94,7 @@ def test_append_takes_null_values_headers_and_timestamps_per_record(tmp_path):
     headers = [[("h", b"x" * 30), ("\u00e9", None)] if i % 2 else None for i in range(n)]
     stamps = [None if i % 11 == 0 else 10**12 + (-1) ** i * 1000 * i for i in range(n)]
     assert log.append(values, keys, headers, stamps) == 0
-    got = [r for rs in log.record_lists(0) for r in rs]
+    got = [r for rs in log.reader.record_lists(0) for r in rs]
     assert [r.value for r in got] == values and [r.key for r in got] == keys
     assert [list(r.headers) for r in got] == [h or [] for h in headers]
     assert all(r.timestamp == t for r, t in zip(got, stamps) if t is not None)
@@ -117,7 +118,7 @@ def test_append_with_log_append_time_stamps_batches_now(tmp_path):
     log = open_log(tmp_path / "t-0", message_timestamp_type="LogAppendTime")
     before = time.time_ns() // 10**6
     log.append([b"a", None], [b"k", b"k"], timestamps=[5, 7])
-    assert all(before <= r.timestamp <= time.time_ns() // 10**6 for r in log.records_from(0, 2))
+    assert all(before <= r.timestamp <= time.time_ns() // 10**6 for r in log.reader.records_from(0, 2))
 
 
 def test_offset_index_entry_rule(tmp_path):
@@ -169,10 +170,10 @@ def test_roll_on_segment_bytes_and_new_base_is_log_end_offset(tmp_path):
     bases = sorted(offset_from_file_name(p.name) for p in (tmp_path / "t-0").glob("*.log"))
     assert len(bases) > 2 and bases[0] == 0
     for base in bases[1:]:
-        assert log.read(base).offset == base  # every segment starts at its first record
+        assert log.reader.read(base).offset == base  # every segment starts at its first record
     for p in (tmp_path / "t-0").glob("*.log"):
         assert p.stat().st_size <= 2000
-    assert [log.read(i).value for i in range(30)] == [b"x" * 150] * 30
+    assert [log.reader.read(i).value for i in range(30)] == [b"x" * 150] * 30
 
 
 def test_roll_on_segment_ms_uses_record_timestamps(tmp_path):
@@ -215,7 +216,7 @@ def test_reopen_resumes_at_log_end_offset(tmp_path):
     log = mgr.get("orders-0")
     assert log.log_end_offset == 3
     assert log.append([b"d"]) == 3
-    assert [log.read(i).value for i in range(4)] == [b"a", b"b", b"c", b"d"]
+    assert [log.reader.read(i).value for i in range(4)] == [b"a", b"b", b"c", b"d"]
     mgr.close()
 
 
@@ -235,7 +236,7 @@ def test_unclean_open_cuts_torn_tail(tmp_path):
     assert path.stat().st_size == whole
     assert log.log_end_offset == 2
     assert log.append([b"three"]) == 2
-    assert log.read(2).value == b"three"
+    assert log.reader.read(2).value == b"three"
     mgr.close()
 
 
@@ -246,7 +247,7 @@ def test_read_only_manager_changes_nothing(tmp_path):
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     ro = LogManager(tmp_path, read_only=True)
     log = ro.get("orders-0")
-    assert log.read(0).value == b"x"
+    assert log.reader.read(0).value == b"x"
     with pytest.raises(ReadOnlyLogError):
         log.append([b"y"])
     with pytest.raises(ReadOnlyLogError):
@@ -275,16 +276,16 @@ def test_create_validates_names_and_shares_topic_id(tmp_path):
 def test_oversized_record_is_refused_and_nothing_is_written(tmp_path):
     log = open_log(tmp_path / "t-0", max_message_bytes=1000)
     log.append([b"ok"])
-    size = log.size_in_bytes
+    size = log.segments.size_in_bytes
     with pytest.raises(RecordTooLargeError):
         log.append([b"small", b"y" * 1000])
-    assert log.log_end_offset == 1 and log.size_in_bytes == size
+    assert log.log_end_offset == 1 and log.segments.size_in_bytes == size
 
 
 def test_failed_write_truncates_back(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0", batch_size=200)
     log.append([b"keep"])
-    size = log.size_in_bytes
+    size = log.segments.size_in_bytes
     from storage import segment as segment_module
 
     calls = {"n": 0}
@@ -301,8 +302,8 @@ def test_failed_write_truncates_back(tmp_path, monkeypatch):
         log.append([b"z" * 150] * 5)  # several batches; the write fails half-way
     assert err.value.errno == 28
     monkeypatch.undo()
-    assert log.log_end_offset == 1 and log.size_in_bytes == size
-    assert log.read(1) is None
+    assert log.log_end_offset == 1 and log.segments.size_in_bytes == size
+    assert log.reader.read(1) is None
     assert log.append([b"after"]) == 1
 
 
@@ -311,12 +312,12 @@ def test_find_offset_by_timestamp_is_list_offsets(tmp_path):
     timestamps = [100, 300, 200, 200, 500, 400, 600]
     for i, ts in enumerate(timestamps):
         log.append_batches(batch(i, 1, ts))
-    assert log.segment_count > 1
+    assert len(log.segments) > 1
     for target in range(0, 700, 25):
         expected = next((i for i, ts in enumerate(timestamps) if ts >= target), None)
-        rec = log.find_offset_by_timestamp(target)
+        rec = log.reader.find_offset_by_timestamp(target)
         assert (rec.offset if rec else None) == expected, target
-    assert log.find_offset_by_timestamp(601) is None
+    assert log.reader.find_offset_by_timestamp(601) is None
 
 
 def test_config_from_server_and_topic_properties(tmp_path):
@@ -332,15 +333,15 @@ def test_config_from_server_and_topic_properties(tmp_path):
     other.append([b"compress me " * 50])
     data = log_file(tmp_path / "other-0", 0).read_bytes()
     assert RecordBatch(data).compression_type.kafka_name == "zstd"
-    assert other.read(0).value == b"compress me " * 50
+    assert other.reader.read(0).value == b"compress me " * 50
     mgr.close()
 
 
 def test_nowait_reads_answer_from_the_page_cache_or_raise(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0")
     log.append([b"cached"])
-    assert log.read(0, nowait=True).value == b"cached"
-    assert log.find_offset_by_timestamp(0, nowait=True).offset == 0
+    assert log.reader.read(0, nowait=True).value == b"cached"
+    assert log.reader.find_offset_by_timestamp(0, nowait=True).offset == 0
     from storage import segment as segment_module
 
     def not_cached(fd, buffers, offset, flags):
@@ -348,10 +349,10 @@ def test_nowait_reads_answer_from_the_page_cache_or_raise(tmp_path, monkeypatch)
 
     monkeypatch.setattr(segment_module.os, "preadv", not_cached)
     with pytest.raises(BlockingIOError):
-        log.read(0, nowait=True)
+        log.reader.read(0, nowait=True)
     with pytest.raises(BlockingIOError):
-        log.find_offset_by_timestamp(0, nowait=True)
-    assert log.read(0).value == b"cached"  # the waiting path is unaffected
+        log.reader.find_offset_by_timestamp(0, nowait=True)
+    assert log.reader.read(0).value == b"cached"  # the waiting path is unaffected
 
 
 def test_full_disk_raises_enospc_and_keeps_the_log_valid(small_disk):
@@ -366,8 +367,8 @@ def test_full_disk_raises_enospc_and_keeps_the_log_valid(small_disk):
             stored += 20
     assert err.value.errno == errno_module.ENOSPC
     assert log.log_end_offset == stored  # the failed append left nothing behind
-    assert log.read(stored - 1).value.startswith(b"%04d" % (stored // 20 - 1))
-    assert log.read(stored) is None
+    assert log.reader.read(stored - 1).value.startswith(b"%04d" % (stored // 20 - 1))
+    assert log.reader.read(stored) is None
     try:
         mgr.close()
     except OSError as e:  # the checkpoints may not fit either: the next start then recovers
@@ -375,7 +376,7 @@ def test_full_disk_raises_enospc_and_keeps_the_log_valid(small_disk):
     reopened = LogManager(small_disk, read_only=True)
     log = reopened.get("t-0")
     assert log.log_end_offset == stored
-    assert [log.read(o).value[:4] for o in range(0, stored, 20)] == [
+    assert [log.reader.read(o).value[:4] for o in range(0, stored, 20)] == [
         b"%04d" % i for i in range(stored // 20)]
     reopened.close()
 
@@ -401,13 +402,13 @@ def test_concurrent_reader_never_sees_half_a_batch(tmp_path):
         end = log.log_end_offset
         if end == 0:
             continue
-        last = log.read(end - 1)
+        last = log.reader.read(end - 1)
         assert last is not None and last.offset == end - 1
         i = int(last.value[:5])
         assert last.value == b"%05d:" % i + b"v" * (i % 97)
         seen = end
     joined(thread)
-    assert log.log_end_offset == 2100 and log.segment_count > 1
+    assert log.log_end_offset == 2100 and len(log.segments) > 1
 
 
 def test_readers_never_see_an_append_until_it_is_whole(tmp_path, monkeypatch):
@@ -422,18 +423,18 @@ def test_readers_never_see_an_append_until_it_is_whole(tmp_path, monkeypatch):
         if seen:
             raise OSError(28, "No space left on device")
         real_append(segment, *args)  # the first batch of the append lands on disk...
-        seen.append([r.value for r in log.records_from(0, 100)])  # ...a reader looks now
-        seen.append(log.read(1))
+        seen.append([r.value for r in log.reader.records_from(0, 100)])  # ...a reader looks now
+        seen.append(log.reader.read(1))
 
     monkeypatch.setattr(LogSegment, "append", append_then_fail)
     with pytest.raises(OSError):
         log.append([b"OLD" * 50] * 6)  # several batches and a roll
     monkeypatch.undo()
     assert seen == [[b"a"], None]
-    assert log.log_end_offset == 1 and log.segment_count == 1
+    assert log.log_end_offset == 1 and len(log.segments) == 1
     log.append([b"NEW"])
-    assert log.read(1).value == b"NEW"
-    assert [r.value for r in log.records_from(0, 10)] == [b"a", b"NEW"]
+    assert log.reader.read(1).value == b"NEW"
+    assert [r.value for r in log.reader.records_from(0, 10)] == [b"a", b"NEW"]
 
 
 def test_flush_fsyncs_every_segment_from_the_recovery_point(tmp_path, monkeypatch):
@@ -448,7 +449,7 @@ def test_flush_fsyncs_every_segment_from_the_recovery_point(tmp_path, monkeypatc
     for _ in range(6):
         log.append([b"y" * 150])  # rolls several times
     log.flush()
-    bases = [s.base_offset for s in log._segments]
+    bases = [s.base_offset for s in log.segments.all()]
     # the rolled segments too, not just the active; not segment 0, flushed before; then the
     # directory, which holds the names of the new segments (Kafka's LocalLog.flush)
     assert len(bases) > 2 and flushed == bases[1:] + [tmp_path / "t-0"]
@@ -484,8 +485,8 @@ def test_missing_time_index_of_an_old_segment_is_rebuilt(tmp_path):
     first.unlink()
     log = open_log(tmp_path / "t-0", segment_bytes=600, index_interval_bytes=0)
     assert first.read_bytes() == original  # trimmed, as the appends wrote it
-    assert log._segments[0].largest_timestamp == 1000 + log._segments[1].base_offset - 1
-    assert log.find_offset_by_timestamp(1001).offset == 1
+    assert log.segments.all()[0].largest_timestamp == 1000 + log.segments.all()[1].base_offset - 1
+    assert log.reader.find_offset_by_timestamp(1001).offset == 1
     log.close()
 
 
@@ -495,10 +496,10 @@ def test_read_only_open_of_a_crashed_log_ignores_the_zero_filled_index_tail(tmp_
         log.append_batches(batch(i, 1, 5000 + i))
     log.flush()  # no close: the active indexes stay preallocated, as after a crash
     ro = Log(tmp_path / "t-0", "t", 0, LogConfig(), writable=False)
-    assert ro.active_segment.offset_index.entries == 19
-    assert ro.active_segment.largest_timestamp == 5019
-    assert ro.find_offset_by_timestamp(5007).offset == 7
-    assert [ro.read(i).timestamp for i in range(20)] == [5000 + i for i in range(20)]
+    assert ro.segments.active.offset_index.entries == 19
+    assert ro.segments.active.largest_timestamp == 5019
+    assert ro.reader.find_offset_by_timestamp(5007).offset == 7
+    assert [ro.reader.read(i).timestamp for i in range(20)] == [5000 + i for i in range(20)]
 
 
 def test_recovery_cuts_a_batch_whose_offsets_go_backwards_and_keeps_the_rest(tmp_path):
@@ -517,8 +518,8 @@ def test_recovery_cuts_a_batch_whose_offsets_go_backwards_and_keeps_the_rest(tmp
     os.remove(tmp_path / ".kafka_cleanshutdown")
     mgr = LogManager(tmp_path)
     log = mgr.get("t-0")
-    assert log.log_end_offset == 5 and log.read(2) is None
-    assert [log.read(i).value for i in (0, 1, 3, 4)] == [b"r0", b"r1", b"r3", b"r4"]
+    assert log.log_end_offset == 5 and log.reader.read(2) is None
+    assert [log.reader.read(i).value for i in (0, 1, 3, 4)] == [b"r0", b"r1", b"r3", b"r4"]
     assert any("offsets 2-2" in line for line in mgr.notices)
     mgr.close()
 
@@ -557,7 +558,7 @@ def test_kafka_topic_configs_not_applied_yet_are_accepted(tmp_path, caplog):
     for key in ("message.downconversion.enable=true", "preallocate=true",
                 "min.insync.replicas=2"):
         assert any(key in message and "does not apply" in message for message in warned), warned
-    assert log.append([b"x"]) == 0 and log.read(0).value == b"x"
+    assert log.append([b"x"]) == 0 and log.reader.read(0).value == b"x"
     mgr.close()
 
 
@@ -584,7 +585,7 @@ def test_append_as_leader_assigns_offsets_and_epoch_and_keeps_the_crc(tmp_path):
     data = kafka_python_batch([b"a", b"b"]) + kafka_python_batch([b"c"])
     assert log.append_as_leader(data) == (1, 3)
     assert log.log_end_offset == 4
-    assert [(r.offset, r.key, r.value) for r in log.records_from(1, 10)] == [
+    assert [(r.offset, r.key, r.value) for r in log.reader.records_from(1, 10)] == [
         (1, b"k0", b"a"), (2, b"k1", b"b"), (3, b"k0", b"c")]
     log.close()
     records = MemoryRecords((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
@@ -599,9 +600,9 @@ def test_append_as_leader_with_log_append_time_stamps_now(tmp_path):
     log = open_log(tmp_path / "t-0", message_timestamp_type="LogAppendTime")
     before = int(time.time() * 1000)
     log.append_as_leader(kafka_python_batch([b"a", b"b"]))
-    records = log.records_from(0, 10)
+    records = log.reader.records_from(0, 10)
     assert all(r.timestamp_type == 1 and r.timestamp >= before for r in records)
-    assert log.active_segment.find_batch(0)[1].max_timestamp == records[0].timestamp
+    assert log.segments.active.find_batch(0)[1].max_timestamp == records[0].timestamp
     log.close()
 
 
@@ -618,7 +619,7 @@ def test_append_as_leader_refuses_bad_bytes_and_writes_nothing(tmp_path, damage)
         data = b""
     with pytest.raises(CorruptRecordError):
         log.append_as_leader(bytes(data))
-    segment = log.active_segment
+    segment = log.segments.active
     assert log.log_end_offset == 1 and segment.size == segment.last_whole_batch_end()
     log.close()
 
@@ -640,15 +641,15 @@ def test_open_transaction_holds_the_last_stable_offset_until_its_marker(tmp_path
                                             transactional=True))
     log.append([b"after"])
     assert log.last_stable_offset == 1 and log.log_end_offset == 4
-    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"plain"]
-    assert log.read(3, read_committed=True) is None and log.read(3).value == b"after"
+    assert [r.value for r in log.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED)] == [b"plain"]
+    assert log.reader.read(3, IsolationLevel.READ_COMMITTED) is None and log.reader.read(3).value == b"after"
     log.append_as_leader(build_control_batch(0, 7, 0, ControlRecordType.ABORT))
     assert log.last_stable_offset == log.log_end_offset == 5
-    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"plain", b"after"]
-    assert [r.value for r in log.records_from(0, 10)] == [b"plain", b"t1", b"t2", b"after"]
+    assert [r.value for r in log.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED)] == [b"plain", b"after"]
+    assert [r.value for r in log.reader.records_from(0, 10)] == [b"plain", b"t1", b"t2", b"after"]
     log.close()
     reopened = open_log(tmp_path / "t-0")  # the .txnindex and snapshot carry it over
-    assert [r.value for r in reopened.records_from(0, 10, read_committed=True)] == [b"plain", b"after"]
+    assert [r.value for r in reopened.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED)] == [b"plain", b"after"]
     assert reopened.last_stable_offset == 5
     reopened.close()
 
@@ -663,7 +664,7 @@ def test_append_as_leader_refuses_batches_a_producer_cannot_send(tmp_path):
     for data in (gap, mixed):
         with pytest.raises(InvalidRecordError):
             log.append_as_leader(data)
-    assert log.log_end_offset == 0 and log.active_segment.size == 0
+    assert log.log_end_offset == 0 and log.segments.active.size == 0
     log.close()
 
 
@@ -676,7 +677,7 @@ def test_a_failed_txnindex_write_rolls_the_whole_append_back(tmp_path, monkeypat
     log = open_log(tmp_path / "t-0")
     log.append_as_leader(kafka_python_batch([b"t1", b"t2"], producer_id=5, sequence=0,
                                             transactional=True))
-    size = log.size_in_bytes
+    size = log.segments.size_in_bytes
 
     def full_disk(self, txn):
         raise OSError(errno_module.ENOSPC, "No space left on device")
@@ -685,12 +686,12 @@ def test_a_failed_txnindex_write_rolls_the_whole_append_back(tmp_path, monkeypat
     with pytest.raises(OSError):
         log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT))
     monkeypatch.undo()
-    assert log.log_end_offset == 2 and log.size_in_bytes == size  # no orphan marker
+    assert log.log_end_offset == 2 and log.segments.size_in_bytes == size  # no orphan marker
     assert log.last_stable_offset == 0  # the transaction is still open
     log.append([b"next"])
-    assert log.read(2).value == b"next"
+    assert log.reader.read(2).value == b"next"
     log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT))
-    assert [r.value for r in log.records_from(0, 10, read_committed=True)] == [b"next"]
+    assert [r.value for r in log.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED)] == [b"next"]
     log.close()
 
 
@@ -699,7 +700,7 @@ def split_keys(tmp_path, lines, sep=b"\t"):
     log = open_log(tmp_path)
     try:
         first = log.append_lines(b"".join(line + b"\n" for line in lines), sep)
-        records = log.records_from(first, len(lines))
+        records = log.reader.records_from(first, len(lines))
         assert log.log_end_offset == first + len(lines)
         return [r.key for r in records], [r.value for r in records]
     finally:
@@ -745,7 +746,7 @@ def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path)
     with pytest.raises(BlockingIOError):  # it would roll
         log.append_lines(b"x" * 1900 + b"\n", nowait=True)
     assert log.log_end_offset == 2 and sorted(p.name for p in (tmp_path / "a").iterdir()) == files
-    assert log.append_lines(b"x" * 1900 + b"\n") == 2 and log.segment_count == 2  # it waits
+    assert log.append_lines(b"x" * 1900 + b"\n") == 2 and len(log.segments) == 2  # it waits
     log.close()
 
     log = open_log(tmp_path / "b", flush_messages=3)
@@ -786,7 +787,7 @@ def test_short_writes_are_continued(tmp_path, monkeypatch):
     lines = [b"line %d " % i + b"x" * (i % 50) for i in range(300)]
     assert log.append_lines(b"".join(line + b"\n" for line in lines)) == 0
     monkeypatch.undo()
-    assert [r.value for r in log.records_from(0, 1000)] == lines
+    assert [r.value for r in log.reader.records_from(0, 1000)] == lines
     log.close()
     reopened = open_log(tmp_path / "t-0")
     assert reopened.log_end_offset == 300

@@ -10,7 +10,7 @@ from storage.log import Log
 
 
 def values(log) -> list[bytes]:
-    return [r.value for batch in log.record_lists(log.log_start_offset) for r in batch]
+    return [r.value for batch in log.reader.record_lists(log.log_start_offset) for r in batch]
 
 
 def test_a_reader_follows_appends_rolls_retention_and_a_cut_back_log(tmp_path):
@@ -27,15 +27,15 @@ def test_a_reader_follows_appends_rolls_retention_and_a_cut_back_log(tmp_path):
             writer.append([b"v%d" % i])
         log = reader.catch_up("t-0")
         assert log.log_end_offset == 40 and values(log) == [b"v%d" % i for i in range(40)]
-        assert log.segment_count == writer.segment_count > 1
+        assert len(log.segments) == len(writer.segments) > 1
         writer.config = LogConfig(segment_bytes=400, retention_bytes=800, file_delete_delay_ms=0)
         assert writer.delete_old_segments() > 0
         writer.delete_due_files(now=2**62)
         log = reader.catch_up("t-0")
         assert log.log_start_offset == writer.log_start_offset > 0
-        assert log.read(0) is None and log.read(39).value == b"v39"
+        assert log.reader.read(0) is None and log.reader.read(39).value == b"v39"
         # the writer's last batch cut off (a broker truncating its log): the reader follows
-        active = writer.active_segment
+        active = writer.segments.active
         cut = active.size - 80
         os.truncate(active.log_path, cut)
         log = reader.catch_up("t-0")
@@ -56,7 +56,7 @@ def test_a_swap_in_progress_is_taken_in_once_complete(tmp_path):
     try:
         log = reader.catch_up("t-0")
         before = values(log)
-        first = log.log_segments()[0].log_path
+        first = log.segments.all()[0].log_path
         swap = first.with_name(first.name + ".swap")
         swap.write_bytes(first.read_bytes())  # a cleaner mid-swap: the view stays as it was
         os.rename(first, first.with_name(first.name + ".deleted"))
@@ -64,7 +64,7 @@ def test_a_swap_in_progress_is_taken_in_once_complete(tmp_path):
         os.rename(swap, first)  # the swap done: the same records, a new file
         log = reader.catch_up("t-0")
         assert values(log) == before
-        assert log.log_segments()[0].is_file_on_disk()
+        assert log.segments.all()[0].is_file_on_disk()
     finally:
         reader.close()
         writer.close()

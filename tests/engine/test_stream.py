@@ -11,6 +11,7 @@ import pytest
 from helpers.paths import KAFKA_WRITTEN
 from helpers.records import json_bytes
 from storage import LogConfig, LogManager
+from storage.isolation import IsolationLevel
 from storage.log import Log
 from storage.records import build_batch
 from storage.records.control import ControlRecordType, build_control_batch
@@ -19,9 +20,9 @@ from kfs.mount.text_stream import LogStream
 from kfs.record_format import StreamFormat
 
 
-def naive(log, fmt: StreamFormat, start: int, read_committed: bool) -> bytes:
+def naive(log, fmt: StreamFormat, start: int, isolation: IsolationLevel) -> bytes:
     out = []
-    for records in log.record_lists(start, read_committed=read_committed, cache=False):
+    for records in log.reader.record_lists(start, isolation=isolation, cache=False):
         for r in records:
             if fmt is StreamFormat.VALUES:
                 out.append((b"null" if r.value is None else bytes(r.value)) + b"\n")
@@ -47,7 +48,7 @@ def check(log, stream: LogStream, starts, rng: random.Random) -> None:
     assert stream.is_current()
     for start in starts:
         want = naive(log, stream.format, max(start, log.log_start_offset),
-                     stream.read_committed)
+                     stream.isolation)
         assert stream.size(start) == len(want), start
         assert stream.read(start, 0, len(want) + 10) == want
         for _ in range(20):  # reads at any position, of any size (as cat, tail and less make)
@@ -71,12 +72,12 @@ def txn_log(path, **config) -> Log:
 
 
 @pytest.mark.parametrize("fmt", list(StreamFormat))
-@pytest.mark.parametrize("read_committed", [False, True])
-def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, read_committed):
+@pytest.mark.parametrize("isolation", list(IsolationLevel))
+def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, isolation):
     monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)  # many chunks per segment
     log = txn_log(tmp_path / "t-0", segment_bytes=4096)
-    assert log.segment_count > 5
-    stream, rng = LogStream(log, fmt, read_committed), random.Random(1)
+    assert len(log.segments) > 5
+    stream, rng = LogStream(log, fmt, isolation), random.Random(1)
     check(log, stream, [0, 1, 13, 250, log.log_end_offset - 1, log.log_end_offset], rng)
     # growing: only the new batches are indexed, and the sizes follow
     log.append([b"new-%d" % i for i in range(30)])
@@ -85,7 +86,7 @@ def test_stream_is_the_records_rendered_one_by_one(tmp_path, monkeypatch, fmt, r
     assert not stream.is_current()
     check(log, stream, [0, 400, log.log_end_offset - 3], rng)
     # retention moves the log start: the whole-log stream starts at it
-    deleted = log._delete_segments(log.log_segments()[:2])
+    deleted = log._delete_segments(log.segments.all()[:2])
     assert deleted == 2
     check(log, stream, [0, log.log_start_offset + 1], rng)
     log.close()
@@ -98,8 +99,8 @@ def test_stream_of_kafka_written_logs(name, fmt):
     manager = LogManager(KAFKA_WRITTEN, read_only=True)
     try:
         log = manager.get(name)
-        for read_committed in (False, True):
-            stream = LogStream(log, fmt, read_committed)
+        for isolation in IsolationLevel:
+            stream = LogStream(log, fmt, isolation)
             check(log, stream, [0, log.log_end_offset // 3], random.Random(name))
     finally:
         manager.close()
@@ -111,7 +112,7 @@ def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
     log = txn_log(tmp_path / "t-0", segment_bytes=4096)
     stream = LogStream(log, StreamFormat.VALUES)
     stream.refresh()
-    want = naive(log, StreamFormat.VALUES, 0, False)
+    want = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
     with pytest.raises(BlockingIOError):
         stream.read(0, 0, 10, nowait=True)  # the first chunk was rendered, then evicted
     assert stream.read(0, 0, 10) == want[:10]
@@ -125,7 +126,7 @@ def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch
     log = txn_log(tmp_path / "t-0", segment_bytes=4096)
     stream = LogStream(log, StreamFormat.VALUES)
     stream.refresh()
-    want = naive(log, StreamFormat.VALUES, 0, False)
+    want = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
     position = 0
     while position < len(want):  # a sequential reader that reads ahead never waits
         piece = bytes(stream.read(0, position, 8, nowait=position > 0))  # < any chunk's text
@@ -163,7 +164,7 @@ def test_keyed_lines_of_a_coordinator_topic_are_its_decoded_key_and_value():
         stream = LogStream(log, StreamFormat.KEYED)
         stream.refresh()
         lines = bytes(stream.read(0, 0, stream.size(0))).splitlines()
-        records = [r for rs in log.record_lists(0) for r in rs]
+        records = [r for rs in log.reader.record_lists(0) for r in rs]
         assert len(lines) == len(records) > 0
         for line, r in zip(lines, records):
             key, value = line.split(b"\t")

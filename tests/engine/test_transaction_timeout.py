@@ -20,7 +20,7 @@ def produce(log, seq, count=2, epoch=0, txn=False, pid=PID):
 
 
 def batches(log):
-    return [b for s in log.log_segments() for b in iter_batches(s.read_at(0, s.size))]
+    return [b for s in log.segments.all() for b in iter_batches(s.read_at(0, s.size))]
 
 
 def test_a_retried_batch_is_acknowledged_with_its_offsets_and_stored_once(tmp_path):
@@ -57,7 +57,7 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(tmp_path):
     assert marker.is_control_batch and marker.producer_epoch == 1
     assert end_transaction_marker(marker).control_type == ControlRecordType.ABORT
     assert [(a.producer_id, a.first_offset, a.last_offset)
-            for a in log.active_segment.txn_index.all_aborted_txns()] == [(PID, 0, 4)]
+            for a in log.segments.active.txn_index.all_aborted_txns()] == [(PID, 0, 4)]
     with pytest.raises(InvalidProducerEpochError):
         produce(log, 4, txn=True)  # the zombie goes on with epoch 0
     assert log.log_end_offset == 5 and log.open_transactions() == []

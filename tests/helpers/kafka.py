@@ -18,6 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from storage.isolation import IsolationLevel
+
 from .paths import REPO
 from .waits import DEADLINE_S, wait_until
 
@@ -254,8 +256,10 @@ def _watermarks(consumer, tp) -> tuple[int, int] | None:
         raise
 
 
-def records_of(log, read_committed: bool) -> list[tuple]:
-    """What a kfs ``Log`` serves from its log start, as :func:`consume_all`'s tuples."""
+def records_of(log, isolation: str) -> list[tuple]:
+    """What a kfs ``Log`` serves from its log start to a consumer at ``isolation`` (Kafka's
+    ``isolation.level`` name), as :func:`consume_all`'s tuples."""
+    level = IsolationLevel.parse(isolation)
     return [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, tuple(r.headers))
-            for batch in log.record_lists(log.log_start_offset, read_committed=read_committed)
+            for batch in log.reader.record_lists(log.log_start_offset, isolation=level)
             for r in batch]

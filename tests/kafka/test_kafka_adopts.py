@@ -132,7 +132,7 @@ def write_compacted(backing: Path) -> str:
     mgr.close()
     mgr = LogManager(backing)
     result = for_log_manager(mgr).clean_log(f"{topic}-0")
-    assert result is not None and result.end == mgr.get(f"{topic}-0").active_segment.base_offset
+    assert result is not None and result.end == mgr.get(f"{topic}-0").segments.active.base_offset
     mgr.get(f"{topic}-0").append([b"after cleaning"], [b"k2"])
     mgr.close()
     assert read_offsets(backing / CLEANER_OFFSET_CHECKPOINT)[f"{topic}-0"] == result.end
@@ -246,7 +246,7 @@ def snapshots_a_kafka_load_deletes(partition_dir: Path, log_start_offset: int = 
         log = mgr.get(partition_dir.name)
         leo = log.log_end_offset
         start = max(log_start_offset, log.log_start_offset)
-        bases = {s.base_offset for s in log.log_segments()}
+        bases = {s.base_offset for s in log.segments.all()}
     finally:
         mgr.close()
     snapshots = [o for o, _ in list_snapshot_files(partition_dir)]
@@ -286,7 +286,7 @@ def test_a_writable_load_removes_stray_snapshots_as_kafka_does(tmp_path):
     assert list_snapshot_files(part) == written
     mgr = LogManager(backing)
     assert {o for o, _ in list_snapshot_files(part)} == set(bases[1:]) | {leo}
-    assert mgr.get("codec-none-0").read(leo - 1).value == b"after the roll"
+    assert mgr.get("codec-none-0").reader.read(leo - 1).value == b"after the roll"
     mgr.close()
 
 
@@ -323,11 +323,11 @@ def create_topics(broker: KafkaBroker, topics: dict[str, dict[str, str]],
                        f"{topic}-{p}/partition.metadata")
 
 
-def kfs_records(backing: Path, name: str, read_committed: bool) -> list[tuple]:
-    """What kfs wrote, as the engine reads it back: the same tuples as consume_all."""
+def kfs_records(backing: Path, name: str, isolation: str) -> list[tuple]:
+    """What kfs wrote, as the engine reads it back at ``isolation``: consume_all's tuples."""
     mgr = LogManager(backing, read_only=True)
     try:
-        return records_of(mgr.get(name), read_committed)
+        return records_of(mgr.get(name), isolation)
     finally:
         mgr.close()
 
@@ -502,7 +502,7 @@ needs_kafka = pytest.mark.kafka
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 @pytest.mark.parametrize("name", NAMES)
 def test_kafkas_consumer_reads_what_kfs_wrote(adopted, name, isolation):
-    expected = kfs_records(adopted.backing, name, isolation == "read_committed")
+    expected = kfs_records(adopted.backing, name, isolation)
     assert expected, name
     assert adopted.consumed[name, isolation] == expected
 
@@ -651,7 +651,7 @@ def test_adopt_refuses_what_the_broker_would_not_serve_as_kfs_wrote_it(tmp_path,
     for name in names:
         for isolation in ("read_uncommitted", "read_committed"):
             assert consume_all(broker, name[:-2], 0, isolation) == \
-                kfs_records(backing, name, isolation == "read_committed"), (name, isolation)
+                kfs_records(backing, name, isolation), (name, isolation)
     assert [r[4] for r in consume_all(broker, "busy", 0, "read_committed")] == [b"kfs's record"]
     assert consume_all(broker, "open", 0, "read_committed") == []
     # the broker goes on appending to an adopted partition
@@ -660,7 +660,7 @@ def test_adopt_refuses_what_the_broker_would_not_serve_as_kfs_wrote_it(tmp_path,
     producer.produce("txn", b"produced after the adoption", key=b"k")
     assert producer.flush(60) == 0
     got = consume_all(broker, "txn", 0, "read_committed")
-    assert got[:-1] == kfs_records(backing, "txn-0", True)
+    assert got[:-1] == kfs_records(backing, "txn-0", "read_committed")
     leo = max(o for o, _ in list_snapshot_files(backing / "txn-0"))
     assert got[-1][0] == leo and got[-1][3:5] == (b"k", b"produced after the adoption")
     broker.kill()
@@ -695,7 +695,7 @@ def test_a_spark_transactional_write_is_adopted(spark, tmp_path, kafka_broker):
     for name in names:
         committed = adopted.consumed[name, "read_committed"]
         assert committed == adopted.consumed[name, "read_uncommitted"]
-        assert committed == kfs_records(backing, name, True)
+        assert committed == kfs_records(backing, name, "read_committed")
         values += [r[4].decode() for r in committed]
         assert check_files(adopted, name) == [(0, 0)]
         check_load(adopted, name)

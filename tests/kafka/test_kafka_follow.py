@@ -86,7 +86,7 @@ def test_the_engine_reads_what_the_brokers_consumer_reads(everything, isolation)
         assert "__cluster_metadata-0" not in manager.partition_names()
         for topic in ("mixed", "appendtime"):
             expected = consume_all(everything, topic, 0, isolation)
-            got = records_of(manager.catch_up(f"{topic}-0"), isolation == "read_committed")
+            got = records_of(manager.catch_up(f"{topic}-0"), isolation)
             assert got == expected, topic
         mixed = consume_all(everything, "mixed", 0, isolation)
         assert len(mixed) == 3000 + (400 if isolation == "read_committed" else 600)
@@ -99,15 +99,15 @@ def test_a_live_log_follows_the_broker_through_rolls(everything):
     manager = LogManager(everything.log_dir, read_only=True)
     try:
         log = manager.catch_up("mixed-0")
-        before_end, before_segments = log.log_end_offset, log.segment_count
+        before_end, before_segments = log.log_end_offset, len(log.segments)
         p = producer(everything)
         for i in range(3000):
             p.produce("mixed", value=b"late-%d-" % i + b"x" * 500)
         flushed(p)
         log = manager.catch_up("mixed-0")
         assert log.log_end_offset == before_end + 3000
-        assert log.segment_count > before_segments  # 1.5 MB more than a 1 MiB segment
-        assert records_of(log, False) == consume_all(everything, "mixed", 0, "read_uncommitted")
+        assert len(log.segments) > before_segments  # 1.5 MB more than a 1 MiB segment
+        assert records_of(log, "read_uncommitted") == consume_all(everything, "mixed", 0, "read_uncommitted")
         everything.create_topic("newer", 2)
         assert manager.catch_up_partitions()
         assert {"newer-0", "newer-1"} <= set(manager.partition_names())
@@ -236,7 +236,7 @@ def test_the_mount_never_changes_the_brokers_directory(everything, mount, tmp_pa
        "cat by-offset/1 > /dev/null", part)
     manager = LogManager(everything.log_dir, read_only=True)
     try:
-        values = [r[4] for r in records_of(manager.get("mixed-0"), False)]
+        values = [r[4] for r in records_of(manager.get("mixed-0"), "read_uncommitted")]
     finally:
         manager.close()
     assert sh("wc -l < values", part).out.strip() == str(len(values))
@@ -270,7 +270,7 @@ def test_a_torn_batch_is_not_there_yet_then_whole(everything, tmp_path):
             f.write(data[first + 30:])
         log = manager.catch_up("t-0")
         assert log.log_end_offset == batches[-1].last_offset + 1
-        assert [r[4] for r in records_of(log, False)] == [b"lat-%d" % i for i in range(100)]
+        assert [r[4] for r in records_of(log, "read_uncommitted")] == [b"lat-%d" % i for i in range(100)]
     finally:
         manager.close()
 

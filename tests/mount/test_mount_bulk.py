@@ -30,7 +30,7 @@ def test_million_line_append_through_cat(mount, tmp_path):
     log = mgr.get("orders-0")
     expected = big.read_bytes().split(b"\n")[:-1]
     got, offset = [], 0
-    while chunk := log.records_from(offset, 100_000):
+    while chunk := log.reader.records_from(offset, 100_000):
         got.extend(r.value for r in chunk)
         offset = chunk[-1].offset + 1
     mgr.close()

@@ -73,7 +73,7 @@ def test_the_mount_compacts_a_compacted_topic(tmp_path, mount):
     assert res.returncode == 0, res.stdout
     files = {p.name: p.read_bytes() for p in (backing / "c-0").iterdir() if p.suffix == ".log"}
     mgr = LogManager(backing)  # a clean close: nothing to recover
-    assert mgr.get("c-0").read(latest[b"k1"][0]).value == latest[b"k1"][1]
+    assert mgr.get("c-0").reader.read(latest[b"k1"][0]).value == latest[b"k1"][1]
     mgr.close()
     assert {p.name: p.read_bytes() for p in (backing / "c-0").iterdir()
             if p.suffix == ".log"} == files
@@ -98,6 +98,6 @@ def test_kfs_compact_beside_a_read_only_mount(tmp_path, mount):
     assert "cleaned log c-0" in res.stdout and "fewer messages" in res.stdout
     # the read-only mount reads the segments it opened; the compacted partition on disk:
     mgr = LogManager(backing, read_only=True)
-    kept = [r.offset for batch in mgr.get("c-0").record_lists(0) for r in batch]
+    kept = [r.offset for batch in mgr.get("c-0").reader.record_lists(0) for r in batch]
     mgr.close()
     assert len(kept) < 60 and kept[-1] == 59

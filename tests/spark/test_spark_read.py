@@ -158,8 +158,8 @@ def test_split_by_bytes_cuts_at_index_entries_and_segment_bases():
         pieces = split_by_bytes(log, OffsetRange("plain", 0, 10, 4990), 8192)
         assert pieces[0].start == 10 and pieces[-1].end == 4990
         assert all(a.end == b.start for a, b in zip(pieces, pieces[1:]))
-        marks = {s.base_offset for s in log.log_segments()} | {
-            s.offset_index.entry(i)[0] for s in log.log_segments()
+        marks = {s.base_offset for s in log.segments.all()} | {
+            s.offset_index.entry(i)[0] for s in log.segments.all()
             for i in range(s.offset_index.entries)}
         assert all(p.start in marks for p in pieces[1:])
         assert len(pieces) > 21  # more than one per segment: the index splits segments
@@ -174,7 +174,7 @@ def test_split_by_bytes_makes_equal_parts(tmp_path):
     log = manager.create("even-0")
     for first in range(0, 1000, 10):  # 100 batches of 10 records of ~100 B
         log.append_lines(b"".join(b"%099d\n" % i for i in range(first, first + 10)))
-    total = log.size_in_bytes
+    total = log.segments.size_in_bytes
     try:
         pieces = split_by_bytes(log, OffsetRange("even", 0, 0, 1000), 32_000)
         assert len(pieces) == -(-total // 32_000) == 4
@@ -268,7 +268,7 @@ def test_data_loss(spark, tmp_path):
     log = mgr.create("events-0")
     for i in range(40):
         log.append([b"record %03d" % i + b"." * 100])
-    bases = [s.base_offset for s in log.log_segments()]
+    bases = [s.base_offset for s in log.segments.all()]
     mgr.close()
     for path in (backing / "events-0").glob(f"{filename_prefix(bases[0])}.*"):
         path.unlink()  # as retention deletes the oldest segment

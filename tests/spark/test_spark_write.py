@@ -20,7 +20,7 @@ def batches(backing, name):
     mgr = LogManager(backing, read_only=True)
     try:
         out = []
-        for segment in mgr.get(name).log_segments():
+        for segment in mgr.get(name).segments.all():
             for pos, header in segment.scan_batches(0):
                 batch = segment.read_batch(pos, header)
                 out.append((batch, batch.records()))

@@ -43,7 +43,7 @@ def read_all(backing, name):
     mgr = LogManager(backing, read_only=True)
     try:
         log = mgr.get(name)
-        return {r.offset: (r.key, r.value) for records in log.record_lists(0) for r in records}
+        return {r.offset: (r.key, r.value) for records in log.reader.record_lists(0) for r in records}
     finally:
         mgr.close()
 
@@ -166,7 +166,7 @@ def test_recovery_keeps_every_intact_batch_after_a_corrupt_one(tmp_path, caplog)
     try:
         log = mgr.get("plain-0")
         assert log.log_end_offset == 5000
-        assert [r.offset for r in log.records_from(0, 30)] == [*range(8), *range(26, 48)]
+        assert [r.offset for r in log.reader.records_from(0, 30)] == [*range(8), *range(26, 48)]
     finally:
         mgr.close()
     entries, run = manifest(tmp_path / "data.quarantine")
@@ -213,7 +213,7 @@ def test_a_partition_whose_end_cannot_be_read_opens_up_to_it(tmp_path, read_only
             (LAST, position, first_lost)
         assert "smaller than minimum record overhead" in log.damage.reason
         assert log.log_end_offset == first_lost
-        assert log.read(first_lost - 1).value == expected()[first_lost - 1][1]
+        assert log.reader.read(first_lost - 1).value == expected()[first_lost - 1][1]
         with pytest.raises(DamagedLogError, match="appends are refused until `kfs verify"):
             log.append([b"x"])
         if not read_only:
@@ -235,7 +235,7 @@ def test_a_partition_whose_cut_cannot_be_kept_is_left_alone_and_served(tmp_path)
     try:
         log = mgr.get("plain-0")
         assert "cannot create a quarantine directory" in log.damage.reason
-        assert log.read(7).value == expected()[7][1]
+        assert log.reader.read(7).value == expected()[7][1]
         with pytest.raises(DamagedLogError):
             log.append([b"x"])
         assert mgr.get("codecs-0").append([b"fine"]) == 2000

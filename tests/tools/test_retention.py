@@ -34,10 +34,10 @@ def test_retention_ms_deletes_segments_whose_largest_timestamp_expired(tmp_path)
     # segments: [0,1,2] old, [3,4,5] one record young (largest timestamp keeps it), [6,7] young
     stamps = [now - 3 * DAY_MS] * 3 + [now - 3 * DAY_MS, now - 3 * DAY_MS, now] + [now, now]
     log = follower_log(tmp_path / "t-0", stamps, retention_ms=DAY_MS)
-    assert log.segment_count == 3
+    assert len(log.segments) == 3
     assert log.delete_old_segments(now) == 1
     assert log.log_start_offset == 3
-    assert log.read(2) is None and log.read(3).value.startswith(b"0003")
+    assert log.reader.read(2) is None and log.reader.read(3).value.startswith(b"0003")
     assert not (tmp_path / "t-0" / "00000000000000000000.log").exists()
     assert not list((tmp_path / "t-0").glob("*.deleted"))  # file.delete.delay.ms=0
     assert log.delete_old_segments(now) == 0  # the walk stops at the first segment kept
@@ -58,9 +58,9 @@ def test_when_every_segment_expires_the_log_rolls_and_keeps_an_empty_active_segm
     log = follower_log(tmp_path / "t-0", [now - 3 * DAY_MS] * 7, retention_ms=DAY_MS)
     assert log.delete_old_segments(now) == 3
     assert log.log_start_offset == log.log_end_offset == 7
-    assert log.segment_count == 1 and log.active_segment.size == 0
-    assert log.read(6) is None
-    assert log.append([b"after"]) == 7 and log.read(7).value == b"after"
+    assert len(log.segments) == 1 and log.segments.active.size == 0
+    assert log.reader.read(6) is None
+    assert log.append([b"after"]) == 7 and log.reader.read(7).value == b"after"
     log.close()
 
 
@@ -68,15 +68,15 @@ def test_retention_bytes_keeps_the_log_at_or_above_the_limit(tmp_path):
     limit = 4 * 1100
     log = follower_log(tmp_path / "t-0", [1_700_000_000_000] * 8, retention_bytes=limit,
                        retention_ms=-1)
-    sizes = [s.size for s in log.log_segments()]
+    sizes = [s.size for s in log.segments.all()]
     assert len(sizes) == 3 and sum(sizes) - sizes[0] >= limit  # the first segment can go
     assert log.delete_old_segments() == 1
-    assert log.size_in_bytes == sum(sizes[1:]) >= limit  # at or above the limit
-    assert log.size_in_bytes - sizes[1] < limit  # dropping the next would go under it
+    assert log.segments.size_in_bytes == sum(sizes[1:]) >= limit  # at or above the limit
+    assert log.segments.size_in_bytes - sizes[1] < limit  # dropping the next would go under it
     assert log.delete_old_segments() == 0
-    assert [s.size for s in log.log_segments()] == sizes[1:]
+    assert [s.size for s in log.segments.all()] == sizes[1:]
     assert log.log_start_offset == 3
-    assert log.read(2) is None and log.read(3).value.startswith(b"0003")
+    assert log.reader.read(2) is None and log.reader.read(3).value.startswith(b"0003")
     log.close()
 
 
@@ -130,8 +130,8 @@ def test_log_start_offset_is_checkpointed_and_survives_reopen(tmp_path):
     assert checkpoint.read_text() == "0\n0\n"
     mgr = LogManager(tmp_path)
     log = mgr.get("t-0")
-    assert log.log_start_offset == 3 and log.first_segment_base_offset == 3
-    assert log.read(2) is None and [r.offset for r in log.records_from(0, 10)] == [3, 4, 5]
+    assert log.log_start_offset == 3 and log.segments.first_base_offset == 3
+    assert log.reader.read(2) is None and [r.offset for r in log.reader.records_from(0, 10)] == [3, 4, 5]
     mgr.close()
 
 
@@ -144,8 +144,8 @@ def test_checkpointed_log_start_offset_above_the_first_segment_hides_lower_offse
     mgr = LogManager(tmp_path)
     log = mgr.get("t-0")
     assert log.log_start_offset == 2
-    assert log.read(1) is None and log.read(2).value == b"c"
-    assert [r.offset for r in log.records_from(0, 10)] == [2, 3]
+    assert log.reader.read(1) is None and log.reader.read(2).value == b"c"
+    assert [r.offset for r in log.reader.records_from(0, 10)] == [2, 3]
     mgr.close()
     assert read_offsets(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {"t-0": 2}
 
@@ -180,7 +180,7 @@ def test_retention_plan_is_what_retention_deletes(tmp_path):
         (0, "retention.bytes=5500"), (3, "retention.bytes=5500"), (6, "retention.ms=86400000")]
     doomed = [s.base_offset for s, _ in plan]
     assert log.delete_old_segments(now=DAY_MS + 9000) == len(doomed)
-    assert log.log_start_offset == log.log_segments()[0].base_offset > doomed[-1]
+    assert log.log_start_offset == log.segments.all()[0].base_offset > doomed[-1]
     log.close()
 
 

@@ -43,7 +43,7 @@ def markers(backing):
     mgr = LogManager(backing, read_only=True)
     try:
         return [(b.producer_id, b.producer_epoch, end_transaction_marker(b).control_type)
-                for s in mgr.get("orders-0").log_segments()
+                for s in mgr.get("orders-0").segments.all()
                 for _, h in s.scan_batches(0) if h.is_control_batch
                 for b in [s.read_batch(_, h)]]
     finally:

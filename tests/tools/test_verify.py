@@ -88,7 +88,7 @@ def records_by_offset(backing, name):
     try:
         log = mgr.get(name)
         out, offset = {}, 0
-        while chunk := log.records_from(offset, 500):
+        while chunk := log.reader.records_from(offset, 500):
             out.update((r.offset, (r.key, r.value)) for r in chunk)
             offset = chunk[-1].offset + 1
         return out

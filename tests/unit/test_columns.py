@@ -14,6 +14,7 @@ from kafka.partitioner.default import murmur2 as oracle_murmur2
 
 from helpers.paths import KAFKA_WRITTEN
 from helpers.records import PROPERTY, batches, kp_build, kp_decode
+from storage.isolation import IsolationLevel
 from storage.records import (
     CompressionType,
     RecordBatch,
@@ -164,20 +165,20 @@ def test_header_keys_that_are_not_utf8_are_replaced_as_records_does():
     assert "\ufffd" in record.headers[0][0]
 
 
-def rows_of(log, start, end, read_committed, headers):
+def rows_of(log, start, end, isolation, headers):
     """What read_columns gives, and what record_lists gives, as comparable rows."""
-    got = [row for table in log.read_columns(start, end, read_committed, headers, max_rows=50)
+    got = [row for table in log.reader.read_columns(start, end, isolation, headers, max_rows=50)
            for row in as_rows(table)]
     want = [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value,
              tuple(r.headers) if headers else ())
-            for rs in log.record_lists(start, end, read_committed, cache=False) for r in rs]
+            for rs in log.reader.record_lists(start, end, isolation, cache=False) for r in rs]
     return got, want
 
 
 @pytest.mark.needs_fixture("kafka-written")
 @pytest.mark.parametrize("name", ["plain-0", "codecs-0", "compacted-0", "legacy-0", "txn-0"])
-@pytest.mark.parametrize("read_committed", [False, True])
-def test_read_columns_is_record_lists_on_kafka_written_logs(name, read_committed):
+@pytest.mark.parametrize("isolation", list(IsolationLevel))
+def test_read_columns_is_record_lists_on_kafka_written_logs(name, isolation):
     from storage import LogManager
     manager = LogManager(KAFKA_WRITTEN, read_only=True)
     try:
@@ -185,7 +186,7 @@ def test_read_columns_is_record_lists_on_kafka_written_logs(name, read_committed
         leo, rng = log.log_end_offset, random.Random(name)
         windows = [(0, None)] + [tuple(sorted(rng.sample(range(leo + 2), 2))) for _ in range(8)]
         for start, end in windows:
-            got, want = rows_of(log, start, end, read_committed, True)
+            got, want = rows_of(log, start, end, isolation, True)
             assert got == want, (name, start, end)
             assert got or start >= (end or leo) or not want
     finally:
@@ -206,12 +207,13 @@ def test_read_columns_across_segments_skips_aborted_and_stops_at_the_end(tmp_pat
                                          is_transactional=True))
         marker = ControlRecordType.ABORT if i % 3 else ControlRecordType.COMMIT
         log.append_as_leader(build_control_batch(0, pid, 0, marker))
-    assert log.segment_count > 3
+    assert len(log.segments) > 3
     for start, end in [(0, None), (5, 6), (13, 200), (101, 102), (250, 10_000)]:
-        for read_committed in (False, True):
-            got, want = rows_of(log, start, end, read_committed, False)
+        for isolation in IsolationLevel:
+            got, want = rows_of(log, start, end, isolation, False)
             assert got == want
-    values = [v for t in log.read_columns(0, None, True) for v in t.column("value").to_pylist()]
+    values = [v for t in log.reader.read_columns(0, None, IsolationLevel.READ_COMMITTED)
+              for v in t.column("value").to_pylist()]
     assert b"txn-3" in values and b"txn-1" not in values  # committed kept, aborted gone
     log.close()
 

@@ -323,11 +323,11 @@ def test_legacy_fixture_by_offset_every_field():
         assert (log.log_start_offset, log.log_end_offset) == (0, 453)
         for row in rows:
             offset = row["offset"]
-            segment = log._segment_for(offset)
+            segment = log.segments.floor(offset)
             position, batch = segment.find_batch(offset)
-            record = log.read(offset)
+            record = log.reader.read(offset)
             with_batches.append(row_of(record, segment.read_batch(position, batch)))
-        assert log.read(453) is None
+        assert log.reader.read(453) is None
     finally:
         mgr.close()
     assert with_batches == [decoded_row(row) for row in rows]
@@ -340,11 +340,11 @@ def test_legacy_fixture_by_time():
     try:
         log = mgr.get("legacy-0")
         # v0 segments have no timestamps: the first timestamped record is the first v1 one
-        assert log.find_offset_by_timestamp(0).offset == 180
+        assert log.reader.find_offset_by_timestamp(0).offset == 180
         # LogAppendTime wrappers: every inner record reads as the wrapper's time
-        assert log.find_offset_by_timestamp(1700003600392).offset == 392
-        assert log.find_offset_by_timestamp(1700003600391).offset == 392
-        assert log.find_offset_by_timestamp(1700003600413) is None
+        assert log.reader.find_offset_by_timestamp(1700003600392).offset == 392
+        assert log.reader.find_offset_by_timestamp(1700003600391).offset == 392
+        assert log.reader.find_offset_by_timestamp(1700003600413) is None
     finally:
         mgr.close()
 
@@ -365,7 +365,7 @@ def test_recovery_rebuilds_the_indexes_kafka_wrote(tmp_path):
         (part / name).unlink()
     mgr = LogManager(backing)
     log = mgr.get("legacy-0")
-    assert log.log_end_offset == 453 and log.read(61).value == b64(expected_rows()[61]["value"])
+    assert log.log_end_offset == 453 and log.reader.read(61).value == b64(expected_rows()[61]["value"])
     mgr.close()
     rebuilt = {p.name: p.read_bytes() for p in part.glob("*index")}
     assert rebuilt == kafka_written
@@ -393,14 +393,14 @@ def test_recovery_cuts_a_damaged_legacy_entry(tmp_path, damage):
     log_file(part, 384).write_bytes(data)
     mgr = LogManager(backing)  # no clean-shutdown marker: the active segment is recovered
     log = mgr.get("legacy-0")
-    assert log.read(408).value == b64(expected_rows()[408]["value"]) and log.read(409) is None
+    assert log.reader.read(408).value == b64(expected_rows()[408]["value"]) and log.reader.read(409) is None
     if damage == "torn":  # nothing follows: cut as Kafka cuts a torn tail
         assert log.log_end_offset == 409
-        assert log.active_segment.size == at.position
+        assert log.segments.active.size == at.position
     else:  # the v2 batches after it are salvaged (salvage finds v2 batches, not v0/v1 entries:
         # the legacy messages 410-412 between go to the quarantine with the damaged one)
         assert log.log_end_offset == 453
-        assert log.read(413).value == b64(expected_rows()[413]["value"])
+        assert log.reader.read(413).value == b64(expected_rows()[413]["value"])
         assert any("offsets 409-412" in line for line in mgr.notices)
     mgr.close()
 
@@ -422,15 +422,15 @@ def test_appending_v2_after_legacy_entries(tmp_path):
     mgr = LogManager(backing, read_only=True)
     log = mgr.get("legacy-0")
     rows = expected_rows()
-    assert [log.read(o).value for o in (0, 65, 200, 412)] == [
+    assert [log.reader.read(o).value for o in (0, 65, 200, 412)] == [
         b64(rows[o]["value"]) for o in (0, 65, 200, 412)]
-    assert [(r.offset, r.key, r.value) for r in log.records_from(410, 10)] == [
+    assert [(r.offset, r.key, r.value) for r in log.reader.records_from(410, 10)] == [
         (410, b64(rows[410]["key"]), b64(rows[410]["value"])),
         (411, b64(rows[411]["key"]), b64(rows[411]["value"])),
         (412, b64(rows[412]["key"]), b64(rows[412]["value"])),
         (413, b"k", b"after-legacy"), (414, None, b"second")]
-    assert log.active_segment.base_offset == 384  # the v2 batch follows v1 entries in one segment
-    tail = list(log.active_segment.scan_batches(0))
+    assert log.segments.active.base_offset == 384  # the v2 batch follows v1 entries in one segment
+    tail = list(log.segments.active.scan_batches(0))
     assert [b.magic for _, b in tail][-2:] == [1, 2] and type(tail[-1][1]) is RecordBatch
     mgr.close()
 
@@ -441,7 +441,7 @@ def test_legacy_entries_are_not_appended(tmp_path):
     for append in (log.append_batches, log.append_as_leader):
         with pytest.raises(InvalidRecordError, match="magic 2"):
             append(message(0, 1, 0, b"old"))
-    assert log.log_end_offset == 0 and log.active_segment.size == 0
+    assert log.log_end_offset == 0 and log.segments.active.size == 0
     mgr.close()
 
 
@@ -460,11 +460,11 @@ def test_small_entries_up_to_the_end_of_a_segment(tmp_path, writable):
     mgr = LogManager(tmp_path, read_only=not writable)
     log = mgr.get("t-0")
     assert log.log_end_offset == 10
-    assert [r.value for r in log.records_from(0, 20)] == [b"%d" % i for i in range(10)]
-    assert [log.read(i).value for i in range(10)] == [b"%d" % i for i in range(10)]
-    assert log.read(10) is None and log.find_offset_by_timestamp(0) is None
+    assert [r.value for r in log.reader.records_from(0, 20)] == [b"%d" % i for i in range(10)]
+    assert [log.reader.read(i).value for i in range(10)] == [b"%d" % i for i in range(10)]
+    assert log.reader.read(10) is None and log.reader.find_offset_by_timestamp(0) is None
     # recovery cuts the torn entry; a read-only log serves up to it and leaves the file as it
     # is (another writer may be mid-append: the entry may yet be completed)
-    assert log.active_segment.size == len(data)
+    assert log.segments.active.size == len(data)
     mgr.close()
     assert log_file(part, 0).stat().st_size == len(data) + (0 if writable else 20)

@@ -1,0 +1,124 @@
+"""Where a segment's bytes are read from: the one door every reader of a segment goes through
+(Kafka reads remote segments through such a door: ``RemoteStorageManager.fetchLogSegment``
+for the ``.log`` from a position, ``fetchIndex`` for one index).
+
+A :class:`SegmentSource` gives positioned reads of one segment's ``.log`` and the whole of
+each of its index files (``.index``, ``.timeindex``, ``.txnindex``). :class:`LocalSegmentSource`
+reads the local files of a partition directory; a second place where segments live (an object
+store) is a second implementation, and nothing above this module knows which one it reads.
+Positions and sizes are bytes of the ``.log``. Writing is not a source's business: the log
+writes local files itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from storage.open_files import PooledFile
+
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
+
+
+class IndexContents(NamedTuple):
+    """An index file as read: ``data`` its bytes up to its first hole (an active index is
+    preallocated sparse, and a hole reads as no entry), ``length`` the file's length."""
+
+    data: bytes
+    length: int
+
+
+EMPTY_INDEX = IndexContents(b"", 0)
+
+
+class SegmentSource:
+    """The bytes of one segment. ``name`` names its ``.log`` in errors and messages."""
+
+    name: str
+
+    def log_size(self) -> int:
+        """The ``.log``'s length now (past what was read while a writer appends)."""
+        raise NotImplementedError
+
+    def modified_ms(self) -> int:
+        """When the ``.log`` last changed, epoch ms."""
+        raise NotImplementedError
+
+    def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:
+        """``size`` bytes of the ``.log`` from ``position``, short only at its end.
+        ``nowait=True`` raises BlockingIOError instead of waiting for the bytes."""
+        raise NotImplementedError
+
+    def read_into(self, view: memoryview, position: int) -> memoryview:
+        """Up to ``len(view)`` bytes of the ``.log`` from ``position`` read into ``view``;
+        the part of ``view`` filled."""
+        raise NotImplementedError
+
+    def read_index(self, path: Path) -> IndexContents:
+        """The index file ``path`` of this segment (one of its ``.index``, ``.timeindex``,
+        ``.txnindex``), whole; :data:`EMPTY_INDEX` when there is none."""
+        raise NotImplementedError
+
+
+class LocalSegmentSource(SegmentSource):
+    """A segment's local files: the ``.log`` through ``log_file`` (a ``PooledFile``: opened
+    when used, closed when idle), the indexes read whole with ``pread``. Raises OSError."""
+
+    def __init__(self, log_file: PooledFile) -> None:
+        self._file = log_file
+
+    @property
+    def name(self) -> str:
+        return self._file.path.name
+
+    def log_size(self) -> int:
+        with self._file as fd:
+            return os.fstat(fd).st_size
+
+    def modified_ms(self) -> int:
+        with self._file as fd:
+            return os.fstat(fd).st_mtime_ns // 1_000_000
+
+    def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:
+        if not nowait:
+            with self._file as fd:
+                return os.pread(fd, size, position)
+        buf = bytearray(size)
+        try:
+            with self._file as fd:
+                n = os.preadv(fd, [buf], position, _RWF_NOWAIT)
+                end = os.fstat(fd).st_size if n < size else 0
+        except FileNotFoundError:
+            raise
+        except OSError as e:  # EAGAIN, or a file system without RWF_NOWAIT
+            raise BlockingIOError(errno.EAGAIN, f"{self._file.path}: {e.strerror}") from None
+        if n < size and position + n < end:
+            raise BlockingIOError(errno.EAGAIN, f"{self._file.path}: not all in the page cache")
+        return bytes(memoryview(buf)[:n])
+
+    def read_into(self, view: memoryview, position: int) -> memoryview:
+        with self._file as fd:
+            return view[:os.preadv(fd, [view], position)]
+
+    def read_index(self, path: Path) -> IndexContents:
+        return read_local_index(path)
+
+
+def read_local_index(path: Path) -> IndexContents:
+    """The local index file ``path`` read once, up to its first hole (a writer may trim it
+    at any moment: a map of it would kill the reader with SIGBUS past its new end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return EMPTY_INDEX
+    try:
+        length = os.fstat(fd).st_size
+        try:
+            data_end = os.lseek(fd, 0, os.SEEK_HOLE) if length else 0
+        except OSError:  # no SEEK_HOLE here: read it all
+            data_end = length
+        return IndexContents(os.pread(fd, min(length, data_end), 0), length)
+    finally:
+        os.close(fd)
