@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from .args import CliError
+
+INTERRUPTED = 128 + signal.SIGINT  # a command ended by Ctrl-C, as shells report it (130)
 
 # sub-command -> the module that registers and runs it, in the order --help lists them
 COMMANDS = {
@@ -73,3 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"kfs: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the status of a shell's interrupted job
+        print(f"kfs {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED

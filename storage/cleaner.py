@@ -24,9 +24,12 @@ CorruptRecordError and nothing of the group is swapped in.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +40,7 @@ from storage.errors import CorruptRecordError, InvalidRecordError, LogCleaningAb
 from storage.offset_map import RecordFilter, SkimpyOffsetMap, map_run, map_section
 from storage.log_files import (
     CLEANED_SUFFIX,
+    DELETED_SUFFIX,
     log_file,
     offset_index_file,
     time_index_file,
@@ -175,6 +179,26 @@ def _finish(cleaned: LogSegment, last_modified_ns: int) -> None:
     cleaned.flush()
     for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
         os.utime(path, ns=(last_modified_ns, last_modified_ns))
+
+
+@contextlib.contextmanager
+def _ctrl_c_after():
+    """Hold SIGINT back while the block runs (its handler, in the main thread, raises
+    KeyboardInterrupt): a Ctrl-C during a swap's renames takes effect once the swap is whole,
+    so an interrupted ``kfs compact`` leaves the segments before the swap or after it, never a
+    ``.swap`` half-way. Outside the main thread (a mount's cleaner) a no-op."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)  # now, through the handler it held back
 
 
 # -- throttling ------------------------------------------------------------------------------
@@ -417,9 +441,14 @@ class Cleaner:
             crash_point("cleaned segment written")
             log.info("Swapping in cleaned segment %d for segment(s) %s in log %s",
                      cleaned.base_offset, [s.base_offset for s in group], log_.name)
-            log_.replace_segments(cleaned, group, crash_point)
+            with _ctrl_c_after():
+                log_.replace_segments(cleaned, group, crash_point)
         except BaseException:
-            cleaned.delete()
+            # Before the swap renamed any old segment, the log is as it was: the new files go
+            # (.cleaned, or .swap). After, they are the only copy of the group's records: they
+            # stay, and the loader finishes the swap as after a crash.
+            if not any(s.log_path.name.endswith(DELETED_SUFFIX) for s in group):
+                cleaned.delete()
             raise
 
     def _clean_into(self, log_, source: LogSegment, dest: LogSegment, flt: RecordFilter,
