@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import errno
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ import shutil
 from pathlib import Path
 
 from storage.checkpoint import fsync_directory
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
@@ -56,26 +58,37 @@ def check_outside(root: str | os.PathLike, backing_dir: str | os.PathLike) -> No
 
 class Quarantine:
     """Where the pieces of one run (a repair, or a mount's recovery) go:
-    ``root/<UTC time>/``, created on the first piece kept (:attr:`directory`).
+    ``root/<UTC time>/`` (``20250102T030405.678Z`` from ``clock``; ``.2``, ``.3``... appended
+    when a run of the same millisecond has it), created on the first piece kept
+    (:attr:`directory`).
 
     ``keep_all``: keep everything removed (a repair), or, for a mount's recovery, only what
     Kafka's recovery would delete while intact data follows it (a torn tail is simply cut,
     as Kafka does). ``pieces`` lists the manifest entries written so far.
     """
 
-    def __init__(self, root: str | os.PathLike, *, keep_all: bool):
+    def __init__(self, root: str | os.PathLike, *, keep_all: bool, clock: Clock = SYSTEM_CLOCK):
         self.root = Path(root)
         self.keep_all = keep_all
+        self.clock = clock
         self.directory: Path | None = None
         self.pieces: list[dict] = []
 
     def _dir(self) -> Path:
         if self.directory is None:
-            stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+            ms = self.clock.milliseconds()
+            stamp = datetime.datetime.fromtimestamp(ms // 1000, datetime.timezone.utc).strftime(
+                f"%Y%m%dT%H%M%S.{ms % 1000:03d}Z")
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
-                self.directory = self.root / stamp
-                self.directory.mkdir()
+                for n in itertools.count(1):
+                    directory = self.root / (stamp if n == 1 else f"{stamp}.{n}")
+                    try:
+                        directory.mkdir()
+                    except FileExistsError:
+                        continue
+                    self.directory = directory
+                    break
             except OSError as e:
                 raise QuarantineError(f"cannot create a quarantine directory in {self.root}: "
                                       f"{e}") from e

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 
 from storage import LogConfig, LogManager
+from storage.clock import FixedClock
+from storage.dir_watch import DirectoryWatch
 from storage.log import Log
 
 
@@ -68,3 +70,12 @@ def test_a_swap_in_progress_is_taken_in_once_complete(tmp_path):
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_directory_watch_takes_now_from_its_clock(tmp_path):
+    (tmp_path / "a").touch()
+    mtime_ms = os.stat(tmp_path).st_mtime_ns // 1_000_000
+    racy = DirectoryWatch(tmp_path, FixedClock(mtime_ms))  # now is the mtime: listed every time
+    settled = DirectoryWatch(tmp_path, FixedClock(mtime_ms + 2_000))  # 2 s after it
+    assert racy.names() == settled.names() == ["a"]
+    assert racy.names() == ["a"] and settled.names() is None

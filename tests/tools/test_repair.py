@@ -32,6 +32,7 @@ from helpers.paths import REPO
 from helpers.waits import Lines
 
 from storage import LogManager
+from storage.clock import FixedClock
 from storage.errors import DamagedLogError
 from storage.quarantine import Quarantine
 
@@ -275,3 +276,15 @@ def test_repair_asks_on_a_terminal(tmp_path):
     assert status == 0, out
     assert "repair done" in out and out.rstrip().endswith("no problems")
     assert len(read_all(backing, "plain-0")) == 4982
+
+
+def test_a_quarantine_is_named_by_its_clock_and_a_second_run_of_that_millisecond_numbered(tmp_path):
+    source = tmp_path / "t-0" / "00000000000000000000.log"
+    source.parent.mkdir()
+    source.write_bytes(b"abcdef")
+    runs = [Quarantine(tmp_path / "q", keep_all=True, clock=FixedClock(1_735_787_045_678))
+            for _ in range(2)]
+    for run in runs:
+        run.keep_bytes(source, 0, 3, reason="test")
+    assert [run.directory.name for run in runs] == ["20250102T030405.678Z",
+                                                     "20250102T030405.678Z.2"]
