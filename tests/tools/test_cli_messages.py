@@ -123,7 +123,7 @@ def key_values(backing):
 
     mgr = LogManager(backing, read_only=True)
     try:
-        return {r.offset: (r.key, r.value) for r in mgr.get("c-0").records_from(0, 1000)}
+        return {r.offset: (r.key, r.value) for r in mgr.get("c-0").reader.records_from(0, 1000)}
     finally:
         mgr.close()
 
