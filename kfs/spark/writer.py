@@ -175,7 +175,8 @@ class KfsWriter(DataSourceArrowWriter):
             for pid, name in sorted(open_txns):
                 marker = ControlRecordType.COMMIT if (pid, name) in committed \
                     else ControlRecordType.ABORT
-                append(name, build_control_batch(0, pid, MARKER_EPOCH, marker, timestamp_ms=now_ms()))
+                append(name, build_control_batch(0, pid, MARKER_EPOCH, marker,
+                                                 timestamp_ms=now_ms()))
 
     def _open_producers(self, log, start: int) -> set[int]:
         """This job's producer ids with data but no marker in ``log`` from ``start`` on."""

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from storage import LogManager
+from storage.clock import SYSTEM_CLOCK
 from storage.errors import LogDirLockedError
 from storage.producer_state import OpenTransaction
 from storage.records.control import ControlRecordType, build_control_batch
@@ -96,7 +97,7 @@ def abort(backing_dir: Path, topic: str, partition: int, start_offset: int | Non
                                     f"of {topic}-{partition}")
         producer = (txn.producer_id, txn.producer_epoch, max(txn.coordinator_epoch, 0))
     marker = build_control_batch(0, producer[0], producer[1], ControlRecordType.ABORT,
-                                 producer[2])
+                                 producer[2], timestamp_ms=SYSTEM_CLOCK.milliseconds())
     _append(backing_dir, f"{topic}-{partition}", marker)
     return producer[0]
 

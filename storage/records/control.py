@@ -151,7 +151,8 @@ def build_control_batch(
     producer_epoch: int,
     marker: ControlRecordType,
     coordinator_epoch: int = 0,
-    timestamp_ms: int | None = None,
+    *,
+    timestamp_ms: int,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
     """A transaction marker batch, byte for byte as ``MemoryRecords.withEndTransactionMarker``
@@ -159,9 +160,9 @@ def build_control_batch(
     baseSequence -1, one record at offset delta 0 with the marker key and value, no headers
     (78 bytes).
 
-    ``marker`` is ABORT or COMMIT; ``timestamp_ms`` epoch ms (None = now);
-    ``partition_leader_epoch`` -1 unless a leader stamps it. Raises ValueError for another
-    control type or a field out of range.
+    ``marker`` is ABORT or COMMIT; ``timestamp_ms`` epoch ms, the caller's clock (the log's
+    injected clock in the engine); ``partition_leader_epoch`` -1 unless a leader stamps it.
+    Raises ValueError for another control type or a field out of range.
     """
     marker = ControlRecordType(marker)
     if not marker.is_transaction_marker:

@@ -6,6 +6,7 @@ import struct
 import pytest
 
 from storage import LogConfig
+from storage.clock import now_ms
 from storage.coordinator.replay import CoordinatorReplay
 from storage.log import Log
 from storage.records import build_batch
@@ -52,12 +53,12 @@ def test_only_committed_transactional_commits_count(log):
                                 is_transactional=True))
     replay.catch_up()
     assert offsets(replay, "g") == {}  # not yet committed: past the last stable offset
-    log.append_as_leader(build_control_batch(0, 3, 0, ControlRecordType.COMMIT))
+    log.append_as_leader(build_control_batch(0, 3, 0, ControlRecordType.COMMIT, timestamp_ms=now_ms()))
     replay.catch_up()
     assert offsets(replay, "g") == {("t", 0): 7}
     log.append_as_leader(commit("g", 0, 8, producer_id=3, producer_epoch=0, base_sequence=1,
                                 is_transactional=True))
-    log.append_as_leader(build_control_batch(0, 3, 0, ControlRecordType.ABORT))
+    log.append_as_leader(build_control_batch(0, 3, 0, ControlRecordType.ABORT, timestamp_ms=now_ms()))
     replay.catch_up()
     assert offsets(replay, "g") == {("t", 0): 7} and replay.is_current()
 

@@ -12,6 +12,7 @@ import pytest
 
 from helpers.waits import DEADLINE_S, Deadline, joined
 from storage import LogConfig, LogManager
+from storage.clock import now_ms
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -643,7 +644,7 @@ def test_open_transaction_holds_the_last_stable_offset_until_its_marker(tmp_path
     assert log.last_stable_offset == 1 and log.log_end_offset == 4
     assert [r.value for r in log.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED)] == [b"plain"]
     assert log.reader.read(3, IsolationLevel.READ_COMMITTED) is None and log.reader.read(3).value == b"after"
-    log.append_as_leader(build_control_batch(0, 7, 0, ControlRecordType.ABORT))
+    log.append_as_leader(build_control_batch(0, 7, 0, ControlRecordType.ABORT, timestamp_ms=now_ms()))
     assert log.last_stable_offset == log.log_end_offset == 5
     assert [r.value for r in log.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED)] == [b"plain", b"after"]
     assert [r.value for r in log.reader.records_from(0, 10)] == [b"plain", b"t1", b"t2", b"after"]
@@ -660,7 +661,7 @@ def test_append_as_leader_refuses_batches_a_producer_cannot_send(tmp_path):
     log = open_log(tmp_path / "t-0")
     gap = build_batch(0, [b"a"], None, 1_700_000_000_000, last_offset_delta=5)
     mixed = kafka_python_batch([b"d"], producer_id=9, sequence=0, transactional=True) + \
-        build_control_batch(0, 9, 0, ControlRecordType.COMMIT)
+        build_control_batch(0, 9, 0, ControlRecordType.COMMIT, timestamp_ms=now_ms())
     for data in (gap, mixed):
         with pytest.raises(InvalidRecordError):
             log.append_as_leader(data)
@@ -684,13 +685,13 @@ def test_a_failed_txnindex_write_rolls_the_whole_append_back(tmp_path, monkeypat
 
     monkeypatch.setattr(TransactionIndex, "append", full_disk)
     with pytest.raises(OSError):
-        log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT))
+        log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT, timestamp_ms=now_ms()))
     monkeypatch.undo()
     assert log.log_end_offset == 2 and log.segments.size_in_bytes == size  # no orphan marker
     assert log.last_stable_offset == 0  # the transaction is still open
     log.append([b"next"])
     assert log.reader.read(2).value == b"next"
-    log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT))
+    log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT, timestamp_ms=now_ms()))
     assert [r.value for r in log.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED)] == [b"next"]
     log.close()
 

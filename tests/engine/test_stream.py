@@ -11,6 +11,7 @@ import pytest
 from helpers.paths import KAFKA_WRITTEN
 from helpers.records import json_bytes
 from storage import LogConfig, LogManager
+from storage.clock import now_ms
 from storage.isolation import IsolationLevel
 from storage.log import Log
 from storage.records import build_batch
@@ -67,7 +68,7 @@ def txn_log(path, **config) -> Log:
                                          is_transactional=True,
                                          headers=[[("h", b"v")], [("\u00e9", None)]]))
         marker = ControlRecordType.ABORT if i % 3 else ControlRecordType.COMMIT
-        log.append_as_leader(build_control_batch(0, 100 + i, 0, marker))
+        log.append_as_leader(build_control_batch(0, 100 + i, 0, marker, timestamp_ms=now_ms()))
     return log
 
 

@@ -119,7 +119,7 @@ def test_control_batch_matches_reference_example():
         "0000000000000005 00000042 00000000 02 a1ac499f 0030 00000000 0000018bcfe56800"
         "0000018bcfe56800 00000000000003e8 0000 ffffffff 00000001 20 00 00 00 08 00000001 0c"
         "000000000000 00".replace(" ", ""))
-    built = build_control_batch(5, 1000, 0, ControlRecordType.COMMIT, 0, 1700000000000,
+    built = build_control_batch(5, 1000, 0, ControlRecordType.COMMIT, 0, timestamp_ms=1700000000000,
                                 partition_leader_epoch=0)
     assert built == expected
     assert len(built) == 78
@@ -133,7 +133,7 @@ def test_control_batches_rebuilt_byte_identical_from_fixture():
         marker = end_transaction_marker(batch)
         rebuilt = build_control_batch(
             batch.base_offset, batch.producer_id, batch.producer_epoch, marker.control_type,
-            marker.coordinator_epoch, batch.max_timestamp,
+            marker.coordinator_epoch, timestamp_ms=batch.max_timestamp,
             partition_leader_epoch=batch.partition_leader_epoch)
         assert rebuilt == raw
     markers = [(b.base_offset, end_transaction_marker(b)) for _, b in controls]
@@ -165,7 +165,7 @@ def test_control_batch_read_by_kafka_python(marker):
 
 def test_control_batch_rejects_non_marker_types():
     with pytest.raises(ValueError):
-        build_control_batch(0, 1, 0, ControlRecordType.LEADER_CHANGE)
+        build_control_batch(0, 1, 0, ControlRecordType.LEADER_CHANGE, timestamp_ms=0)
 
 
 def test_end_transaction_marker_rejects_other_batches():
@@ -340,7 +340,8 @@ def data_batch(offset, pid, epoch, seq, count=1, ts=NOW, txn=True):
 
 
 def marker_batch(offset, pid, epoch, marker, coordinator_epoch=0, ts=NOW):
-    return RecordBatch(build_control_batch(offset, pid, epoch, marker, coordinator_epoch, ts))
+    return RecordBatch(build_control_batch(offset, pid, epoch, marker, coordinator_epoch,
+                                           timestamp_ms=ts))
 
 
 ABORT, COMMIT = ControlRecordType.ABORT, ControlRecordType.COMMIT

@@ -181,7 +181,7 @@ def txn(values, pid, seq, epoch=0, codec=0, transactional=True):
 
 
 def marker(pid, kind, epoch=0, coordinator_epoch=3):
-    return build_control_batch(0, pid, epoch, kind, coordinator_epoch)
+    return build_control_batch(0, pid, epoch, kind, coordinator_epoch, timestamp_ms=now_ms())
 
 
 def write_transactions(backing: Path) -> str:

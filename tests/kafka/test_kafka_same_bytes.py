@@ -329,7 +329,7 @@ def test_the_same_produce_requests_leave_the_same_bytes_as_the_broker(tmp_path, 
             time.sleep(0.02)
         kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         assert marker == build_control_batch(next_offset, producer.producer_id, producer.epoch,
-                                             kind, 0, RecordBatch(marker).max_timestamp,
+                                             kind, 0, timestamp_ms=RecordBatch(marker).max_timestamp,
                                              partition_leader_epoch=0)
         next_offset += 1
         for side in (each, grouped):  # kfs assigns the offset and stamps the leader epoch itself

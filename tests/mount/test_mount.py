@@ -905,7 +905,8 @@ def test_append_batches_transaction_is_hidden_from_read_committed_until_committe
     write_batches(part / "append-batches",
                   producer_batch([b"t1", b"t2"], producer_id=42, sequence=0, transactional=True))
     assert xattr("orders-0", "user.kafka.lastStableOffset", m.path) == b"0"
-    write_batches(part / "append-batches", build_control_batch(0, 42, 0, ControlRecordType.COMMIT))
+    marker = build_control_batch(0, 42, 0, ControlRecordType.COMMIT, timestamp_ms=now_ms())
+    write_batches(part / "append-batches", marker)
     assert xattr("orders-0", "user.kafka.lastStableOffset", m.path) == b"3"
     assert out("ls orders-0/by-offset", m.path).split() == ["0", "1"]  # the marker is no record
 

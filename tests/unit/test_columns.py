@@ -14,6 +14,7 @@ from kafka.partitioner.default import murmur2 as oracle_murmur2
 
 from helpers.paths import KAFKA_WRITTEN
 from helpers.records import PROPERTY, batches, kp_build, kp_decode
+from storage.clock import now_ms
 from storage.isolation import IsolationLevel
 from storage.records import (
     CompressionType,
@@ -71,7 +72,7 @@ def test_control_batches_and_skipped_batches_give_no_rows():
     from storage.records.control import ControlRecordType, build_control_batch
     data = (build_batch(0, [b"a"], producer_id=7, producer_epoch=0, base_sequence=0,
                         is_transactional=True)
-            + build_control_batch(1, 7, 0, ControlRecordType.ABORT)
+            + build_control_batch(1, 7, 0, ControlRecordType.ABORT, timestamp_ms=now_ms())
             + build_batch(2, [b"b", b"c"]))
     cols = RecordColumns()
     assert cols.add_batches(iter_batches(data), skip=lambda b: b.producer_id == 7) == 2
@@ -206,7 +207,7 @@ def test_read_columns_across_segments_skips_aborted_and_stops_at_the_end(tmp_pat
                                          producer_epoch=0, base_sequence=0,
                                          is_transactional=True))
         marker = ControlRecordType.ABORT if i % 3 else ControlRecordType.COMMIT
-        log.append_as_leader(build_control_batch(0, pid, 0, marker))
+        log.append_as_leader(build_control_batch(0, pid, 0, marker, timestamp_ms=now_ms()))
     assert len(log.segments) > 3
     for start, end in [(0, None), (5, 6), (13, 200), (101, 102), (250, 10_000)]:
         for isolation in IsolationLevel:
