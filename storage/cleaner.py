@@ -48,7 +48,7 @@ from storage.log_files import (
 )
 from storage.records import RecordBatch, batch_at, compress, decompress
 from storage.records.control import ControlRecordType, decode_control_record_key
-from storage.records.framing import entry_size
+from storage.records.framing import next_batch_size
 from storage.segment import LogSegment
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
@@ -508,10 +508,10 @@ class Cleaner:
                               chunk) -> None:
         """No whole batch fitted the read buffer (``growBuffersOrFail``)."""
         if len(self._read_buffer) >= max_message_size:
-            if len(chunk) < 12:
+            next_size = next_batch_size(chunk)  # (MemoryRecords.firstBatchSize)
+            if next_size is None:
                 raise CorruptRecordError(f"Could not determine next batch size for log segment "
                                          f"{segment.log_path} at position {position}")
-            next_size = entry_size(chunk)
             if next_size > segment.size - position:
                 raise CorruptRecordError(
                     f"Log segment may be corrupt, batch size {next_size} > "
