@@ -13,6 +13,7 @@ Kafka ignores plain files at the top of a log directory, so a broker can adopt t
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 from pathlib import Path
 
@@ -245,7 +246,9 @@ def topic_overrides(props: dict[str, str]) -> dict[str, object]:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """A Java ``.properties`` file as a dict; an absent file is empty."""
+    """A Java ``.properties`` file as a dict; an absent file is empty. So is one whose name
+    cannot exist: ``<topic>.topic.properties`` of a legal topic of 239 to 249 characters is
+    over 255 bytes (ENAMETOOLONG), so such a topic has no overrides."""
     import javaproperties  # slow to import (its XML support): only when a file is read
 
     try:
@@ -253,6 +256,10 @@ def read_properties(path: Path) -> dict[str, str]:
             return javaproperties.load(f)
     except FileNotFoundError:
         return {}
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return {}
+        raise
 
 
 @dataclasses.dataclass(frozen=True)

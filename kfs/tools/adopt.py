@@ -315,12 +315,20 @@ def _files(source: Path) -> list[Path]:
         path.name in _NAMED_FILES or path.name.endswith(PARTITION_FILE_SUFFIXES))]
 
 
+def _delete_dir_name(p: Partition) -> str:
+    """A directory name the broker deletes at its start, as Kafka's ``logDeleteDirName`` makes
+    one: ``<topic>-<N>.<32 hex>-delete``, the topic cut short to fit 255 bytes (a topic name
+    may have 249 characters)."""
+    suffix = f"-{p.name.rpartition('-')[2]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return p.topic[:255 - len(suffix)] + suffix
+
+
 def _swap_in(source: Path, broker: Path, p: Partition) -> None:
     """Copy ``source`` beside the broker's directory of the partition under a name Kafka
     deletes, fsync it, write the cluster's topic ID, then rename it over the broker's."""
     from storage.checkpoint import fsync_directory, write_atomically
 
-    staging = broker / f"{p.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    staging = broker / _delete_dir_name(p)
     staging.mkdir()
     try:
         for path in _files(source):
@@ -334,7 +342,7 @@ def _swap_in(source: Path, broker: Path, p: Partition) -> None:
         write_atomically(staging / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {p.topic_id}")
         fsync_directory(staging)
         target = broker / p.name
-        old = broker / f"{p.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        old = broker / _delete_dir_name(p)
         os.rename(target, old)
         os.rename(staging, target)
         fsync_directory(broker)

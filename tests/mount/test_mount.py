@@ -162,6 +162,21 @@ def test_mkdir_with_bad_topic_settings_is_einval_and_the_log_says_why(mount, tmp
     sh("mkdir clicks-0", m.path)  # another topic's partition is not concerned
 
 
+@pytest.mark.parametrize("length", [238, 239, 249])
+def test_mkdir_of_a_topic_name_up_to_kafkas_limit_works(mount, length):
+    """Topic names of 239 to 249 characters are legal, but ``<topic>.topic.properties`` would
+    be over 255 bytes (issue 25): no such file can exist, so the topic has no overrides; mkdir
+    creates the partition, appends read back, and a read-only mount serves it."""
+    topic = "t" * length
+    m = mount()
+    sh(f"mkdir {topic}-0 && echo long >> {topic}-0/append", m.path)
+    assert out(f"cat {topic}-0/by-offset/0", m.path) == "long"
+    assert out("ls", m.path).split() == [f"{topic}-0"]
+    mount.unmount(m)
+    ro = mount(m.backing, "--read-only")
+    assert out(f"cat {topic}-0/values", ro.path) == "long\n"
+
+
 def test_mkdir_existing_partition_is_eexist(mount):
     m = mount()
     new_partition(m)
