@@ -12,6 +12,8 @@ tests that need it, never a whole module:
   using the ``mount`` fixture gets this mark by itself;
 * ``@pytest.mark.needs_fixture("kafka-written/txn-0", ...)``: directories or files under
   ``tests/fixtures`` (``helpers.paths.FIXTURES_ROOT``), the data Kafka's own code wrote;
+* ``@pytest.mark.needs_modules("pyspark", ...)``: modules of the test extras (pyspark,
+  atheris), which the test imports itself; the ``spark`` fixture asks for pyspark by itself;
 * ``@pytest.mark.root``: root (the ``small_disk`` fixture asks for it itself).
 
 Under CI (environment variable ``CI=true``) a missing requirement fails the test instead: a CI
@@ -36,6 +38,7 @@ from helpers.needs import fixture_path, require_fuse, require_modules, unavailab
 def pytest_configure(config):
     config.addinivalue_line("markers", "fuse: drives a real FUSE mount (needs /dev/fuse and fusermount3)")
     config.addinivalue_line("markers", "needs_fixture(*paths): reads these paths under tests/fixtures")
+    config.addinivalue_line("markers", "needs_modules(*names): imports these modules of the test extras")
     config.addinivalue_line("markers", "root: needs to run as root")
     config.addinivalue_line("markers", "kafka: runs Kafka's own jars (a broker or its tools)")
 
@@ -52,6 +55,8 @@ def pytest_runtest_setup(item):
     for mark in item.iter_markers("needs_fixture"):
         for part in mark.args:
             fixture_path(part)
+    for mark in item.iter_markers("needs_modules"):
+        require_modules(*mark.args)
     if item.get_closest_marker("fuse") is not None:
         require_fuse()
     if item.get_closest_marker("kafka") is not None and kafka_missing() is not None:
@@ -120,7 +125,7 @@ def small_disk(tmp_path):
 def spark():
     """A local[2] SparkSession with the ``kfs`` format registered, one per test module (a cold
     session takes seconds). Filter pushdown starts off; tests that turn it on re-register.
-    Skips only when pyspark is not importable (fails under CI, as require_modules)."""
+    Unavailable (a skip, or a failure under CI) when pyspark is not importable."""
     require_modules("pyspark", "pyarrow")
     from pyspark.sql import SparkSession
 

@@ -13,9 +13,6 @@ from pathlib import Path
 import pytest
 
 from helpers.kfs import kfs_env
-from helpers.needs import require_modules
-
-require_modules("atheris")
 
 FUZZ = Path(__file__).resolve().parent  # the targets beside this module
 SECONDS = 18  # per target, besides about 3 s of start-up and seed loading
@@ -30,6 +27,7 @@ def seeds(tmp_path_factory) -> Path:
 
 
 @pytest.mark.needs_fixture("kafka-written")
+@pytest.mark.needs_modules("atheris")
 @pytest.mark.parametrize("target, flags", [("batch", []), ("segment", ["-max_len=16384"])])
 def test_fuzz_target(target, flags, seeds, tmp_path):
     corpus = tmp_path / "corpus"

@@ -7,13 +7,11 @@ import json
 import subprocess
 import sys
 
-from helpers.needs import require_modules  # noqa: E402 (before the modules that need them)
+import pytest
 
-require_modules("pyspark", "pyarrow")
-
-from helpers.kfs import kfs_env  # noqa: E402
-from storage import LogManager  # noqa: E402
-from storage.records import build_batch  # noqa: E402
+from helpers.kfs import kfs_env
+from storage import LogManager
+from storage.records import build_batch
 
 T0 = 1_700_000_000_000  # epoch ms
 
@@ -61,6 +59,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.needs_modules("pyspark")
 def test_format_kfs_without_register(tmp_path):
     backing = tmp_path / "backing"
     mgr = LogManager(backing)

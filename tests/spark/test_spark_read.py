@@ -9,16 +9,11 @@ import shutil
 
 import pytest
 
-from helpers.needs import require_modules  # noqa: E402 (before the modules that need them)
-
-require_modules("pyspark", "pyarrow")
-
-import kfs.spark  # noqa: E402
-from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes  # noqa: E402
-from kfs.spark.reader import read_range, spark_schema  # noqa: E402
-from helpers.paths import KAFKA_WRITTEN  # noqa: E402
-from storage import LogManager  # noqa: E402
-from storage.log_files import filename_prefix  # noqa: E402
+import kfs.spark
+from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes
+from helpers.paths import KAFKA_WRITTEN
+from storage import LogManager
+from storage.log_files import filename_prefix
 
 FIXTURES = KAFKA_WRITTEN
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -84,8 +79,11 @@ def test_schema_is_spark_kafka_source_schema(spark):
 
 
 @needs_fixtures
+@pytest.mark.needs_modules("pyspark")
 def test_arrow_batches_have_sparks_exact_arrow_schema():
     from pyspark.sql.pandas.types import to_arrow_schema
+
+    from kfs.spark.reader import read_range, spark_schema
 
     for headers in (False, True):
         batches = list(read_range(str(FIXTURES), OffsetRange("codecs", 0, 0, 2000), headers,

@@ -4,15 +4,10 @@ appends in the next micro-batch, ``maxOffsetsPerTrigger``."""
 import json
 
 import pytest
-from helpers.needs import require_modules
 
-require_modules("pyspark", "pyarrow")
-
-from kfs.spark.options import parse_options  # noqa: E402
-from kfs.spark.source import KfsStreamReader, _rate_limit  # noqa: E402
-from kfs.spark.reader import spark_schema  # noqa: E402
-from helpers.waits import DEADLINE_S, within  # noqa: E402
-from storage import LogManager  # noqa: E402
+from kfs.spark.options import parse_options
+from helpers.waits import DEADLINE_S, within
+from storage import LogManager
 
 
 def append(backing, name, values):
@@ -25,10 +20,14 @@ def append(backing, name, values):
 
 
 def stream_reader(backing, **options):
+    from kfs.spark.reader import spark_schema
+    from kfs.spark.source import KfsStreamReader
+
     opts = {"path": str(backing), "subscribe": "orders", **options}
     return KfsStreamReader(opts, spark_schema(False))
 
 
+@pytest.mark.needs_modules("pyspark")
 def test_offsets_are_kafka_json_and_follow_appends(tmp_path):
     append(tmp_path, "orders-0", ["a", "b"])
     append(tmp_path, "orders-1", ["c"])
@@ -49,7 +48,10 @@ def test_offsets_are_kafka_json_and_follow_appends(tmp_path):
     assert stream_reader(tmp_path).initialOffset() == {"orders": {"0": 3, "1": 1, "2": 1}}
 
 
+@pytest.mark.needs_modules("pyspark")
 def test_rate_limit_shares_by_backlog():
+    from kfs.spark.source import _rate_limit
+
     begin = {("t", 0): 0, ("t", 1): 10}
     latest = {("t", 0): 100, ("t", 1): 20}
     limited = _rate_limit(begin, latest, 55)
@@ -90,6 +92,7 @@ def test_micro_batches_see_new_appends(spark, tmp_path):
         writer.close()
 
 
+@pytest.mark.needs_modules("pyspark")
 def test_rate_limit_never_starves_a_partition():
     from kfs.spark.source import _rate_limit
 

@@ -2,17 +2,13 @@
 Kafka's default partitioner, and each task a transaction the driver commits or aborts."""
 
 import pytest
-from helpers.needs import require_modules
+from kafka.partitioner.default import murmur2 as oracle_murmur2
 
-require_modules("pyspark", "pyarrow")
-
-from kafka.partitioner.default import murmur2 as oracle_murmur2  # noqa: E402
-
-from kfs.spark.partitioner import StickyPartitioner, murmur2, partition_for_key  # noqa: E402
-from helpers.shell import sh  # noqa: E402
-from helpers.waits import Lines  # noqa: E402
-from storage import LogManager  # noqa: E402
-from storage.records.control import ControlRecordType, end_transaction_marker  # noqa: E402
+from kfs.spark.partitioner import StickyPartitioner, murmur2, partition_for_key
+from helpers.shell import sh
+from helpers.waits import Lines
+from storage import LogManager
+from storage.records.control import ControlRecordType, end_transaction_marker
 
 
 def batches(backing, name):
