@@ -13,7 +13,8 @@ import itertools
 
 from storage.config import LogConfig
 from storage.errors import RecordTooLargeError
-from storage.records import RECORD_BATCH_OVERHEAD, encode_records
+from storage.records import encode_records
+from storage.records.framing import RECORD_BATCH_OVERHEAD
 from storage.records.varint import size_of_varint
 
 # (records, count, first timestamp, max timestamp): encoded records, offset deltas 0..count-1

@@ -43,7 +43,6 @@ from storage.producer_state import (
     ProducerStateManager,
 )
 from storage.records import (
-    RECORD_BATCH_OVERHEAD,
     RecordBatch,
     TimestampType,
     assign_offsets,
@@ -54,9 +53,8 @@ from storage.records import (
     seal_batch,
     set_log_append_time,
 )
-from storage.records.batch import CURRENT_MAGIC
-from storage.records.framing import last_offset_delta_at
 from storage.records.control import ControlRecordType, build_control_batch
+from storage.records.framing import CURRENT_MAGIC, RECORD_BATCH_OVERHEAD, last_offset_delta_at
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

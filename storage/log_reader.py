@@ -22,7 +22,7 @@ from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.isolation import IsolationLevel
 from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
 from storage.record_cache import RecordCache, records_cost
-from storage.records import Record
+from storage.records import Record, iter_batches
 from storage.records.framing import base_offset_at
 from storage.segment import Batch, BatchBlocks, LogSegment, SegmentScan
 from storage.transaction_index import AbortedTxn
@@ -280,12 +280,27 @@ class LogReader:
 
     @staticmethod
     def blocks(segment: LogSegment, position: int, end: int | None = None,
-               buffer=None, block_size: int | None = None) -> BatchBlocks:
+               block_size: int = _COLUMN_BLOCK, buffer=None) -> BatchBlocks:
         """The whole batches of ``segment`` starting in [position, end) as blocks for the
-        compiled walkers (``storage.segment.BatchBlocks``), read into ``buffer`` (reused)."""
-        if block_size is None:
-            return BatchBlocks(segment, position, end, buffer=buffer)
+        compiled walkers (``storage.segment.BatchBlocks``), read ``block_size`` bytes at a
+        time into ``buffer`` (reused)."""
         return BatchBlocks(segment, position, end, block_size=block_size, buffer=buffer)
+
+    @staticmethod
+    def whole_batches(segment, position: int, end: int, block_size: int = _COLUMN_BLOCK,
+                      buffer=None) -> Iterator[Batch]:
+        """The whole batches of ``segment`` (a LogSegment, or a ``FileRecords``) that start in
+        [position, end), any magic, parsed from blocks read ``block_size`` bytes at a time
+        into ``buffer`` (reused; a batch is valid until the next one is asked for). Stops at
+        a torn batch; raises CorruptRecordError / InvalidRecordError for bytes that are not
+        batches."""
+        blocks = BatchBlocks(segment, position, end, block_size=block_size, buffer=buffer)
+        for block in blocks:
+            consumed = 0
+            for batch in iter_batches(block):
+                yield batch
+                consumed += batch.size_in_bytes
+            blocks.advance(consumed)
 
     @staticmethod
     def intact_end(segment: LogSegment, position: int) -> tuple[int, str | None]:

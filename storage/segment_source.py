@@ -69,6 +69,16 @@ class LocalSegmentSource(SegmentSource):
     def __init__(self, log_file: PooledFile) -> None:
         self._file = log_file
 
+    @classmethod
+    def of_path(cls, path: Path) -> LocalSegmentSource:
+        """The segment whose ``.log`` is the file ``path``, read-only (a file as named on a
+        command line, e.g. ``kfs dump``'s)."""
+        return cls(PooledFile(Path(path), os.O_RDONLY))
+
+    def close(self) -> None:
+        """Close the ``.log``'s descriptor for good."""
+        self._file.close()
+
     @property
     def name(self) -> str:
         return self._file.path.name
@@ -104,6 +114,23 @@ class LocalSegmentSource(SegmentSource):
 
     def read_index(self, path: Path) -> IndexContents:
         return read_local_index(path)
+
+
+class FileRecords:
+    """A ``.log``'s bytes [0, ``size``) read through ``source`` (Kafka's ``FileRecords``): what
+    ``storage.segment.BatchBlocks`` walks for a reader of a bare ``.log`` with no segment
+    around it (``kfs dump``). ``size`` is the ``.log``'s length when opened."""
+
+    def __init__(self, source: SegmentSource) -> None:
+        self.source = source
+        self.size = source.log_size()
+
+    def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:
+        return self.source.read_at(position, size, nowait)
+
+    def read_into(self, buffer, position: int) -> memoryview:
+        view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
+        return self.source.read_into(view, position)
 
 
 def read_local_index(path: Path) -> IndexContents:

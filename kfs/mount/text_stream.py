@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from storage.damage import LogDamage
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.isolation import IsolationLevel
-from storage.records.batch import iter_batches
 from storage.records.columns import add_block
 from storage.records.framing import base_offset_at
 from storage.segment import LogSegment
@@ -272,7 +271,7 @@ class LogStream:
         text, row_ends, offsets = bytearray(), array("q"), array("q")
         pos, first = 0, -1
         aborted = None
-        for batch in self._whole_batches(segment, position, size):
+        for batch in self._reader.whole_batches(segment, position, position + size, size):
             if batch.base_offset >= end:
                 break
             batch.ensure_valid()
@@ -288,16 +287,6 @@ class LogStream:
                     row_ends.append(len(text))
                     offsets.append(record.offset)
         return _Chunk(memoryview(bytes(text)), row_ends, offsets), pos, first
-
-    def _whole_batches(self, segment: LogSegment, position: int, size: int):
-        """The whole batches that start in ``size`` .log bytes from ``position``, any magic."""
-        blocks = self._reader.blocks(segment, position, position + size, block_size=size)
-        for block in blocks:
-            consumed = 0
-            for batch in iter_batches(block):
-                yield batch
-                consumed += batch.size_in_bytes
-            blocks.advance(consumed)
 
     def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
         self._rendered[(segment, start, stop)] = chunk

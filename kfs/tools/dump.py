@@ -44,7 +44,6 @@ import dataclasses
 import functools
 import gc
 import json
-import mmap
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -77,9 +76,10 @@ from storage.errors import (
     InvalidTopicError,
     KafkaStorageError,
 )
+from storage.log_reader import LogReader
 from storage.offset_index import OffsetIndex
 from storage.producer_state import ProducerStateEntry, decode_snapshot
-from storage.records import Record, RecordBatch, iter_batches
+from storage.records import Record, RecordBatch
 from storage.records.legacy import COMPRESSION_CODEC_MASK as LEGACY_CODEC_MASK
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.control import (
@@ -87,6 +87,8 @@ from storage.records.control import (
     decode_control_record_key,
     decode_end_txn_marker_value,
 )
+from storage.segment import Batch
+from storage.segment_source import FileRecords, LocalSegmentSource
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import TransactionIndex
@@ -98,6 +100,7 @@ __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_l
 
 MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes default
 MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log's --max-message-size default
+_ENTRY_BLOCK = 64 * 1024  # .log bytes read at an index entry (a larger batch is read whole)
 RECORD_INDENT = "|"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX, TXN_INDEX_SUFFIX)
 
@@ -596,20 +599,22 @@ def _check_exists(path: str, what: str = "") -> None:
 
 
 @contextlib.contextmanager
-def _mapped(path: str) -> Iterator[bytes | mmap.mmap]:
-    """The whole file, memory-mapped read-only (an empty file is ``b""``)."""
+def _log_records(path: str) -> Iterator[FileRecords]:
+    """The ``.log`` at ``path`` as the engine reads a segment's bytes (through its source,
+    ``storage.segment_source``), for the span of a ``with``."""
     _check_exists(path)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            yield b""
-            return
-        mapped = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    source = LocalSegmentSource.of_path(Path(path))
     try:
-        yield mapped
+        yield FileRecords(source)
     finally:
-        with contextlib.suppress(BufferError):  # a batch still referencing it: the GC closes it
-            mapped.close()
+        source.close()
+
+
+def _first_batch(records: FileRecords, position: int, end: int, buffer) -> Batch | None:
+    """The batch at ``position`` when it is whole before ``end``, else None."""
+    batch = next(LogReader.whole_batches(records, position, min(end, records.size),
+                                         len(buffer), buffer), None)
+    return batch if batch is not None and position + batch.size_in_bytes <= end else None
 
 
 class _Dumper:
@@ -685,12 +690,14 @@ class _Dumper:
         base = _base_offset(path)
         if not self.options.json:
             self.line(f"Log starting offset: {base}")
-        with _mapped(path) as buf:
-            end = min(len(buf), self.options.max_bytes)
+        with _log_records(path) as records:
+            end = min(records.size, self.options.max_bytes)
             valid_bytes = 0
             last_offset = [-1]
             try:
-                for batch in iter_batches(buf, 0, end):
+                for batch in LogReader.whole_batches(records, 0, end):
+                    if valid_bytes + batch.size_in_bytes > end:
+                        break  # (Kafka's --max-bytes: batches wholly within the first bytes)
                     self._dump_batch(path, batch, valid_bytes, last_offset)
                     valid_bytes += batch.size_in_bytes
             except (CorruptRecordError, InvalidRecordError) as e:
@@ -785,12 +792,13 @@ class _Dumper:
                 index.sanity_check()
                 self.note(f"{java_path(path)} passed sanity check.")
                 return
-            with _mapped(log_path) as buf:
+            with _log_records(log_path) as records:
+                buffer = bytearray(_ENTRY_BLOCK)
                 for slot in range(index.entries):
                     offset, position = index.entry(slot)
                     if slot > 0 and offset == base:
                         break  # the zero-filled tail of an index left untrimmed by a crash
-                    self._check_index_entry(path, buf, offset, position)
+                    self._check_index_entry(path, records, buffer, offset, position)
                     if not self.options.verify_index_only:
                         if self.options.json:
                             self.emit({"offset": offset, "position": position})
@@ -799,11 +807,12 @@ class _Dumper:
         finally:
             index.close()
 
-    def _check_index_entry(self, path: str, buf, offset: int, position: int) -> None:
+    def _check_index_entry(self, path: str, records: FileRecords, buffer, offset: int,
+                           position: int) -> None:
         """Kafka compares the entry's offset with the last offset of the batch at its position
         (the first in ``--max-message-size``, 5 MiB, from there; a v2 batch or a v0/v1 entry)."""
         try:
-            batch = next(iter_batches(buf, position, position + MAX_MESSAGE_SIZE), None)
+            batch = _first_batch(records, position, position + MAX_MESSAGE_SIZE, buffer)
             if batch is None:
                 raise CorruptRecordError("no whole batch within 5 MiB of it")
         except (CorruptRecordError, InvalidRecordError) as e:
@@ -825,13 +834,15 @@ class _Dumper:
                 time_index.sanity_check()
                 self.note(f"{java_path(path)} passed sanity check.")
                 return
-            with _mapped(log_path) as buf:
+            with _log_records(log_path) as records:
+                buffer = bytearray(_ENTRY_BLOCK)
                 previous = -1
                 for slot in range(time_index.entries):
                     timestamp, offset = time_index.entry(slot)
                     if slot > 0 and offset == base:
                         break
-                    self._check_time_index_entry(path, buf, offset_index, timestamp, offset, previous)
+                    self._check_time_index_entry(path, records, buffer, offset_index, timestamp,
+                                                 offset, previous)
                     if not self.options.verify_index_only:
                         if self.options.json:
                             self.emit({"timestamp": timestamp, "offset": offset})
@@ -842,13 +853,15 @@ class _Dumper:
             time_index.close()
             offset_index.close()
 
-    def _check_time_index_entry(self, path: str, buf, offset_index: OffsetIndex, timestamp: int,
-                                offset: int, previous: int) -> None:
+    def _check_time_index_entry(self, path: str, records: FileRecords, buffer,
+                                offset_index: OffsetIndex, timestamp: int, offset: int,
+                                previous: int) -> None:
         """Kafka finds the first batch at or past the entry's offset (from the offset index's
         position) and wants it to end at that offset and carry that max record timestamp."""
         reports = self.reports
         found = None
-        for batch in iter_batches(buf, offset_index.lookup(offset)[1]):
+        for batch in LogReader.whole_batches(records, offset_index.lookup(offset)[1], records.size,
+                                             len(buffer), buffer):
             if batch.last_offset >= offset:
                 found = batch
                 break
