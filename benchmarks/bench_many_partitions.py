@@ -63,7 +63,7 @@ def process_figures(pid: int) -> tuple[int, float]:
 
 def serving_pid(mountpoint: Path) -> int:
     sys.path.insert(0, str(REPO))
-    from kfs.mount.mount_table import serving_processes
+    from kfs.mount_table import serving_processes
     return next(pid for pid, _, mnt in serving_processes() if mnt == str(mountpoint))
 
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 sys.path[:0] = [str(ROOT), str(TESTS)]
 
-from kfs.mount.mount_table import alive, serving_processes  # noqa: E402
+from kfs.mount_table import alive, serving_processes  # noqa: E402
 from helpers.append_writer import acknowledged, line_for  # noqa: E402
 
 TOPIC_PROPERTIES = "segment.bytes=20000\nindex.interval.bytes=500\n"  # as the test: many segments

@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kfs.mount.mount_table import serving_processes  # noqa: E402
+from kfs.mount_table import serving_processes  # noqa: E402
 
 SERVER_PROPERTIES = ("log.retention.check.interval.ms=1000\n"
                      "log.flush.offset.checkpoint.interval.ms=5000\n"

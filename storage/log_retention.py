@@ -40,6 +40,20 @@ def retention_plan(segments: list[LogSegment], config: LogConfig, log_start_offs
     return plan
 
 
+def describe_retention_plan(log_, plan: list[tuple[LogSegment, str]]) -> str:
+    """One line saying what ``plan`` (``Log.retention_plan``, oldest first) deletes of
+    ``log_`` (a ``storage.log.Log``): segments, offsets, bytes and the rules, as ``kfs
+    retention`` prints it and the mount logs it before its first retention pass."""
+    doomed = [segment for segment, _ in plan]
+    segments = log_.segments.all()
+    end = segments[len(doomed)].base_offset if len(doomed) < len(segments) else log_.log_end_offset
+    rules = ", ".join(dict.fromkeys(why for _, why in plan))
+    size = sum(s.size for s in doomed)
+    return (f"{log_.name}: {len(doomed)} of {len(segments)} segment(s), offsets "
+            f"{log_.log_start_offset}-{end - 1} ({size} of {log_.segments.size_in_bytes} "
+            f"bytes): {rules}")
+
+
 def _size_breach(size: int, retention_bytes: int) -> Rule:
     """The retention.bytes rule over segments of ``size`` bytes in all: drop oldest segments
     while what remains stays at or above the limit

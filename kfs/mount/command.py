@@ -15,9 +15,9 @@ import time
 from storage.isolation import IsolationLevel
 
 from kfs.args import CliError, positive_float
+from kfs.mount_table import FSTYPE, alive, mounted_at, mounts_at, serving_processes
 
 from .append import parse_separator
-from .mount_table import FSTYPE, alive, mounted_at, mounts_at, serving_processes
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 

@@ -22,10 +22,9 @@ import time
 from typing import Callable
 
 from kfs.args import CliError
+from kfs.mount_table import fsname_for
 from storage.isolation import IsolationLevel
-from kfs.tools import retention
-
-from .mount_table import fsname_for
+from storage.log_retention import describe_retention_plan
 
 log = logging.getLogger("kfs")
 
@@ -188,7 +187,7 @@ def _retention_warnings(mgr) -> list[str]:
     for name, plan in sorted(mgr.retention_plans().items()):
         log_ = mgr.get(name)
         if 2 * sum(s.size for s, _ in plan) > log_.segments.size_in_bytes:
-            warnings.append(f"retention will delete most of {retention.describe(log_, plan)} "
+            warnings.append(f"retention will delete most of {describe_retention_plan(log_, plan)} "
                             f"at its first pass, in log.retention.check.interval.ms="
                             f"{mgr.config.retention_check_interval_ms} ms (set retention.ms / "
                             "retention.bytes in <topic>.topic.properties to keep it)")

@@ -48,7 +48,7 @@ from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.framing import RECORD_BATCH_OVERHEAD
 from storage.topic_partition import parse_partition_dir_name
 
-from kfs.mount.mount_table import find_mount
+from kfs.mount_table import find_mount
 from .partitioner import StickyPartitioner, assign_partitions
 
 PRODUCER_EPOCH = 0

@@ -1,6 +1,6 @@
 """``kfs retention BACKING_DIR [--yes]``: what retention.ms / retention.bytes (and log start
 offsets) no longer keep, as a broker's retention check would delete it; deleted with ``--yes``
-or a yes on a terminal. ``describe`` is the plan's wording, which the mount also prints."""
+or a yes on a terminal, each plan in ``storage.log_retention``'s words (the mount's too)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from kfs.args import CliError, confirm, existing_directory
+from storage.log_retention import describe_retention_plan
 
 
 def add_parser(sub) -> None:
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         print("retention would delete (nothing has changed yet):")
         for name, plan in sorted(plans.items()):
-            print(f"  {describe(mgr.get(name), plan)}")
+            print(f"  {describe_retention_plan(mgr.get(name), plan)}")
         if not (args.yes or confirm(sys.stdout, "delete now? [y/N] ")):
             print("nothing changed: run with --yes to delete")
             return 0
@@ -52,15 +53,3 @@ def run(args: argparse.Namespace) -> int:
     finally:
         mgr.close()
     return 0
-
-
-def describe(log_, plan: list) -> str:
-    """One line saying what ``plan`` (``Log.retention_plan``) deletes of ``log_``: segments,
-    offsets, bytes and the rules."""
-    doomed = [segment for segment, _ in plan]
-    end = log_.segments.all()[len(doomed)].base_offset if len(doomed) < len(log_.segments) \
-        else log_.log_end_offset
-    rules = ", ".join(dict.fromkeys(why for _, why in plan))
-    size = sum(s.size for s in doomed)
-    return (f"{log_.name}: {len(doomed)} of {len(log_.segments)} segment(s), offsets "
-            f"{log_.log_start_offset}-{end - 1} ({size} of {log_.segments.size_in_bytes} bytes): {rules}")

@@ -30,7 +30,7 @@ from storage.records.control import ControlRecordType, build_control_batch
 from storage.topic_partition import parse_partition_dir_name
 
 from kfs.args import CliError, existing_directory, positive_int
-from kfs.mount.mount_table import find_mount
+from kfs.mount_table import find_mount
 
 COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
            "StartOffset", "LastTimestamp")

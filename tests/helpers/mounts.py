@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kfs.mount.mount_table import alive, serving_processes
+from kfs.mount_table import alive, serving_processes
 
 from .kfs import kfs_command, kfs_env
 from .paths import REPO

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Callable, TypeVar
 
-from kfs.mount.mount_table import alive
+from kfs.mount_table import alive
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ import subprocess
 from helpers.kfs import kfs_command, kfs_env
 from helpers.mounts import daemon_pids, is_mounted
 from helpers.paths import REPO
-from kfs.mount.mount_table import alive
+from kfs.mount_table import alive
 from storage import LogManager
 
 
