@@ -143,14 +143,6 @@ class Log:
         """The offset the next appended record gets (one past the last batch's last offset)."""
         return self._leo
 
-    def last_modified_ms(self) -> int:
-        """When the log last changed on disk: its active segment's ``.log`` mtime (epoch ms),
-        which moves only with appends and rolls (0 when it cannot be read)."""
-        try:
-            return self.segments.active.modified_ms()
-        except (OSError, IndexError, ValueError):
-            return 0
-
     # -- appending --------------------------------------------------------------------------
 
     def append(self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None,

@@ -85,6 +85,14 @@ class LogSegments:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._view[1])
 
+    def last_modified_ms(self) -> int:
+        """When the log last changed on disk: its active segment's ``.log`` mtime (epoch ms),
+        which moves only with appends and rolls (0 when it cannot be read)."""
+        try:
+            return self.active.modified_ms()
+        except (OSError, IndexError, ValueError):
+            return 0
+
     # -- following another writer -----------------------------------------------------------
 
     def follow_files(self, names: list[str] | None = None) -> bool:

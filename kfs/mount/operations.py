@@ -458,7 +458,7 @@ class KafkaFs(pyfuse3.Operations):
         ino = (inodes.fixed_ino(node.pid, node.kind) if node.offset is None
                else inodes.offset_ino(node.pid, node.kind, node.offset))
         return self._stream_attr(ino, await self._streams.size(stream, start),
-                                 stream.log.last_modified_ms() * 1_000_000)
+                                 stream.log.segments.last_modified_ms() * 1_000_000)
 
     def _content(self, pid: int, record: Any) -> bytes:
         """A record file's content: its value, or for a coordinator topic's record the
