@@ -33,7 +33,7 @@ from storage.errors import (
     RecordTooLargeError,
 )
 from storage.leader_epoch_cache import LeaderEpochFileCache
-from storage.log_files import SWAP_SUFFIX
+from storage.log_files import SWAP_SUFFIX, log_file, offset_index_file, time_index_file
 from storage.log_reader import LogReader
 from storage.log_retention import retention_plan
 from storage.log_segments import LogSegments
@@ -55,13 +55,7 @@ from storage.records import (
 )
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.framing import CURRENT_MAGIC, RECORD_BATCH_OVERHEAD, last_offset_delta_at
-from storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
-)
+from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -492,8 +486,8 @@ class Log:
             if active.base_offset == new_base and active.size == 0:
                 return active  # Kafka reuses an empty active segment with the same base
             active.on_become_inactive()
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                leftover = self.dir / (filename_prefix(new_base) + suffix)
+            for file in (log_file, offset_index_file, time_index_file):
+                leftover = file(self.dir, new_base)
                 if leftover.exists():  # e.g. from a rolled-back append before a crash
                     log.warning("deleting leftover %s before rolling to it", leftover)
                     leftover.unlink()
@@ -566,7 +560,7 @@ class Log:
         :meth:`append_as_leader` (InvalidProducerEpochError for a lower epoch,
         TransactionCoordinatorFencedError for a lower coordinator epoch)."""
         marker = build_control_batch(0, producer_id, producer_epoch, ControlRecordType.ABORT,
-                                     coordinator_epoch)
+                                     coordinator_epoch, timestamp_ms=self.clock.milliseconds())
         return self.append_as_leader(marker)[0]
 
     def abort_timed_out_transactions(self, timeout_ms: int, now: int | None = None

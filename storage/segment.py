@@ -27,7 +27,7 @@ from storage.log_files import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    filename_prefix,
+    offset_file,
 )
 from storage.offset_index import OffsetIndex
 from storage.open_files import PooledFile
@@ -146,8 +146,8 @@ class LogSegment:
     def _path(self, kind: str, suffix: str | None = None) -> Path:
         """The segment's file of ``kind`` (``.log``, ``.index``, ...) with ``suffix`` (default:
         the segment's own)."""
-        return self.dir / (filename_prefix(self.base_offset) + kind +
-                           (self.file_suffix if suffix is None else suffix))
+        return offset_file(self.dir, self.base_offset,
+                           kind + (self.file_suffix if suffix is None else suffix))
 
     @property
     def log_path(self) -> Path:
