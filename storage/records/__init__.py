@@ -1,7 +1,9 @@
 """Sans-IO codec of Kafka's record formats: varints, compression framing, record batches
 (magic 2) and, read-only, the legacy v0/v1 message formats.
 
-Everything takes and returns bytes/memoryviews; nothing here touches a file.
+Everything takes and returns bytes/memoryviews; nothing here touches a file. The batch
+header's names (field offsets, sizes, attribute masks, ``next_batch``) are imported from
+``storage.records.framing`` only: neither this package nor ``batch`` hands them on.
 """
 
 from storage.records.batch import (
@@ -18,10 +20,6 @@ from storage.records.batch import (
     whole_batch_at,
 )
 from storage.records.compression import CompressionType, compress, decompress
-# The batch header's names (offsets, sizes, masks) are imported from storage.records.framing
-# only. (RECORD_BATCH_OVERHEAD is still handed on here for storage/log.py and
-# storage/batch_planning.py until they import it from there: then this line goes.)
-from storage.records.framing import RECORD_BATCH_OVERHEAD
 from storage.records.legacy import LegacyRecordBatch
 from storage.records.record import Record, TimestampType
 from storage.records.varint import (
