@@ -161,6 +161,14 @@ _STR_KEYS = {
 }
 
 
+# Where Kafka 4.1.1 refuses values kfs takes: topic key -> (broker key, Kafka's minimum). kfs
+# keeps them (tests and demos roll small segments) with a warning; kfs adopt refuses a topic
+# with one, as the broker would refuse its kafka-topics.sh --create --config line.
+KAFKA_MINIMUMS = {"segment.bytes": ("log.segment.bytes", 1_048_576)}
+# kfs's own topic keys, which Kafka does not know (not for kafka-topics.sh --config)
+KFS_ONLY_KEYS = frozenset({"batch.size"})
+_warned: set[str] = set()  # each warning once per process (a mount opens many partitions)
+
 # Kafka topic configs (TopicConfig) that kfs reads without acting on them yet.
 _NOT_APPLIED_YET = frozenset({
     "preallocate",
@@ -245,6 +253,29 @@ def topic_overrides(props: dict[str, str]) -> dict[str, object]:
     return out
 
 
+def kafka_refusals(props: dict[str, str], broker: bool = False) -> list[str]:
+    """Settings of ``props`` (topic keys; with ``broker``, server.properties keys) that kfs
+    takes but Kafka 4.1.1 refuses, each as ``key=value is below Kafka 4.1.1's minimum of N``."""
+    out = []
+    for topic_key, (broker_key, minimum) in KAFKA_MINIMUMS.items():
+        key = broker_key if broker else topic_key
+        try:
+            value = int(props[key].strip())
+        except (KeyError, ValueError):
+            continue
+        if value < minimum:
+            out.append(f"{key}={value} is below Kafka 4.1.1's minimum of {minimum}")
+    return out
+
+
+def _warn_kafka_refuses(path: Path, refusals: list[str], consequence: str) -> None:
+    for refusal in refusals:
+        text = f"{path}: {refusal}: kfs uses it, but {consequence}"
+        if text not in _warned:
+            _warned.add(text)
+            log.warning("%s", text)
+
+
 def read_properties(path: Path) -> dict[str, str]:
     """A Java ``.properties`` file as a dict; an absent file is empty. So is one whose name
     cannot exist: ``<topic>.topic.properties`` of a legal topic of 239 to 249 characters is
@@ -316,13 +347,23 @@ def load_manager_config(backing_dir: Path) -> LogManagerConfig:
 
 
 def load_broker_config(backing_dir: Path) -> dict[str, object]:
-    """The broker-level overrides of ``BACKING_DIR/server.properties``."""
-    return broker_overrides(read_properties(backing_dir / SERVER_PROPERTIES))
+    """The broker-level overrides of ``BACKING_DIR/server.properties`` (a value a Kafka
+    broker would refuse is logged as a warning)."""
+    props = read_properties(backing_dir / SERVER_PROPERTIES)
+    overrides = broker_overrides(props)
+    _warn_kafka_refuses(backing_dir / SERVER_PROPERTIES, kafka_refusals(props, broker=True),
+                        "a Kafka broker refuses to start with it")
+    return overrides
 
 
 def load_log_config(backing_dir: Path, topic: str, broker: dict[str, object]) -> LogConfig:
     """The effective LogConfig of ``topic``: Kafka defaults < broker keys < topic keys.
 
-    Raises InvalidConfigError for a bad value or an unknown topic key."""
-    topic_props = read_properties(backing_dir / f"{topic}{TOPIC_PROPERTIES_SUFFIX}")
-    return LogConfig(**{**broker, **topic_overrides(topic_props)})
+    Raises InvalidConfigError for a bad value or an unknown topic key; logs a warning for a
+    value Kafka refuses (``kafka_refusals``)."""
+    path = backing_dir / f"{topic}{TOPIC_PROPERTIES_SUFFIX}"
+    topic_props = read_properties(path)
+    config = LogConfig(**{**broker, **topic_overrides(topic_props)})
+    _warn_kafka_refuses(path, kafka_refusals(topic_props),
+                        "a Kafka broker refuses it (kfs adopt refuses the topic)")
+    return config

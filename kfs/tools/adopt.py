@@ -164,6 +164,7 @@ def adopt(backing_dir, broker_log_dir, partitions: list[str] | None = None, *,
         if not (broker / CLEAN_SHUTDOWN_FILE).exists():
             raise AdoptError(f"the broker of {broker} did not shut down cleanly (no "
                              f"{CLEAN_SHUTDOWN_FILE}): start it and stop it cleanly first")
+        _check_settings(backing, partitions)
         try:
             found = _close_cleanly(backing, partitions)
         except LogDirLockedError:
@@ -232,6 +233,28 @@ def _close_cleanly(backing: Path, names: list[str] | None) -> list[Partition]:
         mgr.close()
 
 
+def _check_settings(backing: Path, names: list[str] | None) -> None:
+    """AdoptError for the first partition (of ``names``, default all) whose topic has a setting
+    a Kafka broker refuses (``segment.bytes`` under 1 MiB): ``kafka-topics.sh --create
+    --config`` would fail, and the cluster's settings replace kfs's anyway. Checked before the
+    engine opens the directory, which would warn of it as well."""
+    from storage.config import kafka_refusals
+    from storage.errors import InvalidTopicError
+    from storage.topic_partition import parse_partition_dir_name
+
+    for name in names or sorted(os.listdir(backing)):
+        try:
+            topic, _ = parse_partition_dir_name(name)
+        except InvalidTopicError:
+            continue
+        path, props = _topic_properties(backing, topic)
+        if refusals := kafka_refusals(props):
+            raise AdoptError(f"{name}: {refusals[0]} ({path}): the broker refuses it, and the "
+                             "topic's settings in the cluster replace kfs's: set it in range "
+                             "or remove it (the segments already written stay as they are), "
+                             "then adopt again")
+
+
 def _verify(backing: Path, found: list[Partition]) -> None:
     """AdoptError for the first partition ``kfs verify`` finds a problem in (a batch failing
     its CRC that a clean shutdown let through, a bad index entry, ...): the broker would
@@ -285,18 +308,21 @@ def _topic_id(path: Path) -> str:
     raise AdoptError(f"{path} names no topic_id")
 
 
-def _config_flags(backing: Path, topic: str) -> str:
-    """`` --config k=v`` for each setting of ``<topic>.topic.properties`` in ``backing``."""
-    from storage.config import TOPIC_PROPERTIES_SUFFIX
+def _topic_properties(backing: Path, topic: str) -> tuple[Path, dict[str, str]]:
+    from storage.config import TOPIC_PROPERTIES_SUFFIX, read_properties
 
     path = backing / f"{topic}{TOPIC_PROPERTIES_SUFFIX}"
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return ""
-    pairs = [line.strip() for line in lines
-             if line.strip() and not line.lstrip().startswith(("#", "!")) and "=" in line]
-    return "".join(f" --config {pair.replace(' ', '')}" for pair in pairs)
+    return path, read_properties(path)
+
+
+def _config_flags(backing: Path, topic: str) -> str:
+    """`` --config k=v`` for each setting of ``<topic>.topic.properties`` in ``backing`` that
+    Kafka knows (not kfs's own ``batch.size``)."""
+    from storage.config import KFS_ONLY_KEYS
+
+    props = _topic_properties(backing, topic)[1]
+    return "".join(f" --config {key}={value.strip()}" for key, value in props.items()
+                   if key not in KFS_ONLY_KEYS)
 
 
 def _holds_records(directory: Path) -> bool:

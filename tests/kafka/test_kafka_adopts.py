@@ -452,7 +452,8 @@ KFS_CONFIG = {  # <topic>.topic.properties: small segments, so that logs roll
     "txn-timeout": {},
 }
 # The topics as the cluster knows them: kfs's settings, but segment.bytes (Kafka 4 refuses
-# segments under 1 MiB; it matters only for the broker's own later rolls)
+# segments under 1 MiB, so kfs adopt refuses them until taken out; it matters only for the
+# broker's own later rolls)
 CLUSTER_CONFIG = {topic: {k: v for k, v in config.items() if k != "segment.bytes"}
                   for topic, config in KFS_CONFIG.items()}
 
@@ -481,6 +482,12 @@ def adopted(tmp_path_factory):
         refused = kfs_adopt(backing, broker.log_dir)
         broker.stop()
         untouched = tree(broker.log_dir)
+        small = kfs_adopt(backing, broker.log_dir)  # kfs's segment.bytes=8192: not for Kafka
+        assert small.returncode == 1 and "segment.bytes=8192 is below Kafka 4.1.1's minimum " \
+            "of 1048576" in small.stderr, small.stdout + small.stderr
+        assert tree(broker.log_dir) == untouched
+        for topic, config in CLUSTER_CONFIG.items():  # as the user does: the cluster's settings
+            topic_properties(backing, topic, config)
         dry = kfs_adopt("--dry-run", backing, broker.log_dir)
         assert dry.returncode == 0, dry.stdout + dry.stderr
         assert dry.stdout.splitlines()[-1] == "nothing changed (--dry-run)"

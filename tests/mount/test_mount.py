@@ -177,6 +177,24 @@ def test_mkdir_of_a_topic_name_up_to_kafkas_limit_works(mount, length):
     assert out(f"cat {topic}-0/values", ro.path) == "long\n"
 
 
+def test_a_segment_bytes_kafka_refuses_is_taken_with_a_warning(mount, tmp_path):
+    """segment.bytes=2000 (Kafka 4.1.1's minimum is 1048576): kfs rolls at 2000 bytes as
+    asked, and its log says once that a broker would refuse it (issue 25)."""
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "orders.topic.properties").write_text("segment.bytes=2000\n")
+    m = mount(backing, "--log-level=warning")
+    sh("mkdir orders-0 orders-1 && for i in $(seq 60); do echo record-$i-xxxxxxxxxxxxxxxxxxxxxx"
+       " >> orders-0/append; done", m.path)
+    assert int(xattr("orders-0", "user.kafka.segmentCount", m.path)) > 1
+    warnings = [line for line in m.log_text().splitlines() if " WARNING " in line]
+    assert len(warnings) == 1, m.log_text()
+    assert warnings[0].endswith(
+        f"{backing / 'orders.topic.properties'}: segment.bytes=2000 is below Kafka 4.1.1's "
+        "minimum of 1048576: kfs uses it, but a Kafka broker refuses it (kfs adopt refuses the "
+        "topic)")
+
+
 def test_mkdir_existing_partition_is_eexist(mount):
     m = mount()
     new_partition(m)
