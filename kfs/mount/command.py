@@ -128,7 +128,8 @@ def _wait_for_closing(backing: str) -> None:
 
 def cmd_umount(args: argparse.Namespace) -> int:
     """``fusermount3 -u MOUNTPOINT``, then wait until the kfs process serving it has closed
-    its logs and exited (so the backing directory can be mounted again at once)."""
+    its logs and exited (so the backing directory can be mounted again at once). CliError when
+    that close failed (a full disk), with the process's own line (``close_report_file``)."""
     mountpoint = os.path.abspath(args.mountpoint)
     if not mounted_at(mountpoint):
         raise CliError(f"{mountpoint} is not a kfs mount")
@@ -140,6 +141,16 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if _wait_for(pids, args.timeout):
         raise CliError(f"unmounted {mountpoint}, but its kfs process is still closing after "
                        f"{args.timeout:g} s")
+    from .daemon import close_report_file
+
+    for pid in pids:  # a process whose close failed says so
+        try:
+            with open(close_report_file(pid)) as f:
+                failure = f.read().strip()
+            os.unlink(close_report_file(pid))
+        except OSError:
+            continue
+        raise CliError(f"unmounted {mountpoint}, but {failure}")
     return 0
 
 

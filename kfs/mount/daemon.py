@@ -45,6 +45,29 @@ def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, read
     return cmd + ["--", backing, mountpoint]
 
 
+def close_report_file(pid: int) -> str:
+    """Where serving process ``pid`` leaves one line when closing its logs failed, for ``kfs
+    umount`` to print (it cannot see that process's exit status): in ``$XDG_RUNTIME_DIR``,
+    else the temporary directory."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if not (os.path.isabs(runtime) and os.path.isdir(runtime)):
+        runtime = tempfile.gettempdir()
+    return os.path.join(runtime, f"kfs-{os.getuid()}-close-{pid}.txt")
+
+
+def _report_close_failure(text: str) -> None:
+    """Leave ``text`` in this process's close_report_file (atomically: a reader sees all of
+    it or nothing)."""
+    path = close_report_file(os.getpid())
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".kfs-close-")
+        with os.fdopen(fd, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        log.warning("cannot leave the close failure for kfs umount in %s", path)
+
+
 def default_log_file(mountpoint: str) -> str:
     """Where a background mount logs without ``--log-file``: ``$XDG_STATE_HOME/kfs/`` (default
     ``~/.local/state/kfs/``) and the mountpoint's absolute path with ``/`` as ``-``
@@ -199,6 +222,8 @@ def _retention_warnings(mgr) -> list[str]:
 def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: bytes) -> int:
     """Mount and serve until unmounted or signalled; returns the exit status."""
     _setup_logging(args.log_level, args.log_file)
+    with contextlib.suppress(OSError):  # (an earlier process's, with this pid)
+        os.unlink(close_report_file(os.getpid()))
     reporter = _Reporter(args.ready_fd)
     try:
         import pyfuse3
@@ -256,9 +281,13 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
             log.warning("dropped %d bytes of partial lines from files still open at shutdown", pending)
         try:
             mgr.close()
-        except Exception:  # noqa: BLE001 - report, and exit non-zero
+        except Exception as exc:  # noqa: BLE001 - report, and exit non-zero
             log.exception("closing the logs failed")
             failed = True
+            _report_close_failure(
+                f"closing the logs of {backing} failed ({exc}): no clean-shutdown marker was "
+                "written, so the next mount recovers its partitions as after a crash"
+                + (f" (see {args.log_file})" if args.log_file else ""))
         log.info("unmounted %s", mountpoint)
     return 1 if failed else 0
 
