@@ -21,15 +21,17 @@ from crc32c import crc32c
 
 from storage.errors import InvalidRecordError
 from storage.records.framing import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
-    CURRENT_MAGIC,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    Framed,
     base_offset_at,
+    batch_crc_at,
     entry_size,
+    is_v2_header,
+    next_batch,
     records_count_at,
+    stored_crc_at,
 )
 from storage.segment import SegmentScan
 
@@ -154,13 +156,14 @@ def next_intact_batch(segment, start: int, next_offset: int) -> int | None:
 
 
 def _intact_at(segment, block, at: int, position: int, next_offset: int) -> bool:
-    base_offset, size = base_offset_at(block, at), entry_size(block, at)
-    if size < RECORD_BATCH_OVERHEAD or position + size > segment.size or \
+    framed, size = next_batch(block, at, at + segment.size - position)  # end: the segment's
+    base_offset = base_offset_at(block, at)
+    if framed is not Framed.WHOLE or \
             not 0 <= base_offset - max(next_offset, segment.base_offset) <= _INT32_MAX:
         return False
-    data = block[at:at + size] if at + size <= len(block) else segment.read_at(position, size)
-    return crc32c(data[ATTRIBUTES_OFFSET:]) == int.from_bytes(data[CRC_OFFSET:ATTRIBUTES_OFFSET],
-                                                               "big")
+    if at + size > len(block):
+        block, at = segment.read_at(position, size), 0
+    return batch_crc_at(block, at, size) == stored_crc_at(block, at)
 
 
 def header_records(segment, start: int, end: int) -> int | None:
@@ -170,13 +173,10 @@ def header_records(segment, start: int, end: int) -> int | None:
     position, records = start, 0
     while position < end:
         header = segment.read_at(position, RECORD_BATCH_OVERHEAD)
-        if len(header) < RECORD_BATCH_OVERHEAD or header[MAGIC_OFFSET] != CURRENT_MAGIC:
-            return None
-        size, count = entry_size(header), records_count_at(header)
-        if size < RECORD_BATCH_OVERHEAD or count < 0:
+        if not is_v2_header(header) or (count := records_count_at(header)) < 0:
             return None
         records += count
-        position += size
+        position += entry_size(header)
     return records
 
 

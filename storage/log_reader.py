@@ -23,7 +23,7 @@ from storage.isolation import IsolationLevel
 from storage.read_committed import AbortedTxnFilter, collect_aborted_txns
 from storage.record_cache import RecordCache, records_cost
 from storage.records import Record, iter_batches
-from storage.records.framing import base_offset_at
+from storage.records.framing import LOG_OVERHEAD, base_offset_at
 from storage.segment import Batch, BatchBlocks, LogSegment, SegmentScan
 from storage.transaction_index import AbortedTxn
 
@@ -307,7 +307,7 @@ class LogReader:
         """(end of the intact batches of ``segment`` from ``position``, what is wrong right
         after them, or None when nothing is): the checks of Kafka's ``LogSegment.recover``
         (whole, CRC, offsets following on), from the offset the batch at ``position`` names."""
-        expected = base_offset_at(segment.read_at(position, 8))
+        expected = base_offset_at(segment.read_at(position, LOG_OVERHEAD))
         scan = SegmentScan(segment.base_offset, crc32c, expected, stop_at_problem=True)
         segment.scan_whole_batches(scan, position)
         end = scan.valid_end if scan.valid_end > position else position
@@ -320,9 +320,9 @@ class LogReader:
         batch; ``low_offset`` the offset the batches before it reached, ``problem`` what is
         wrong there): (the damage, the position of the next intact batch or the segment's
         size, the base offset of that batch or None when none follows)."""
-        expected = base_offset_at(segment.read_at(position, 8))
+        expected = base_offset_at(segment.read_at(position, LOG_OVERHEAD))
         resume = next_intact_batch(segment, position + 1, low_offset)
-        after = None if resume is None else base_offset_at(segment.read_at(resume, 8))
+        after = None if resume is None else base_offset_at(segment.read_at(resume, LOG_OVERHEAD))
         # the first offset lost: the damaged header's, when it is believable
         lost = expected if low_offset <= expected <= (after if after is not None else expected) \
             else low_offset

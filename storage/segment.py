@@ -31,7 +31,7 @@ from storage.log_files import (
 )
 from storage.offset_index import OffsetIndex
 from storage.open_files import PooledFile
-from storage.records import LegacyRecordBatch, Record, RecordBatch, batch_at
+from storage.records import LegacyRecordBatch, Record, RecordBatch, batch_at, whole_batch_at
 from storage.records._c.scan import (  # this module is their owner
     SegmentScan,
     batch_ends,
@@ -39,10 +39,8 @@ from storage.records._c.scan import (  # this module is their owner
 )
 from storage.segment_source import LocalSegmentSource, SegmentSource
 from storage.records.framing import (
-    CURRENT_MAGIC,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
-    MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     V2_OFFSETS_AND_MAX_TIMESTAMP,
     Framed,
@@ -110,11 +108,14 @@ class LogSegment:
     ``clock`` (``storage.clock``) dates the segment's creation, what ``segment.ms`` rolls by.
     ``file_suffix`` names files ``<base>.log<suffix>`` and so on: the cleaner writes its
     segment as ``.cleaned`` and renames it (``LogSegment.open(..., fileSuffix)`` and
-    :meth:`change_file_suffixes`). Raises OSError when the files cannot be opened.
+    :meth:`change_file_suffixes`). ``source`` is where a read-only segment's bytes are read
+    (``storage.segment_source``; default: the local files in ``directory``, whose path then
+    names the object store's prefix). Raises OSError when the files cannot be opened.
     """
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, writable: bool,
-                 clock: Clock = SYSTEM_CLOCK, file_suffix: str = ""):
+                 clock: Clock = SYSTEM_CLOCK, file_suffix: str = "",
+                 source: SegmentSource | None = None):
         self.base_offset = base_offset
         self.clock = clock
         self.config = config
@@ -125,7 +126,7 @@ class LogSegment:
         # the .log's descriptor: opened when used, closed when idle (storage.open_files)
         self._file = PooledFile(self._path(LOG_SUFFIX), flags)
         # every read of the segment's bytes goes through its source (storage.segment_source)
-        self.source: SegmentSource = LocalSegmentSource(self._file)
+        self.source: SegmentSource = source or LocalSegmentSource(self._file)
         self.size = self.source.log_size()
         # A writable segment's indexes are mapped now (the loader checks them); a read-only
         # one's are read when first looked up (Kafka's LazyIndex): opening a log reads no index.
@@ -327,31 +328,22 @@ class LogSegment:
         (default: the segment size), stopping silently at a partial batch, as Kafka's
         ``FileLogInputStream``. A batch is a RecordBatch (magic 2) or a LegacyRecordBatch (a
         v0/v1 log entry), chosen by its magic byte. Each is parsed from a block read ahead, so
-        it holds at least its header (see ``is_complete``). Raises CorruptRecordError for an
-        impossible size; BlockingIOError as :meth:`read_at` with ``nowait``."""
+        it holds at least its header (see ``is_complete``). Raises as ``whole_batch_at`` (Kafka's
+        ``FileLogInputStream.nextBatch``); BlockingIOError as :meth:`read_at` with ``nowait``."""
         end = self.size if end is None else end
         block, block_pos, block_len = b"", position, 0
-        overhead, magic_at, v2 = RECORD_BATCH_OVERHEAD, MAGIC_OFFSET, CURRENT_MAGIC
         while position + HEADER_SIZE_UP_TO_MAGIC < end:
             rel = position - block_pos
-            if rel < 0 or rel + overhead > block_len:  # past the block, or a header may be cut
-                if rel < 0 or block_pos + block_len < end:
-                    size = min(_SCAN_BLOCK, end - position)
-                    block, block_pos, rel = self.read_at(position, size, nowait), position, 0
-                    block_len = len(block)
-                    if block_len <= magic_at:  # the file is shorter than the segment size
-                        return
-                if rel + overhead > block_len:
-                    # The segment's last bytes: a torn header ends the scan as a torn batch does.
-                    if position + entry_size(block, rel) > end:
-                        return
-            try:  # v2 first: the magic check costs v2 nothing, legacy entries an exception
-                batch = RecordBatch(block, rel)
-            except InvalidRecordError:
-                if block[rel + magic_at] >= v2:
-                    raise
-                batch = LegacyRecordBatch(block, rel)
-            if position + batch.size_in_bytes > end:
+            # past the block, or a header may be cut where the block (not the segment) ends
+            if rel < 0 or (rel + RECORD_BATCH_OVERHEAD > block_len
+                           and block_pos + block_len < end):
+                size = min(_SCAN_BLOCK, end - position)
+                block, block_pos, rel = self.read_at(position, size, nowait), position, 0
+                block_len = len(block)
+                if block_len < HEADER_SIZE_UP_TO_MAGIC:  # the file is shorter than the segment
+                    return
+            batch = whole_batch_at(block, rel, end - block_pos)
+            if batch is None:  # torn, at end or where the file ends
                 return
             yield position, batch
             position += batch.size_in_bytes
@@ -618,6 +610,7 @@ class LogSegment:
             self.time_index.close()
         self.txn_index.close()
         self._file.close()
+        self.source.close()
 
     def rename_to_deleted(self) -> None:
         """Rename every file of the segment to ``<name>.deleted``: readers holding it keep

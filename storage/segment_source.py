@@ -61,6 +61,9 @@ class SegmentSource:
         ``.txnindex``), whole; :data:`EMPTY_INDEX` when there is none."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what reading held (descriptors, connections); reads may not follow."""
+
 
 class LocalSegmentSource(SegmentSource):
     """A segment's local files: the ``.log`` through ``log_file`` (a ``PooledFile``: opened
@@ -149,3 +152,56 @@ def read_local_index(path: Path) -> IndexContents:
         return IndexContents(os.pread(fd, min(length, data_end), 0), length)
     finally:
         os.close(fd)
+
+
+class ObjectSegmentSource(SegmentSource):
+    """A segment whose files are objects of an object store (S3, GCS, HDFS, or local files
+    through the same API), read with ranged requests through ``pyarrow.fs``: ``store`` (a
+    ``storage.remote.object_store.ObjectStore``) gives the file system and the bounded cache
+    of index objects; ``log_path`` is the ``.log`` object's path in it, ``size`` its length
+    and ``modified_ms`` its mtime (epoch ms), both from the listing (objects never grow).
+    Only the bytes asked for are fetched. ``nowait`` reads raise BlockingIOError (every read
+    is a request: an event loop sends it to a worker thread). Raises OSError (pyarrow's
+    errors for the store: access denied, no such object, connection lost)."""
+
+    def __init__(self, store, log_path: str, size: int, modified_ms: int) -> None:
+        self._store = store
+        self._path = log_path
+        self._size = size
+        self._mtime_ms = modified_ms
+        self._file = None  # the .log opened on first read (pyarrow's reads at are thread-safe)
+
+    @property
+    def name(self) -> str:
+        return self._path
+
+    def log_size(self) -> int:
+        return self._size
+
+    def modified_ms(self) -> int:
+        return self._mtime_ms
+
+    def _log(self):
+        if self._file is None:
+            self._file = self._store.open(self._path, self._size)
+        return self._file
+
+    def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:
+        if nowait:
+            raise BlockingIOError(errno.EAGAIN, f"{self._path}: a request to the object store")
+        size = max(min(size, self._size - position), 0)
+        return self._log().read_at(size, position).to_pybytes() if size else b""
+
+    def read_into(self, view: memoryview, position: int) -> memoryview:
+        data = self.read_at(position, len(view))
+        view[:len(data)] = data
+        return view[:len(data)]
+
+    def read_index(self, path: Path) -> IndexContents:
+        data = self._store.read_small_object(str(path))
+        return EMPTY_INDEX if data is None else IndexContents(data, len(data))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
