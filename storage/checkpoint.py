@@ -76,20 +76,27 @@ def read_checkpoint(path: Path, parse: Callable[[list[str]], T]) -> list[T]:
     fields. A missing or empty file has none. Raises CorruptCheckpointError for a wrong version,
     a count that does not match or a line that does not parse."""
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
     except FileNotFoundError:
         return []
+    return parse_checkpoint(text, path, parse)
+
+
+def parse_checkpoint(text: str, name, parse: Callable[[list[str]], T]) -> list[T]:
+    """:func:`read_checkpoint` of a checkpoint's ``text`` (read from anywhere; ``name`` says
+    which file in errors)."""
+    lines = text.splitlines()
     if not lines:
         return []
     try:
         if int(lines[0]) != _VERSION:
-            raise CorruptCheckpointError(f"{path}: unsupported version {lines[0]!r}")
+            raise CorruptCheckpointError(f"{name}: unsupported version {lines[0]!r}")
         count = int(lines[1])
         if count != len(lines) - 2:
-            raise CorruptCheckpointError(f"{path}: expected {count} entries, found {len(lines) - 2}")
+            raise CorruptCheckpointError(f"{name}: expected {count} entries, found {len(lines) - 2}")
         return [parse(_FIELDS.split(line.strip())) for line in lines[2:]]
     except (ValueError, IndexError) as e:
-        raise CorruptCheckpointError(f"{path}: malformed line ({e})") from None
+        raise CorruptCheckpointError(f"{name}: malformed line ({e})") from None
 
 
 def _offset_entry(fields: list[str]) -> tuple[str, int]:
@@ -100,6 +107,11 @@ def _offset_entry(fields: list[str]) -> tuple[str, int]:
 def read_offsets(path: Path) -> dict[str, int]:
     """A log-dir offset checkpoint as ``{"<topic>-<N>": offset}``."""
     return dict(read_checkpoint(path, _offset_entry))
+
+
+def parse_offsets(text: str, name) -> dict[str, int]:
+    """:func:`read_offsets` of a checkpoint's ``text``."""
+    return dict(parse_checkpoint(text, name, _offset_entry))
 
 
 def write_offsets(path: Path, offsets: dict[str, int]) -> None:

@@ -566,13 +566,14 @@ class ProducerStateManager:
     transaction whose last timestamp is that old is dropped when loaded from a snapshot or by
     :meth:`remove_expired_producers`. ``map_end_offset`` is the exclusive end offset of the
     state. Mutations are serialized by the owning log. Raises OSError when ``log_dir`` cannot
-    be listed.
+    be listed. ``log_dir=None``: a state held in memory only (no snapshot files: a log whose
+    segments are not local files).
     """
 
-    def __init__(self, log_dir: Path,
+    def __init__(self, log_dir: Path | None,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                  writable: bool = True, clock: Clock = SYSTEM_CLOCK):
-        self.log_dir = Path(log_dir)
+        self.log_dir = None if log_dir is None else Path(log_dir)
         self.clock = clock
         self.writable = writable  # False: snapshots are read, never written or deleted
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -585,7 +586,7 @@ class ProducerStateManager:
         self._last_snap_offset = 0
 
     def _load_snapshots(self) -> dict[int, Path]:
-        return dict(list_snapshot_files(self.log_dir))
+        return {} if self.log_dir is None else dict(list_snapshot_files(self.log_dir))
 
     # -- producers ----------------------------------------------------------------------------
 

@@ -183,14 +183,14 @@ class ObjectSegmentSource(SegmentSource):
 
     def _log(self):
         if self._file is None:
-            self._file = self._store.open(self._path, self._size)
+            self._file = self._store.open(self._path)
         return self._file
 
     def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:
         if nowait:
             raise BlockingIOError(errno.EAGAIN, f"{self._path}: a request to the object store")
         size = max(min(size, self._size - position), 0)
-        return self._log().read_at(size, position).to_pybytes() if size else b""
+        return self._log().read_at(size, position) if size else b""
 
     def read_into(self, view: memoryview, position: int) -> memoryview:
         data = self.read_at(position, len(view))

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from storage import Log, LogManager
+from storage.remote.object_store import ObjectStore, is_uri
+from storage.remote.remote_log import RemoteLog, RemoteLogDirectory
 from storage.isolation import IsolationLevel
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
@@ -42,17 +44,32 @@ class DataLossError(ValueError):
     start offset past them) and ``failOnDataLoss`` is true."""
 
 
-def open_log(backing_dir: str, topic: str, partition: int) -> Log:
-    """One partition's log, read-only (never changes a byte; safe beside a running mount).
+def open_directory(path: str, partitions=None, endpoint: str | None = None,
+                   region: str | None = None) -> LogManager | RemoteLogDirectory:
+    """The log directory at ``path``, read-only (never changes a byte; safe beside a running
+    mount): a LogManager for a local directory, a RemoteLogDirectory for a URI
+    (``s3://bucket/prefix``, ``gs://…``, ``hdfs://…``, ``file://…``; ``endpoint`` and
+    ``region`` override the environment's). ``partitions(topic, partition)`` keeps only those
+    it accepts."""
+    if is_uri(path):
+        store = ObjectStore.from_uri(path, endpoint=endpoint, region=region)
+        return RemoteLogDirectory(store, partitions)
+    return LogManager(path, read_only=True, partitions=partitions)
+
+
+def open_log(backing_dir: str, topic: str, partition: int, endpoint: str | None = None,
+             region: str | None = None) -> Log | RemoteLog:
+    """One partition's log, read-only, from a directory or a URI (see :func:`open_directory`).
     Raises UnknownTopicOrPartitionError when the partition is missing."""
-    manager = LogManager(backing_dir, read_only=True,
-                         partitions=lambda t, p: (t, p) == (topic, partition))
+    manager = open_directory(backing_dir, lambda t, p: (t, p) == (topic, partition),
+                             endpoint, region)
     return manager.get(f"{topic}-{partition}")  # a read-only manager holds nothing but its logs
 
 
-def open_matching(opts: SourceOptions) -> LogManager:
-    """A read-only LogManager holding only the partitions the query reads."""
-    return LogManager(opts.path, read_only=True, partitions=opts.matches)
+def open_matching(opts: SourceOptions) -> LogManager | RemoteLogDirectory:
+    """The log directory of ``opts.path``, read-only, holding only the partitions the query
+    reads."""
+    return open_directory(opts.path, opts.matches, opts.endpoint, opts.region)
 
 
 def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, int], Log]:

@@ -51,6 +51,8 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     isolation_level: IsolationLevel
+    endpoint: str | None = None  # an object store's endpoint (http[s]://host:port) over the environment's
+    region: str | None = None  # an object store's region over the environment's
 
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition is one the query reads (subscription or assignment)."""
@@ -99,6 +101,8 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
         fail_on_data_loss=_boolean(opts, "failOnDataLoss", True),
         include_headers=_boolean(opts, "includeHeaders", False),
         isolation_level=isolation,
+        endpoint=opts.get("endpoint") or None,
+        region=opts.get("region") or None,
     )
 
 

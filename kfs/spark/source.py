@@ -121,7 +121,8 @@ class KfsBatchReader(DataSourceReader):
         if partition.rng is None:
             return iter(())
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
-                          self.opts.fail_on_data_loss, self.opts.isolation_level)
+                          self.opts.fail_on_data_loss, self.opts.isolation_level,
+                          endpoint=self.opts.endpoint, region=self.opts.region)
 
 
 class KfsPushdownBatchReader(KfsBatchReader):
@@ -243,7 +244,8 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def read(self, partition: RangePartition):
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
-                          self.opts.fail_on_data_loss, self.opts.isolation_level)
+                          self.opts.fail_on_data_loss, self.opts.isolation_level,
+                          endpoint=self.opts.endpoint, region=self.opts.region)
 
     def commit(self, end: dict) -> None:
         pass  # offsets live in Spark's checkpoint; nothing to release here

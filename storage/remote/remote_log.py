@@ -1,0 +1,141 @@
+"""Read-only partition logs whose segments are objects in an object store: a Kafka (or kfs)
+log directory copied into a bucket as it is (``storage.remote.object_store``).
+
+A :class:`RemoteLog` has what a reader needs of a ``storage.log.Log``: its offsets, its
+segments (``storage.log_segments.LogSegments``, each a ``LogSegment`` reading its objects
+through an ``ObjectSegmentSource``) and its reader (``storage.log_reader.LogReader``), so every
+read path (records, columns, streams, dump, verify) works on it unchanged. Opening one lists
+the partition's objects once; reading fetches index objects and byte ranges of ``.log``
+objects only. Nothing is ever written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyarrow.fs import FileType
+
+from storage.checkpoint import parse_offsets
+from storage.clock import SYSTEM_CLOCK, Clock
+from storage.config import LogConfig
+from storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from storage.log_files import LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, parse_segment_file_name
+from storage.log_loader import replay_producer_batches
+from storage.log_reader import LogReader
+from storage.log_segments import LogSegments
+from storage.producer_state import ProducerStateManager
+from storage.segment import LogSegment
+from storage.segment_source import ObjectSegmentSource
+from storage.topic_partition import parse_partition_dir_name
+
+from .object_store import ObjectStore
+
+
+class RemoteLog:
+    """The partition ``<topic>-<N>`` of ``store``, read-only. ``log_start_offset`` is the log
+    directory's ``log-start-offset-checkpoint`` entry when it is above the first segment,
+    else the first segment's base offset; ``log_end_offset`` the offset after the last
+    segment's last batch. Raises ObjectStoreError when listing fails."""
+
+    writable = False
+    damage = None  # (a remote log is not recovered: bad bytes raise where they are read)
+
+    def __init__(self, store: ObjectStore, name: str, config: LogConfig | None = None,
+                 log_start_offset: int = 0, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.topic, self.partition = parse_partition_dir_name(name)
+        self.config = config or LogConfig()
+        self.dir = Path(store.path(name))
+        self.store = store
+        segments = []
+        for info in sorted(store.list(name), key=lambda i: i.base_name):
+            parsed = parse_segment_file_name(info.base_name)
+            if parsed is None or parsed.kind != LOG_SUFFIX or parsed.extra:
+                continue
+            source = ObjectSegmentSource(store, info.path, info.size,
+                                         info.mtime_ns // 1_000_000 if info.mtime_ns else 0)
+            segments.append(LogSegment(self.dir, parsed.offset, self.config, False, clock,
+                                       source=source))
+        self.segments = LogSegments(self.dir, self.config, clock, segments)
+        self.reader = LogReader(self)
+        first = segments[0].base_offset if segments else 0
+        self._leo = segments[-1].read_next_offset() if segments else log_start_offset
+        self._log_start_offset = min(max(first, log_start_offset), self._leo)
+        self._producer_state: ProducerStateManager | None = None  # built when asked
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The read_committed limit (``UnifiedLog.lastStableOffset``): the first offset of a
+        transaction with no marker in the log, else the log end offset. The first call
+        replays the producer batches (one ranged read per producer batch)."""
+        if self._producer_state is None:
+            state = ProducerStateManager(None, writable=False)
+            state.update_map_end_offset(self._log_start_offset)
+            replay_producer_batches(state, self.segments.all(), self._leo)
+            self._producer_state = state
+        return self._producer_state.last_stable_offset(self._leo, self._log_start_offset)
+
+    def close(self) -> None:
+        for segment in self.segments.all():
+            segment.close()
+        self.segments.set([])
+
+
+class RemoteLogDirectory:
+    """The partitions of a log directory in ``store``, opened read-only as :class:`RemoteLog`
+    on first use, as a read-only ``LogManager`` serves a local one: ``partition_names()``,
+    ``get(name)``, ``close()``. ``partitions(topic, partition)`` keeps only those it accepts.
+    Raises ObjectStoreError when listing fails."""
+
+    def __init__(self, store: ObjectStore, partitions=None, config: LogConfig | None = None):
+        self.store = store
+        self.config = config or LogConfig()
+        names = []
+        for info in store.list():
+            if info.type != FileType.Directory:
+                continue  # (checkpoints, meta.properties)
+            try:
+                topic, partition = parse_partition_dir_name(info.base_name)
+            except InvalidTopicError:
+                continue  # (-delete, -future, strays)
+            if partitions is None or partitions(topic, partition):
+                names.append(info.base_name)
+        self._names = sorted(names)
+        self._starts = self._log_start_offsets()
+        self._logs: dict[str, RemoteLog] = {}
+
+    def _log_start_offsets(self) -> dict[str, int]:
+        data = self.store.read_small_object(self.store.path(LOG_START_OFFSET_CHECKPOINT))
+        if data is None:
+            return {}
+        return parse_offsets(data.decode("utf-8", "replace"),
+                             self.store.describe(LOG_START_OFFSET_CHECKPOINT))
+
+    def partition_names(self) -> list[str]:
+        return list(self._names)
+
+    def get(self, name: str) -> RemoteLog:
+        """The partition ``name``. Raises UnknownTopicOrPartitionError when there is none."""
+        if name not in self._logs:
+            if name not in self._names:
+                raise UnknownTopicOrPartitionError(
+                    f"{name} is not a partition of {self.store.describe()}")
+            self._logs[name] = RemoteLog(self.store, name, self.config,
+                                         self._starts.get(name, 0))
+        return self._logs[name]
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()

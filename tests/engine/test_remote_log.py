@@ -1,0 +1,143 @@
+"""A log directory read through an object store's API (``storage.remote``: pyarrow.fs, here
+its local file system by ``file://`` URI) gives what the engine gives from the same directory
+on disk: every record at both isolation levels, the Arrow columns, ListOffsets answers, the
+log's offsets, and what the text streams render; and it reads only the bytes it needs."""
+
+import pytest
+
+from helpers.kafka_written import FIXTURE_NAMES
+from helpers.paths import KAFKA_WRITTEN
+from kfs.mount.text_stream import LogStream
+from kfs.record_format import StreamFormat
+from storage import LogConfig, LogManager
+from storage.errors import UnknownTopicOrPartitionError
+from storage.isolation import IsolationLevel
+from storage.remote.object_store import ObjectStore, ObjectStoreError, redact
+from storage.remote.remote_log import RemoteLogDirectory
+
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
+
+
+def rows(log, isolation):
+    return [(r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, tuple(r.headers))
+            for batch in log.reader.record_lists(0, isolation=isolation) for r in batch]
+
+
+@pytest.fixture(scope="module")
+def both():
+    remote = RemoteLogDirectory(ObjectStore.from_uri(KAFKA_WRITTEN.as_uri()))
+    local = LogManager(KAFKA_WRITTEN, read_only=True)
+    yield remote, local
+    remote.close()
+    local.close()
+
+
+@needs_fixtures
+def test_partitions_are_the_directorys(both):
+    remote, local = both
+    assert remote.partition_names() == sorted(local.partition_names()) == sorted(FIXTURE_NAMES)
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("isolation", list(IsolationLevel))
+def test_records_offsets_and_columns_equal_the_local_reads(both, name, isolation):
+    remote, local = both
+    r, lg = remote.get(name), local.get(name)
+    assert (r.log_start_offset, r.log_end_offset, r.last_stable_offset) == \
+        (lg.log_start_offset, lg.log_end_offset, lg.last_stable_offset)
+    assert rows(r, isolation) == rows(lg, isolation) != []
+    columns = [t.to_pylist() for t in r.reader.read_columns(0, None, isolation, headers=True)]
+    assert columns == [t.to_pylist() for t in lg.reader.read_columns(0, None, isolation,
+                                                                       headers=True)]
+    for record in rows(lg, isolation)[::37]:
+        found = [log.reader.find_offset_by_timestamp(record[1], isolation) for log in (r, lg)]
+        assert [getattr(f, "offset", None) for f in found][0] == \
+            [getattr(f, "offset", None) for f in found][1]
+
+
+@needs_fixtures
+@pytest.mark.parametrize("fmt", list(StreamFormat))
+def test_text_streams_render_the_same_bytes(both, fmt):
+    remote, local = both
+    for name in FIXTURE_NAMES:
+        a = LogStream(remote.get(name), fmt)
+        b = LogStream(local.get(name), fmt)
+        a.refresh()
+        b.refresh()
+        size = b.size(0)
+        assert a.size(0) == size > 0
+        assert a.read(0, 0, size) == b.read(0, 0, size)
+
+
+@needs_fixtures
+def test_a_narrow_read_fetches_index_objects_and_a_few_ranges(tmp_path, monkeypatch):
+    """A read of one offset asks the store for the segment's index objects and byte ranges
+    near the offset, not the whole .log."""
+    store = ObjectStore.from_uri(KAFKA_WRITTEN.as_uri())
+    fetched = []
+    real_open = store.open
+
+    def counting_open(path):
+        f = real_open(path)
+
+        class Counted:
+            def read_at(self, nbytes, offset):
+                fetched.append(nbytes)
+                return f.read_at(nbytes, offset)
+
+            def close(self):
+                f.close()
+        return Counted()
+    monkeypatch.setattr(store, "open", counting_open)
+    logs = RemoteLogDirectory(store)
+    try:
+        log = logs.get("plain-0")
+        fetched.clear()
+        middle = log.log_end_offset // 2
+        assert log.reader.read(middle).offset == middle
+        size = sum(s.size for s in log.segments.all())
+        assert 0 < sum(fetched) < size / 4, (fetched, size)
+    finally:
+        logs.close()
+
+
+def test_a_missing_partition_and_a_missing_directory(tmp_path):
+    (tmp_path / "t-0").mkdir()
+    logs = RemoteLogDirectory(ObjectStore.from_uri(tmp_path.as_uri()))
+    assert logs.partition_names() == ["t-0"]
+    assert logs.get("t-0").log_end_offset == 0
+    with pytest.raises(UnknownTopicOrPartitionError):
+        logs.get("u-0")
+    logs.close()
+    assert RemoteLogDirectory(ObjectStore.from_uri((tmp_path / "nothing").as_uri())
+                              ).partition_names() == []
+
+
+def test_an_unknown_scheme_is_a_clear_error():
+    with pytest.raises(ObjectStoreError, match="nope://"):
+        ObjectStore.from_uri("nope://bucket/x")
+
+
+def test_credentials_never_appear_in_messages():
+    assert redact("s3://AKIA:SECRET@bucket/logs?x=1") == "s3://***@bucket/logs?…"
+    assert "SECRET" not in ObjectStore(None, "bucket/logs",
+                                       "s3://AKIA:SECRET@bucket/logs").describe("t-0")
+
+
+@needs_fixtures
+def test_a_log_written_by_kfs_reads_back_through_the_store(tmp_path):
+    mgr = LogManager(tmp_path)
+    (tmp_path / "t.topic.properties").write_text("segment.bytes=4096\n")
+    log = mgr.create("t-0")
+    for i in range(50):
+        log.append([b"v-%d-%d" % (i, j) for j in range(20)], [b"k%d" % j for j in range(20)])
+    expected = rows(log, IsolationLevel.READ_UNCOMMITTED)
+    mgr.close()
+    remote = RemoteLogDirectory(ObjectStore.from_uri(tmp_path.as_uri()))
+    try:
+        got = remote.get("t-0")
+        assert len(got.segments) > 3
+        assert rows(got, IsolationLevel.READ_UNCOMMITTED) == expected
+    finally:
+        remote.close()
