@@ -138,6 +138,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         if damage is not None:  # left as it is on disk, for a repair
             producer_state.writable = False
         elif writable:
+            # the active segment's next appends index as its writer's would have
+            segments[-1].resume_appends()
             epochs.truncate_from_end(log_end_offset)
             epochs.truncate_from_start(log_start_offset)
             producer_state.remove_stray_snapshots(s.base_offset for s in segments)  # as Kafka

@@ -137,7 +137,7 @@ class LogSegment:
         # created on the first aborted transaction, as Kafka's
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset, writable,
                                           self.source)
-        self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry = 0  # of the active segment: resume_appends
         self._max_ts_and_offset: tuple[int, int] | None = None  # loaded lazily, as Kafka
         self._rolling_based_timestamp: int | None = None
         self.created_ms = clock.milliseconds()
@@ -571,6 +571,7 @@ class LogSegment:
         self.txn_index.truncate_to(offset)
         self.resize_indexes(self.config.segment_index_bytes)
         if found is None:
+            self.resume_appends()  # (a segment that was not the active one may become it)
             return 0
         position = found[0]
         truncated = self.size - position
@@ -580,18 +581,38 @@ class LogSegment:
         if position == 0:
             self.created_ms = self.clock.milliseconds()
             self._rolling_based_timestamp = None
-        self._bytes_since_last_index_entry = 0
-        self._load_largest_timestamp()
+        self.resume_appends()
         return truncated
 
-    def _load_largest_timestamp(self) -> None:
-        """The max timestamp from the last time-index entry plus a scan of what follows it
-        (``LogSegment.loadLargestTimestamp``)."""
-        self._max_ts_and_offset = self.time_index.last_entry
-        start = self.offset_index.lookup(self._max_ts_and_offset[1])[1]
-        for _, batch in self.scan_batches(start):
-            if batch.max_timestamp > self._max_ts_and_offset[0]:
-                self._max_ts_and_offset = (batch.max_timestamp, batch.last_offset)
+    def resume_appends(self) -> None:
+        """Make the segment's append state what the writer that appended its .log would have
+        now, so the indexes come out as one uninterrupted writer's whatever the number of
+        writers, restarts and recoveries (Kafka starts the count at 0 in every new LogSegment
+        object and after ``truncateTo``, so each restart shifts its index points):
+
+        * the bytes since the last index entry: from the last offset-index entry's position to
+          the size (an entry names the start of the batch it was added before, and the count
+          restarts there with that batch's size; all of it with no entry), as
+          ``LogSegment.append`` counts them and ``recover`` measures them;
+        * the time-index entries past the last offset-index entry go (every entry of an
+          append is added with an offset-index entry, at an offset at most the batch's last
+          offset: one past it is a final entry of a close, a roll or a recovery, which the
+          next close writes again);
+        * the largest timestamp so far: the last time-index entry's, then the batches from the
+          last offset-index entry on (``LogSegment.loadLargestTimestamp``; ties keep the earlier).
+
+        For the active segment of a writable log: the loader calls it, and :meth:`truncate_to`.
+        Raises CorruptRecordError / InvalidRecordError when a batch after the last entry cannot
+        be read."""
+        index = self.offset_index
+        last_offset, position = index.lookup(index.last_offset)
+        self.time_index.truncate_to(last_offset + 1 if index.entries else self.base_offset)
+        largest = self.time_index.last_entry
+        for _, batch in self.scan_batches(position):
+            if batch.max_timestamp > largest[0]:
+                largest = (batch.max_timestamp, batch.last_offset)
+        self._max_ts_and_offset = largest
+        self._bytes_since_last_index_entry = self.size - position
 
     def flush(self) -> None:
         """fsync the .log and the indexes."""

@@ -810,3 +810,51 @@ def test_the_decoded_batch_cache_is_bounded_by_memory_as_well_as_batches():
     assert kept == [8, 9]  # the newest that fit in a megabyte
     cache.put((0, 99), batch(10, 1 << 20))  # alone over the bound: still kept
     assert cache.get((0, 99)) is not None and cache.get((0, 9)) is None
+
+
+def _index_files(path):
+    """Every .index and .timeindex of the partition directory ``path``: name -> bytes."""
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())
+            if p.suffix in (".index", ".timeindex")}
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-reopens", "recovered-reopens"])
+def test_indexes_do_not_depend_on_how_many_writers_appended(tmp_path, clean):
+    # Issue 25, item 14: a writer that opens a log continues the index interval (bytes since
+    # the last offset-index entry) and the largest timestamp so far from the .log, and the
+    # final time-index entry its predecessor's close (or a recovery) added goes: the files
+    # equal one uninterrupted writer's, and Kafka's rebuild of the same .log (LogSegment.recover).
+    config = LogConfig(index_interval_bytes=700, segment_bytes=6000)
+    timestamps = [500, 300, 800, 800, 950, 700, 900, 100, 1200, 1100, 1000, 1300, 1250, 400,
+                  1500, 1400, 1600, 1550, 1700, 1650, 1800, 1750, 1900, 1850, 2000, 1990]
+    chunks, offset = [], 0
+    for i, ts in enumerate(timestamps):
+        n = 1 + i % 4
+        chunks.append(batch(offset, n, ts, size=60 + 17 * (i % 5)))
+        offset += n
+
+    def write(path, sessions):
+        path.mkdir(parents=True)
+        for first, end in zip(sessions, sessions[1:]):
+            log = Log(path, "t", 0, config, had_clean_shutdown=clean or first == 0)
+            for data in chunks[first:end]:
+                log.append_batches(data)
+            log.close()
+        return _index_files(path)
+
+    one_writer = write(tmp_path / "one" / "t-0", [0, len(chunks)])
+    # a writer per batch, and writers that stop just after an index entry or between entries
+    per_batch = write(tmp_path / "many" / "t-0", list(range(len(chunks) + 1)))
+    uneven = write(tmp_path / "uneven" / "t-0", [0, 3, 4, 9, 10, 11, 17, 20, len(chunks)])
+    assert len(one_writer) == 4  # two segments: the roll is part of it
+    entries = index_entries(tmp_path / "one" / "t-0" / "00000000000000000000.index", ">ii")
+    assert len(entries) >= 3
+    assert per_batch == one_writer
+    assert uneven == one_writer
+    # Kafka's rebuild of the same .log files: the indexes deleted, recovery makes them again
+    rebuilt = tmp_path / "rebuilt" / "t-0"
+    rebuilt.mkdir(parents=True)
+    for p in (tmp_path / "one" / "t-0").glob("*.log"):
+        (rebuilt / p.name).write_bytes(p.read_bytes())
+    Log(rebuilt, "t", 0, config, had_clean_shutdown=False).close()
+    assert _index_files(rebuilt) == one_writer
