@@ -183,7 +183,7 @@ class ObjectSegmentSource(SegmentSource):
 
     def _log(self):
         if self._file is None:
-            self._file = self._store.open(self._path)
+            self._file = self._store.open(self._path, self._size)
         return self._file
 
     def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow.fs as pafs
 
@@ -20,6 +21,9 @@ from storage.errors import KafkaStorageError
 
 INDEX_CACHE_BYTES = 64 << 20  # index objects kept, in bytes (a 1 GiB segment's are ~2.5 MiB)
 SMALL_OBJECT_BYTES = 64 << 20  # an index object larger than this is not a Kafka index
+RANGE_BYTES = 8 << 20  # one ranged request of a bulk read
+READ_AHEAD = 3  # ranges requested ahead of a bulk reader, at once
+BULK_READ = 256 << 10  # a read this large is a bulk reader's (read ahead); smaller ones are not
 
 
 class ObjectStoreError(KafkaStorageError):
@@ -31,11 +35,17 @@ class ObjectStore:
     ``pyarrow.fs.FileSystem``. Thread-safe."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, uri: str,
-                 index_cache_bytes: int = INDEX_CACHE_BYTES) -> None:
+                 index_cache_bytes: int = INDEX_CACHE_BYTES, range_bytes: int = RANGE_BYTES,
+                 read_ahead: int = READ_AHEAD) -> None:
+        """``range_bytes`` and ``read_ahead``: a bulk reader's ranged requests, their size and
+        how many are in flight ahead of it (memory: about ``(read_ahead + 1) * range_bytes`` per
+        bulk reader)."""
         self.fs, self.root, self.uri = fs, root.rstrip("/"), uri
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cached_bytes, self._max_bytes = 0, index_cache_bytes
         self._lock = threading.Lock()
+        self.range_bytes, self.read_ahead = range_bytes, read_ahead
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def from_uri(cls, uri: str, *, endpoint: str | None = None,
@@ -74,13 +84,27 @@ class ObjectStore:
         """How messages name ``names`` of the store (its URI, without credentials)."""
         return "/".join([redact(self.uri).rstrip("/"), *names])
 
-    def open(self, path: str):
-        """``path`` for ranged reads (``read_at(nbytes, offset)``: pyarrow's are thread-safe).
-        Raises ObjectStoreError."""
+    def open(self, path: str, size: int) -> RangedObject:
+        """The object ``path`` of ``size`` bytes for ranged reads. Raises ObjectStoreError."""
         try:
-            return self.fs.open_input_file(path)
+            return RangedObject(self, self.fs.open_input_file(path), path, size)
         except (OSError, ValueError) as e:
             raise ObjectStoreError(f"{path}: {e}") from None
+
+    def close(self) -> None:
+        """Stop the fetch threads (after the readers are closed)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+    def submit(self, fn, *args) -> Future:
+        """Run ``fn(*args)`` on the store's fetch threads (``read_ahead`` of them)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max(self.read_ahead, 1),
+                                                thread_name_prefix="kfs-fetch")
+        return self._pool.submit(fn, *args)
 
     def read_small_object(self, path: str) -> bytes | None:
         """The whole object ``path`` (an index or checkpoint), from the cache when it is there;
@@ -111,6 +135,63 @@ class ObjectStore:
             while self._cached_bytes > self._max_bytes and len(self._cache) > 1:
                 _, old = self._cache.popitem(last=False)
                 self._cached_bytes -= len(old)
+
+
+class RangedObject:
+    """One object read with ranged requests: a small read is one request for its bytes; a
+    bulk reader's (reads of ``BULK_READ`` bytes or more, e.g. a segment read a MiB at a time)
+    is served from ranges of ``store.range_bytes`` fetched ``store.read_ahead`` ahead of it on
+    the store's fetch threads, so a full read keeps a few requests in flight and holds a
+    bounded number of bytes. Raises ObjectStoreError."""
+
+    def __init__(self, store: ObjectStore, f, path: str, size: int) -> None:
+        self._store, self._f, self._path, self._size = store, f, path, size
+        self._ranges: dict[int, Future] = {}  # range start -> its bytes
+        self._lock = threading.Lock()
+
+    def read_at(self, nbytes: int, position: int) -> bytes:
+        nbytes = max(min(nbytes, self._size - position), 0)
+        if nbytes < BULK_READ:
+            return self._fetch(position, nbytes)
+        step = self._store.range_bytes
+        first, last = position // step, (position + nbytes - 1) // step
+        with self._lock:
+            for start in [s for s in self._ranges if s < first * step]:
+                self._ranges.pop(start).cancel()  # behind the reader: not read again
+            futures = [self._range(k * step) for k in range(first, last + 1)]
+            for k in range(last + 1, last + 1 + self._store.read_ahead):
+                if k * step < self._size:
+                    self._range(k * step)
+        parts = [f.result() for f in futures]
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        skip = position - first * step
+        return data[skip:skip + nbytes]
+
+    def _range(self, start: int) -> Future:
+        future = self._ranges.get(start)
+        if future is None:
+            size = min(self._store.range_bytes, self._size - start)
+            future = self._ranges[start] = self._store.submit(self._fetch, start, size)
+        return future
+
+    def _fetch(self, position: int, nbytes: int) -> bytes:
+        if not nbytes:
+            return b""
+        try:
+            data = self._f.read_at(nbytes, position)
+        except (OSError, ValueError) as e:
+            raise ObjectStoreError(f"{self._path} at byte {position}: {e}") from None
+        if len(data) < nbytes:  # the object is shorter than listed: replaced or cut meanwhile
+            raise ObjectStoreError(f"{self._path}: {len(data)} bytes at byte {position} where "
+                                   f"{nbytes} were listed (the object changed)")
+        return data
+
+    def close(self) -> None:
+        with self._lock:
+            for future in self._ranges.values():
+                future.cancel()
+            self._ranges.clear()
+        self._f.close()
 
 
 def redact(uri: str) -> str:

@@ -139,3 +139,4 @@ class RemoteLogDirectory:
         for log in self._logs.values():
             log.close()
         self._logs.clear()
+        self.store.close()

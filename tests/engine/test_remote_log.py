@@ -12,7 +12,7 @@ from kfs.record_format import StreamFormat
 from storage import LogConfig, LogManager
 from storage.errors import UnknownTopicOrPartitionError
 from storage.isolation import IsolationLevel
-from storage.remote.object_store import ObjectStore, ObjectStoreError, redact
+from storage.remote.object_store import ObjectStore, ObjectStoreError, RangedObject, redact
 from storage.remote.remote_log import RemoteLogDirectory
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -76,20 +76,12 @@ def test_a_narrow_read_fetches_index_objects_and_a_few_ranges(tmp_path, monkeypa
     near the offset, not the whole .log."""
     store = ObjectStore.from_uri(KAFKA_WRITTEN.as_uri())
     fetched = []
-    real_open = store.open
+    fetch = RangedObject._fetch
 
-    def counting_open(path):
-        f = real_open(path)
-
-        class Counted:
-            def read_at(self, nbytes, offset):
-                fetched.append(nbytes)
-                return f.read_at(nbytes, offset)
-
-            def close(self):
-                f.close()
-        return Counted()
-    monkeypatch.setattr(store, "open", counting_open)
+    def counting_fetch(self, position, nbytes):
+        fetched.append(nbytes)
+        return fetch(self, position, nbytes)
+    monkeypatch.setattr(RangedObject, "_fetch", counting_fetch)
     logs = RemoteLogDirectory(store)
     try:
         log = logs.get("plain-0")
@@ -141,3 +133,22 @@ def test_a_log_written_by_kfs_reads_back_through_the_store(tmp_path):
         assert rows(got, IsolationLevel.READ_UNCOMMITTED) == expected
     finally:
         remote.close()
+
+
+def test_a_bulk_read_is_served_from_ranges_fetched_ahead(tmp_path):
+    """Reads of a MiB at a time come from ranged requests of range_bytes, a few in flight;
+    every byte equals the object's."""
+    data = bytes(range(256)) * (40 * 4096)  # 40 MiB
+    (tmp_path / "blob").write_bytes(data)
+    store = ObjectStore.from_uri(tmp_path.as_uri())
+    store.range_bytes, store.read_ahead = 4 << 20, 2
+    blob = store.open(store.path("blob"), len(data))
+    try:
+        step = 1 << 20
+        got = b"".join(blob.read_at(step, p) for p in range(0, len(data), step))
+        assert got == data
+        assert blob.read_at(100, 12345) == data[12345:12445]  # a small read: its bytes only
+        assert blob.read_at(3 << 20, len(data) - (1 << 20)) == data[-(1 << 20):]
+    finally:
+        blob.close()
+        store.close()
