@@ -10,13 +10,17 @@ import os
 import re
 from pathlib import Path
 
+from storage.remote.uri import is_uri, redact
+
 FSTYPE = "fuse.kfs"
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
 def fsname_for(backing_dir: str) -> str:
-    """The ``fsname=`` mount option naming ``backing_dir`` (commas escaped for libfuse)."""
-    return os.path.realpath(backing_dir).replace("\\", "\\\\").replace(",", "\\,")
+    """The ``fsname=`` mount option naming ``backing_dir``, a directory or an object store's
+    URI without credentials (commas escaped for libfuse)."""
+    name = redact(backing_dir) if is_uri(backing_dir) else os.path.realpath(backing_dir)
+    return name.replace("\\", "\\\\").replace(",", "\\,")
 
 
 def _unescape(field: str) -> str:

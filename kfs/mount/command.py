@@ -13,6 +13,7 @@ import sys
 import time
 
 from storage.isolation import IsolationLevel
+from storage.remote.uri import is_uri, redact
 
 from kfs.args import CliError, positive_float
 from kfs.mount_table import FSTYPE, alive, mounted_at, mounts_at, serving_processes
@@ -88,14 +89,20 @@ def cmd_mount(args: argparse.Namespace) -> int:
         separator = parse_separator(args.key_separator)
     except ValueError as exc:
         raise CliError(f"--key-separator: {exc}") from None
-    backing = os.path.abspath(args.backing_dir)
     mountpoint = os.path.abspath(args.mountpoint)
     _clear_stale_mount(mountpoint)
-    check_paths(backing, mountpoint, args.read_only, args.create)
+    if is_uri(args.backing_dir):  # a log directory in an object store
+        if not args.read_only:
+            raise CliError(f"{redact(args.backing_dir)}: an object store is mounted --read-only "
+                           "(kfs reads object storage, it does not write it)")
+        backing = args.backing_dir
+    else:
+        backing = os.path.abspath(args.backing_dir)
+        check_paths(backing, mountpoint, args.read_only, args.create)
     check_mountpoint_free(mountpoint)
     if not args.read_only:
         _wait_for_closing(backing)
-    if args.create and not os.path.exists(backing):
+    if args.create and not is_uri(backing) and not os.path.exists(backing):
         try:
             os.makedirs(backing)
         except OSError as exc:

@@ -24,6 +24,7 @@ from typing import Callable
 from kfs.args import CliError
 from kfs.mount_table import fsname_for
 from storage.isolation import IsolationLevel
+from storage.remote.uri import is_uri, redact
 from storage.log_retention import describe_retention_plan
 
 log = logging.getLogger("kfs")
@@ -202,6 +203,14 @@ def _capture_stderr(sink: list[str]):
                 print(text, file=sys.stderr)
 
 
+def _object_store_directory(uri: str):
+    """The log directory at ``uri`` in an object store, read-only (storage.remote)."""
+    from storage.remote.object_store import ObjectStore
+    from storage.remote.remote_log import RemoteLogDirectory
+
+    return RemoteLogDirectory(ObjectStore.from_uri(uri))
+
+
 def _retention_warnings(mgr) -> list[str]:
     """Before a writable mount's first retention pass: the partitions of which it would delete
     most (Kafka's rules applied to a directory the mount has not served before, e.g. data with
@@ -237,15 +246,17 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         raise CliError(f"cannot load kfs: {exc}") from None
 
     try:
-        mgr = LogManager(backing, read_only=args.read_only)
+        mgr = (_object_store_directory(backing) if is_uri(backing)
+               else LogManager(backing, read_only=args.read_only))
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported as one line
         log.debug("opening %s failed", backing, exc_info=True)
-        message = f"cannot open backing directory {backing}: {exc}"
+        message = f"cannot open backing directory {redact(backing)}: {exc}"
         reporter.failed(message)
         raise CliError(message) from None
 
     reporter.notices.extend(mgr.notices)
-    reporter.notices.extend(_retention_warnings(mgr))
+    if not args.read_only:
+        reporter.notices.extend(_retention_warnings(mgr))
     fs = KafkaFs(mgr, backing, read_only=args.read_only, key_separator=separator,
                  isolation=IsolationLevel.parse(args.isolation_level))
     # The source column of mount/findmnt names the backing directory, as sshfs names user@host:path.

@@ -63,6 +63,7 @@ from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.coordinator.records import decoded_line
 from storage.isolation import IsolationLevel
 from storage.record_cache import RecordCache, record_cost
+from storage.remote.uri import is_uri
 
 from . import inodes
 from .append import (
@@ -1087,9 +1088,14 @@ class KafkaFs(pyfuse3.Operations):
 
     @_fuse_errors
     async def statfs(self, ctx: Any = None) -> pyfuse3.StatvfsData:
-        """The backing directory's file system figures (so ``df`` shows real space)."""
-        st = await trio.to_thread.run_sync(os.statvfs, self._backing_dir)
+        """The backing directory's file system figures (so ``df`` shows real space); an object
+        store has none (zeros, as a read-only network file system shows)."""
         out = pyfuse3.StatvfsData()
+        out.f_namemax = NAME_MAX
+        if is_uri(self._backing_dir):
+            out.f_bsize = out.f_frsize = 4096
+            return out
+        st = await trio.to_thread.run_sync(os.statvfs, self._backing_dir)
         out.f_bsize = st.f_bsize
         out.f_frsize = st.f_frsize
         out.f_blocks = st.f_blocks
@@ -1098,5 +1104,4 @@ class KafkaFs(pyfuse3.Operations):
         out.f_files = st.f_files
         out.f_ffree = st.f_ffree
         out.f_favail = st.f_favail
-        out.f_namemax = NAME_MAX
         return out

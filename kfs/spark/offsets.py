@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from storage import Log, LogManager
-from storage.remote.object_store import ObjectStore, is_uri
+from storage.remote.object_store import ObjectStore
+from storage.remote.uri import is_uri
 from storage.remote.remote_log import RemoteLog, RemoteLogDirectory
 from storage.isolation import IsolationLevel
 

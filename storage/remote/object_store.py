@@ -19,6 +19,8 @@ import pyarrow.fs as pafs
 
 from storage.errors import KafkaStorageError
 
+from .uri import redact
+
 INDEX_CACHE_BYTES = 64 << 20  # index objects kept, in bytes (a 1 GiB segment's are ~2.5 MiB)
 SMALL_OBJECT_BYTES = 64 << 20  # an index object larger than this is not a Kafka index
 RANGE_BYTES = 8 << 20  # one ranged request of a bulk read
@@ -192,24 +194,3 @@ class RangedObject:
                 future.cancel()
             self._ranges.clear()
         self._f.close()
-
-
-def redact(uri: str) -> str:
-    """``uri`` without credentials written into it (``s3://KEY:SECRET@bucket``), for
-    messages."""
-    scheme, sep, rest = uri.partition("://")
-    if not sep:
-        return uri
-    authority, slash, path = rest.partition("/")
-    if "@" in authority:
-        authority = "***@" + authority.rpartition("@")[2]
-    query = ""
-    if "?" in path:
-        path, query = path.split("?", 1)
-        query = "?…"
-    return f"{scheme}://{authority}{slash}{path}{query}"
-
-
-def is_uri(path: str) -> bool:
-    """Whether ``path`` names a store by URI (``scheme://…``) rather than a local path."""
-    return "://" in str(path)

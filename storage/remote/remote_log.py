@@ -39,6 +39,7 @@ class RemoteLog:
 
     writable = False
     damage = None  # (a remote log is not recovered: bad bytes raise where they are read)
+    salvaged: tuple[str, ...] = ()  # (nor salvaged: nothing is ever cut)
 
     def __init__(self, store: ObjectStore, name: str, config: LogConfig | None = None,
                  log_start_offset: int = 0, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -114,6 +115,7 @@ class RemoteLogDirectory:
         self._names = sorted(names)
         self._starts = self._log_start_offsets()
         self._logs: dict[str, RemoteLog] = {}
+        self.notices: list[str] = []  # (a LogManager's warnings at open: none here)
 
     def _log_start_offsets(self) -> dict[str, int]:
         data = self.store.read_small_object(self.store.path(LOG_START_OFFSET_CHECKPOINT))
@@ -134,6 +136,15 @@ class RemoteLogDirectory:
             self._logs[name] = RemoteLog(self.store, name, self.config,
                                          self._starts.get(name, 0))
         return self._logs[name]
+
+    def catch_up(self, name: str) -> RemoteLog:
+        """The partition ``name`` as a follower of a running writer asks for it: objects are
+        written once, so it is :meth:`get`'s (LogManager.catch_up's surface)."""
+        return self.get(name)
+
+    def catch_up_partitions(self) -> bool:
+        """Partitions come and go with the listing made at open: nothing changed."""
+        return False
 
     def close(self) -> None:
         for log in self._logs.values():

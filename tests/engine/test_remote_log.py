@@ -12,7 +12,8 @@ from kfs.record_format import StreamFormat
 from storage import LogConfig, LogManager
 from storage.errors import UnknownTopicOrPartitionError
 from storage.isolation import IsolationLevel
-from storage.remote.object_store import ObjectStore, ObjectStoreError, RangedObject, redact
+from storage.remote.object_store import ObjectStore, ObjectStoreError, RangedObject
+from storage.remote.uri import redact
 from storage.remote.remote_log import RemoteLogDirectory
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")

@@ -59,11 +59,13 @@ class Mounter:
 
     def __call__(self, backing: Path | str | None = None, *options: str, mountpoint: Path | None = None) -> Mount:
         self._count += 1
-        backing = Path(backing) if backing is not None else self.tmp_path / "data"
+        uri = isinstance(backing, str) and "://" in backing  # (an object store's, as given)
+        if not uri:
+            backing = Path(backing) if backing is not None else self.tmp_path / "data"
         mountpoint = mountpoint or self.tmp_path / f"mnt{self._count}"
         mountpoint.mkdir(parents=True, exist_ok=True)
         log = self.tmp_path / f"kfs{self._count}.log"
-        if not backing.exists() and "--read-only" not in options:
+        if not uri and not backing.exists() and "--read-only" not in options:
             options = ("--create", *options)  # (a test's new backing directory)
         cmd = kfs_command("mount", "--log-level=debug", f"--log-file={log}", *options, str(backing), str(mountpoint))
         proc = subprocess.run(cmd, cwd=REPO, env=kfs_env(), capture_output=True, timeout=150)

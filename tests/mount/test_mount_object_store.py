@@ -1,0 +1,54 @@
+"""``kfs mount --read-only URI MOUNTPOINT``: a log directory in an object store (here through
+pyarrow's local file system by ``file://`` URI) is the same tree for cat, grep and getfattr as
+the directory mounted from disk; a writable mount of a URI is refused."""
+
+import os
+import subprocess
+
+import pytest
+
+from helpers.mounts import Mounter
+from helpers.needs import require_fuse
+from helpers.paths import KAFKA_WRITTEN
+from helpers.kfs import kfs_command, kfs_env
+
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
+
+
+def tree(root, name):
+    """What a user reads of one partition: every record file, the streams, two attributes."""
+    partition = root / name
+    offsets = sorted(int(n) for n in os.listdir(partition / "by-offset"))
+    files = {o: (partition / "by-offset" / str(o)).read_bytes() for o in offsets[::7]}
+    streams = {s: (partition / s).read_bytes() for s in ("values", "records.jsonl")}
+    attrs = {a: os.getxattr(partition, a) for a in ("user.kafka.logEndOffset",
+                                                    "user.kafka.logStartOffset")}
+    return offsets, files, streams, attrs
+
+
+@needs_fixtures
+@pytest.mark.fuse
+def test_a_uri_mounts_as_the_directory_does(tmp_path):
+    require_fuse()
+    mounter = Mounter(tmp_path)
+    try:
+        remote = mounter(KAFKA_WRITTEN.as_uri(), "--read-only")
+        local = mounter(KAFKA_WRITTEN, "--read-only")
+        assert remote.mounted, remote.log_text()
+        assert sorted(os.listdir(remote.path)) == sorted(os.listdir(local.path))
+        for name in ("plain-0", "codecs-0", "txn-0", "legacy-0"):
+            assert tree(remote.path, name) == tree(local.path, name), name
+        grep = subprocess.run(["grep", "-c", "", str(remote.path / "plain-0" / "records.jsonl")],
+                              capture_output=True, timeout=120)
+        assert grep.returncode == 0 and int(grep.stdout) == 5000
+    finally:
+        mounter.close_all()
+
+
+@pytest.mark.fuse
+def test_a_writable_mount_of_a_uri_is_refused(tmp_path):
+    (tmp_path / "mnt").mkdir()
+    done = subprocess.run(kfs_command("mount", "file:///nowhere", str(tmp_path / "mnt")),
+                          env=kfs_env(), capture_output=True, timeout=60)
+    assert done.returncode != 0
+    assert b"--read-only" in done.stderr and len(done.stderr.splitlines()) == 1
