@@ -74,7 +74,8 @@ class Log:
     A log whose end cannot be read opens up to it: ``damage`` (a ``storage.damage.LogDamage``)
     says where, and appends raise DamagedLogError. ``salvage=True``: recovery that would cut
     intact batches after damage raises ``log_loader.IntactDataAfterDamageError`` instead
-    (see ``LogManager``). ``salvaged`` says what a salvage at open took out (empty: none).
+    (see ``LogManager``). ``salvaged`` says what opening took out (empty: none): each cut of
+    recovery, and of a salvage at open.
     ``clock`` (``storage.clock``, Kafka's ``Time``) is every time the log reads: rolls, retention,
     flushes, producer expiry. ``segments`` (``storage.log_segments.LogSegments``) are its
     ordered segments; ``reader`` (``storage.log_reader.LogReader``) is every read of it.
@@ -99,7 +100,8 @@ class Log:
                                  quarantine=quarantine, salvage=salvage, clock=clock)
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
-        self.salvaged: list[str] = []  # what a salvage before this open cut (LogManager)
+        # what opening cut, one line each: recovery's cuts, a salvage before it (LogManager)
+        self.salvaged: list[str] = list(loaded.cuts)
         self.segments = LogSegments(self.dir, config, clock, loaded.segments)
         self.reader = LogReader(self)  # every read of the log
         self._log_start_offset = loaded.log_start_offset

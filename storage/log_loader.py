@@ -7,16 +7,17 @@ tail is truncated and every later segment deleted, so nothing before the last wh
 and nothing torn is ever served. Segments whose indexes are missing or fail their sanity check
 are rebuilt whatever the shutdown was.
 
-Given a :class:`~storage.quarantine.Quarantine`, what recovery takes out while intact data
-follows it (a corrupt batch's tail with intact batches after it, the later segments) is moved
-there instead of deleted; a torn tail is cut as Kafka cuts it. A log whose end cannot be read
-and that is not recovered (a clean shutdown, or a read-only load) is loaded up to the damage,
-which ``LoadedLog.damage`` describes.
+Given a :class:`~storage.quarantine.Quarantine`, every byte recovery takes out (a corrupt
+batch and what follows it in its segment, a torn tail, the later segments) is kept there
+instead of deleted, and each cut is described in ``LoadedLog.cuts`` for the user: nothing is
+cut without a trace. A log whose end cannot be read and that is not recovered (a clean
+shutdown, or a read-only load) is loaded up to the damage, which ``LoadedLog.damage`` describes.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pathlib import Path
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
-from storage.damage import LogDamage, next_intact_batch, readable_end
+from storage.damage import LogDamage, header_records, next_intact_batch, readable_end
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.producer_state import ProducerStateManager
 from storage.quarantine import Quarantine
@@ -61,14 +62,16 @@ class IntactDataAfterDamageError(Exception):
 @dataclass
 class LoadedLog:
     """What loading found: the segments (the last is active), the log start offset, the
-    recovery point, the log end offset, and the damage that stopped the load short of the
-    log's end (None when the log reads to its end)."""
+    recovery point, the log end offset, the damage that stopped the load short of the
+    log's end (None when the log reads to its end), and what recovery cut, one line per cut
+    (where, the offsets, why, where the bytes are kept)."""
 
     segments: list[LogSegment]
     log_start_offset: int
     recovery_point: int
     log_end_offset: int
     damage: LogDamage | None = None
+    cuts: list[str] = dataclasses.field(default_factory=list)
 
 
 def segment_bases(directory: Path) -> list[int]:
@@ -104,6 +107,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         _finish_interrupted_operations(directory, quarantine)
     bases = segment_bases(directory)
     segments: list[LogSegment] = []
+    cuts: list[str] = []  # what recovery cut, for the user
     try:
         # A missing index is rebuilt (Kafka creates a missing .timeindex empty, which loses
         # the segment's largest timestamp for retention and ListOffsets).
@@ -120,7 +124,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
         recovered: dict[int, list[int]] = {}  # base offset -> its producer batch positions
         if writable:
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
-                                recovery_point, epochs, recovered, quarantine, salvage)
+                                recovery_point, epochs, recovered, quarantine, salvage, cuts)
             if not segments:
                 segments = [LogSegment(directory, log_start_offset, config, True, clock)]
         if not segments:
@@ -153,7 +157,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
                       ", and appends are refused until `kfs verify --repair`" if writable else "")
         return LoadedLog(segments, log_start_offset,
                          min(max(recovery_point, log_start_offset), log_end_offset)
-                         if had_clean_shutdown else log_end_offset, log_end_offset, damage)
+                         if had_clean_shutdown else log_end_offset, log_end_offset, damage,
+                         cuts)
     except BaseException:
         for segment in segments:
             segment.close()
@@ -163,12 +168,13 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
 def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[int],
              had_clean_shutdown: bool, recovery_point: int, epochs: LeaderEpochFileCache,
              recovered: dict[int, list[int]], quarantine: Quarantine | None,
-             salvage: bool = False) -> list[LogSegment]:
+             salvage: bool = False, cuts: list[str] | None = None) -> list[LogSegment]:
     """Recover the segments that need it (``LogLoader.recoverLog``): after an unclean shutdown
     every segment from the one holding the recovery point; always those with bad indexes and an
     active segment whose last batch is torn. When an unflushed segment loses bytes, the segments
     after it go too: they were written after data that is now gone (into ``quarantine`` when
-    given, as are the cut bytes when intact data follows them)."""
+    given, as are the cut bytes). Each cut is described in ``cuts``."""
+    cuts = [] if cuts is None else cuts
     bases = [s.base_offset for s in segments]
     unflushed = set()
     if not had_clean_shutdown and segments:
@@ -182,11 +188,11 @@ def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[
         later = segments[i + 1:] if segment.base_offset in unflushed else []
         truncated = segment.recover(epochs, positions,
                                     _keeper(segment, quarantine, i < len(segments) - 1,
-                                            salvage))
+                                            salvage, cuts))
         segment.flush()  # what recovery kept becomes the new recovery point: make it durable
         if truncated and later:
             for gone in later:
-                _remove_segment(gone, segment, quarantine)
+                _remove_segment(gone, segment, quarantine, cuts)
             segments = segments[: i + 1]
             break
     for segment in segments[:-1]:
@@ -207,38 +213,54 @@ def _torn_at_end(segment: LogSegment) -> bool:
 
 
 def _keeper(segment: LogSegment, quarantine: Quarantine | None, later: bool,
-            salvage: bool = False):
-    """The ``before_cut`` of ``segment.recover``: keep the tail it cuts in ``quarantine`` when
-    the quarantine keeps everything, when ``later`` segments follow, or when intact batches
-    follow the damage in the segment; a torn tail alone is cut, as Kafka does. With
-    ``salvage``, damage that intact batches follow raises IntactDataAfterDamageError instead."""
-    if quarantine is None:
-        return None
+            salvage: bool = False, cuts: list[str] | None = None):
+    """The ``before_cut`` of ``segment.recover``: keep every tail it cuts in ``quarantine``,
+    a corrupt batch and what follows it as well as a torn write (Kafka deletes them; kfs has
+    no replica to fetch them from, and a torn write costs little to keep), logged and
+    described in ``cuts``; without a quarantine the cut is only logged and described. With
+    ``salvage``, damage that intact batches or ``later`` segments follow raises
+    IntactDataAfterDamageError instead."""
+    cuts = [] if cuts is None else cuts
 
     def keep(position: int, next_offset: int, problem: str | None) -> None:
-        resume = next_intact_batch(segment, position + 1, next_offset)
+        resume = None if quarantine is None else next_intact_batch(segment, position + 1,
+                                                                   next_offset)
         if salvage and (later or resume is not None):
             raise IntactDataAfterDamageError(segment.log_path, position,
                                              problem or "a torn batch")
-        if not (quarantine.keep_all or later or resume is not None):
-            return
-        what = problem or f"a torn batch at byte {position}"
+        what = problem or ("a batch that runs past the end of the file (a torn write, or a "
+                           "corrupt batch size)")
         if resume is not None:
             what += f"; intact batches follow from byte {resume}"
-        quarantine.keep_bytes(segment.log_path, position, segment.size, reason=what,
-                              first_offset=next_offset)
-        log.warning("recovery cuts %s at byte %d (%s) and keeps the %d bytes cut in %s instead "
-                    "of deleting them", segment.log_path, position, what,
-                    segment.size - position, quarantine.directory)
+        records = header_records(segment, position, segment.size)
+        line = (f"recovery cut bytes {position}-{segment.size} of {segment.log_path.name} "
+                f"(offsets from {next_offset}"
+                + ("" if records is None else
+                   f", {records} record{'' if records == 1 else 's'} by the headers")
+                + f"): {what}")
+        if quarantine is not None:
+            quarantine.keep_bytes(segment.log_path, position, segment.size, reason=what,
+                                  first_offset=next_offset, records=records)
+            line += f"; the bytes cut are kept in the quarantine {quarantine.directory}"
+        else:
+            line += "; the bytes cut are deleted (no quarantine)"
+        log.warning("%s: %s", segment.dir.name, line)
+        cuts.append(line)
     return keep
 
 
-def _remove_segment(segment: LogSegment, lost_by: LogSegment, quarantine: Quarantine | None) -> None:
+def _remove_segment(segment: LogSegment, lost_by: LogSegment, quarantine: Quarantine | None,
+                    cuts: list[str] | None = None) -> None:
     """Take ``segment`` out of the log after ``lost_by`` lost data: into ``quarantine`` when
-    given (its .log; the indexes are derived from it), else deleted as Kafka does."""
+    given (its .log; the indexes are derived from it), else deleted as Kafka does; described
+    in ``cuts``."""
+    cuts = [] if cuts is None else cuts
+    line = (f"recovery took out {segment.log_path.name} ({segment.size} bytes, offsets from "
+            f"{segment.base_offset}): it follows data lost by {lost_by.log_path.name}")
     if quarantine is None:
         log.warning("deleting %s: it follows data lost by %s", segment.log_path, lost_by.log_path)
         segment.delete()
+        cuts.append(line + "; deleted (no quarantine)")
         return
     path = segment.log_path
     segment.close()
@@ -246,6 +268,7 @@ def _remove_segment(segment: LogSegment, lost_by: LogSegment, quarantine: Quaran
                          first_offset=segment.base_offset)
     log.warning("moved %s to %s instead of deleting it: it follows data lost by %s", path,
                 quarantine.directory, lost_by.log_path)
+    cuts.append(line + f"; moved whole into the quarantine {quarantine.directory}")
     for index_file in (offset_index_file, time_index_file, transaction_index_file):
         index_file(segment.dir, segment.base_offset).unlink(missing_ok=True)
 

@@ -220,25 +220,28 @@ class LogManager:
         that are not intact batches go to the quarantine, every intact batch stays, the offsets
         keep a gap and are never reused), then recovers it, and says so (``notices``, the log,
         ``Log.salvaged``): kfs has no replica to fetch the rest from, as a Kafka follower
-        truncating there would."""
+        truncating there would. What recovery cuts (kept in the quarantine) is said the same
+        way."""
         config = load_log_config(self.dir, topic, self._broker_config)
         if not writable:
             return Log(path, topic, partition, config, writable=False, clock=self.clock,
                        **offsets)
         try:
-            return Log(path, topic, partition, config, quarantine=self.quarantine, salvage=True,
-                       clock=self.clock, **offsets)
+            log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
+                       salvage=True, clock=self.clock, **offsets)
         except IntactDataAfterDamageError as damage:
             plan = plan_partition(path)
             salvage_partition(plan, self.quarantine)
             offsets.update(had_clean_shutdown=False, recovery_point=0)
             log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
                        clock=self.clock, **offsets)
-            log_.salvaged = _salvage_summary(plan, damage, self.quarantine.directory)
-            for line in log_.salvaged:
+            salvaged = _salvage_summary(plan, damage, self.quarantine.directory)
+            for line in salvaged:
                 log.error("%s: %s", path.name, line)
-            self.notices.extend(f"{path.name}: {line}" for line in log_.salvaged)
-            return log_
+            log_.salvaged[:0] = salvaged
+        # every cut at open (recovery's are logged by the loader) is said to the user too
+        self.notices.extend(f"{path.name}: {line}" for line in log_.salvaged)
+        return log_
 
     def _open_damaged_too(self, path: Path, topic: str, partition: int, **offsets) -> Log | None:
         """The log of ``path``; when its data stops even a recovering open, the log opened

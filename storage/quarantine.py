@@ -62,9 +62,10 @@ class Quarantine:
     when a run of the same millisecond has it), created on the first piece kept
     (:attr:`directory`).
 
-    ``keep_all``: keep everything removed (a repair), or, for a mount's recovery, only what
-    Kafka's recovery would delete while intact data follows it (a torn tail is simply cut,
-    as Kafka does). ``pieces`` lists the manifest entries written so far.
+    What recovery cuts (a corrupt or torn tail, the segments after it) is kept either way
+    (``storage.log_loader``); ``keep_all`` also keeps the ``.log`` files a load deletes as
+    leftovers (``.deleted``, ``.cleaned``, an unfinished ``.swap``: a repair).
+    ``pieces`` lists the manifest entries written so far.
     """
 
     def __init__(self, root: str | os.PathLike, *, keep_all: bool, clock: Clock = SYSTEM_CLOCK):

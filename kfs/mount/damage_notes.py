@@ -42,7 +42,7 @@ class DamageNotes:
             text = str(plog.damage)
             if writable:
                 text += "; appends are refused until `kfs verify --repair`"
-        elif plog.salvaged:  # recovery at open kept every intact batch around the damage
+        elif plog.salvaged:  # what recovery at open cut (kept in the quarantine), a salvage
             text = "; ".join(plog.salvaged)
         elif self._found.get(pid):
             texts = list(self._found[pid])

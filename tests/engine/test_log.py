@@ -2,8 +2,10 @@
 §6.2, §8.2 of the reference), reads by offset and time, reopening and recovery."""
 
 import dataclasses
+import json
 import logging
 import os
+import random
 import threading
 import time
 import struct
@@ -238,6 +240,66 @@ def test_unclean_open_cuts_torn_tail(tmp_path):
     assert log.log_end_offset == 2
     assert log.append([b"three"]) == 2
     assert log.reader.read(2).value == b"three"
+    mgr.close()
+
+
+def _crash_then(backing, damage):
+    """Two appends to orders-0 in ``backing``, an unclean stop (no clean-shutdown marker),
+    then ``damage(.log path)``; the .log's bytes after the damage."""
+    mgr = LogManager(backing)
+    log = mgr.create("orders-0")
+    log.append([b"one"])
+    log.append([b"two"])
+    mgr.close()
+    os.remove(backing / ".kafka_cleanshutdown")
+    path = log_file(backing / "orders-0", 0)
+    damage(path)
+    return path.read_bytes()
+
+
+def _flip_fifth_byte_from_the_end(path):
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x01
+    path.write_bytes(data)
+
+
+def _random_bytes(path):
+    path.write_bytes(random.Random(25).randbytes(5000))
+
+
+def _torn_tail(path):
+    with open(path, "ab") as f:
+        f.write(batch(2, 1, 5)[:40])
+
+
+@pytest.mark.parametrize("damage, kept_from, reason", [
+    (_flip_fifth_byte_from_the_end, "second", "Record batch at offset 1 is corrupt"),
+    (_random_bytes, 0, "offsets from 0"),
+    (_torn_tail, "end", "runs past the end of the file (a torn write"),
+], ids=["corrupt-last-batch", "random-bytes", "torn-tail"])
+def test_every_byte_recovery_cuts_is_kept_and_said(tmp_path, damage, kept_from, reason):
+    # Issue 25, item 1: a corrupt last batch, a segment of random bytes and a torn tail, cut
+    # by the recovery after an unclean stop, are kept in the quarantine with a manifest line,
+    # logged, in the manager's notices (a mount's stderr) and in Log.salvaged (user.kfs.damage)
+    backing = tmp_path / "data"
+    whole = log_file(backing / "orders-0", 0)
+    data = _crash_then(backing, damage)
+    first_batch = len(batch(0, 1, 0, size=3))  # the size of each appended batch
+    start = {"second": first_batch, "end": 2 * first_batch}.get(kept_from, kept_from)
+    mgr = LogManager(backing)
+    log = mgr.get("orders-0")
+    assert whole.stat().st_size == start
+    (run,) = (tmp_path / "data.quarantine").iterdir()
+    piece = run / "orders-0" / f"00000000000000000000.log.{start}-{len(data)}"
+    assert piece.read_bytes() == data[start:]
+    (entry,) = [json.loads(line) for line in (run / "manifest.jsonl").read_text().splitlines()]
+    assert (entry["start"], entry["end"], entry["firstOffset"]) == \
+        (start, len(data), 0 if start == 0 else start // first_batch)
+    (line,) = log.salvaged
+    assert line.startswith(f"recovery cut bytes {start}-{len(data)} of 00000000000000000000.log")
+    assert reason in line and f"kept in the quarantine {run}" in line
+    assert mgr.notices == [f"orders-0: {line}"]
+    assert log.log_end_offset == start // first_batch
     mgr.close()
 
 

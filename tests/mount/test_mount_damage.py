@@ -24,6 +24,7 @@ from helpers.damage import (
 from helpers.kfs import kfs_env, kfs_verify
 from helpers.paths import REPO
 from helpers.shell import sh
+from storage import LogManager
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
@@ -172,6 +173,47 @@ def test_a_mount_after_a_crash_keeps_every_intact_batch_around_a_corrupt_one(mou
     res = sh('echo next >> "$F"', env={"F": str(m.path / "plain-0" / "append")}, check=False)
     assert res.returncode == 0, res.err
     assert (m.path / "plain-0" / "by-offset" / "5000").read_bytes() == b"next"
+
+def test_a_corrupt_last_batch_cut_by_recovery_is_kept_and_said(mount, tmp_path):
+    """Issue 25, item 1: two appends, an unclean stop, the 5th byte from the end of the .log
+    flipped: the writable mount's recovery cuts the second batch (as Kafka does) but keeps the
+    bytes in BACKING.quarantine/ with a manifest, and says so on stderr, in its log and in
+    ``user.kfs.damage``; the first record is served, the next append takes offset 1."""
+    backing = tmp_path / "data"
+    mgr = LogManager(backing)
+    log = mgr.create("t-0")
+    log.append([b"one"])
+    log.append([b"two"])
+    mgr.close()
+    (backing / ".kafka_cleanshutdown").unlink()
+    segment = backing / "t-0" / FIRST
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0x01
+    segment.write_bytes(data)
+    cut_at = batches(segment)[1][0]
+    (tmp_path / "first").mkdir()
+    launched = subprocess.run(
+        [sys.executable, "-m", "kfs", "mount", f"--log-file={tmp_path / 'first.log'}",
+         str(backing), str(tmp_path / "first")], capture_output=True, text=True, timeout=150,
+        env=kfs_env(), cwd=REPO)
+    try:
+        assert launched.returncode == 0, launched.stderr
+        said = f"t-0: recovery cut bytes {cut_at}-{len(data)} of {FIRST}"
+        assert said in launched.stderr and "Record batch at offset 1 is corrupt" in \
+            launched.stderr
+        damage = os.getxattr(tmp_path / "first" / "t-0", "user.kfs.damage").decode()
+        assert damage.startswith(f"recovery cut bytes {cut_at}-{len(data)} of {FIRST}")
+        assert "kept in the quarantine" in damage
+        assert (tmp_path / "first" / "t-0" / "by-offset" / "0").read_bytes() == b"one"
+    finally:
+        subprocess.run([sys.executable, "-m", "kfs", "umount", str(tmp_path / "first")],
+                       env=kfs_env(), cwd=REPO, timeout=150)
+    assert f"recovery cut bytes {cut_at}-{len(data)}" in (tmp_path / "first.log").read_text()
+    assert segment.stat().st_size == cut_at
+    (run,) = (tmp_path / "data.quarantine").iterdir()
+    assert (run / "t-0" / f"{FIRST}.{cut_at}-{len(data)}").read_bytes() == data[cut_at:]
+    assert "Record batch at offset 1 is corrupt" in (run / "manifest.jsonl").read_text()
+
 
 @needs_fixtures
 @pytest.mark.parametrize("mode", ["--read-only", "writable"])

@@ -181,18 +181,24 @@ def test_recovery_keeps_every_intact_batch_after_a_corrupt_one(tmp_path, caplog)
 
 
 @needs_fixtures
-def test_recovery_cuts_a_torn_tail_as_kafka_does(tmp_path):
+def test_recovery_cuts_a_torn_tail_as_kafka_does_and_keeps_it(tmp_path):
+    # cut as Kafka cuts it, but kept and said (issue 25, item 1): every byte cut is kept
     backing = copy_partitions(tmp_path / "data", "plain-0", clean_shutdown=False)
     last = backing / "plain-0" / LAST
     position, base, _ = batches(last)[-1]
     os.truncate(last, position + 30)
+    torn = last.read_bytes()[position:]
     mgr = LogManager(backing)
     try:
         assert mgr.get("plain-0").log_end_offset == base
+        assert [line.split(":")[0] for line in mgr.notices] == ["plain-0"]
     finally:
         mgr.close()
     assert last.stat().st_size == position
-    assert not (tmp_path / "data.quarantine").exists()
+    entries, run = manifest(tmp_path / "data.quarantine")
+    assert [(e["source"], e["start"], e["end"], e["firstOffset"]) for e in entries] == [
+        (f"plain-0/{LAST}", position, position + 30, base)]
+    assert (run / entries[0]["file"]).read_bytes() == torn
 
 
 # -- a damaged partition opens, up to the damage ---------------------------------------------
