@@ -123,8 +123,10 @@ class LogSegment:
         self.dir = Path(directory)
         self.file_suffix = file_suffix
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        # the .log's descriptor: opened when used, closed when idle (storage.open_files)
-        self._file = PooledFile(self._path(LOG_SUFFIX), flags)
+        # the .log's descriptor: opened when used, closed when idle (storage.open_files); a
+        # segment read through another source names its .log as that source does
+        self._file = PooledFile(self._path(LOG_SUFFIX) if source is None else Path(source.name),
+                                flags)
         # every read of the segment's bytes goes through its source (storage.segment_source)
         self.source: SegmentSource = source or LocalSegmentSource(self._file)
         self.size = self.source.log_size()

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow.fs as pafs
 
 from storage.errors import KafkaStorageError
+from storage.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 
 from .uri import redact
 
@@ -26,6 +28,20 @@ SMALL_OBJECT_BYTES = 64 << 20  # an index object larger than this is not a Kafka
 RANGE_BYTES = 8 << 20  # one ranged request of a bulk read
 READ_AHEAD = 3  # ranges requested ahead of a bulk reader, at once
 BULK_READ = 256 << 10  # a read this large is a bulk reader's (read ahead); smaller ones are not
+
+
+INDEX_KINDS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+@dataclass(frozen=True)
+class SegmentObjects:
+    """Where one segment's objects are: ``log`` the ``.log``'s listing entry (path, size,
+    mtime), ``indexes`` the path of each index object there is, by kind (``.index``,
+    ``.timeindex``, ``.txnindex``: a missing one reads as empty, as Kafka's)."""
+
+    base_offset: int
+    log: pafs.FileInfo
+    indexes: dict[str, str]
 
 
 class ObjectStoreError(KafkaStorageError):

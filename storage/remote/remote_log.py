@@ -28,34 +28,51 @@ from storage.segment import LogSegment
 from storage.segment_source import ObjectSegmentSource
 from storage.topic_partition import parse_partition_dir_name
 
-from .object_store import ObjectStore
+from .object_store import INDEX_KINDS, ObjectStore, SegmentObjects
+
+
+def copied_segments(store: ObjectStore, name: str) -> list[SegmentObjects]:
+    """The segments of partition directory ``name`` copied into ``store`` as a broker keeps
+    them (``<20-digit base offset>.log`` with its ``.index``, ``.timeindex``, ``.txnindex``),
+    in base offset order; ``.cleaned``/``.swap``/``.deleted`` files are not segments."""
+    infos = {info.base_name: info for info in store.list(name)}
+    segments = []
+    for file_name, info in infos.items():
+        parsed = parse_segment_file_name(file_name)
+        if parsed is None or parsed.kind != LOG_SUFFIX or parsed.extra:
+            continue
+        prefix = file_name[:-len(LOG_SUFFIX)]
+        indexes = {kind: infos[prefix + kind].path for kind in INDEX_KINDS
+                   if prefix + kind in infos}
+        segments.append(SegmentObjects(parsed.offset, info, indexes))
+    return sorted(segments, key=lambda s: s.base_offset)
 
 
 class RemoteLog:
-    """The partition ``<topic>-<N>`` of ``store``, read-only. ``log_start_offset`` is the log
-    directory's ``log-start-offset-checkpoint`` entry when it is above the first segment,
-    else the first segment's base offset; ``log_end_offset`` the offset after the last
-    segment's last batch. Raises ObjectStoreError when listing fails."""
+    """Partition ``name`` (``<topic>-<N>``) of ``store``, read-only, made of ``segments`` (by
+    default the partition directory's, :func:`copied_segments`). ``log_start_offset`` counts
+    when it is above the first segment's base offset (a log-start-offset-checkpoint entry);
+    ``log_end_offset`` is the offset after the last segment's last batch. Raises
+    ObjectStoreError when listing fails."""
 
     writable = False
     damage = None  # (a remote log is not recovered: bad bytes raise where they are read)
     salvaged: tuple[str, ...] = ()  # (nor salvaged: nothing is ever cut)
 
     def __init__(self, store: ObjectStore, name: str, config: LogConfig | None = None,
-                 log_start_offset: int = 0, clock: Clock = SYSTEM_CLOCK) -> None:
+                 log_start_offset: int = 0, clock: Clock = SYSTEM_CLOCK,
+                 segments: list[SegmentObjects] | None = None,
+                 directory: tuple[str, ...] | None = None) -> None:
+        """``directory``: where the partition's objects are under the store's root (default
+        ``name``)."""
         self.topic, self.partition = parse_partition_dir_name(name)
         self.config = config or LogConfig()
-        self.dir = Path(store.path(name))
+        self.dir = Path(store.path(*(directory or (name,))))
         self.store = store
-        segments = []
-        for info in sorted(store.list(name), key=lambda i: i.base_name):
-            parsed = parse_segment_file_name(info.base_name)
-            if parsed is None or parsed.kind != LOG_SUFFIX or parsed.extra:
-                continue
-            source = ObjectSegmentSource(store, info.path, info.size,
-                                         info.mtime_ns // 1_000_000 if info.mtime_ns else 0)
-            segments.append(LogSegment(self.dir, parsed.offset, self.config, False, clock,
-                                       source=source))
+        objects = copied_segments(store, name) if segments is None else segments
+        segments = [LogSegment(self.dir, s.base_offset, self.config, False, clock,
+                               source=ObjectSegmentSource(store, s.log, s.indexes))
+                    for s in objects]
         self.segments = LogSegments(self.dir, self.config, clock, segments)
         self.reader = LogReader(self)
         first = segments[0].base_offset if segments else 0

@@ -1,0 +1,202 @@
+"""Kafka's tiered storage (KIP-405), read directly: the remote segments a broker copied with
+its RemoteStorageManager, and a topic as a consumer sees it, remote segments below the local
+log start offset and the broker's local log from there.
+
+The layout is that of Kafka's reference RemoteStorageManager, ``LocalTieredStorage``
+(``org.apache.kafka.server.log.remote.storage``): under its root,
+``kafka-tiered-storage/<topic>-<N>-<topic id, base64url>/<20-digit base offset>-<segment id,
+base64url>.{log,index,timeindex,snapshot,leader_epoch_checkpoint[,txnindex]}`` (a
+``.txnindex`` only when not empty). Which segments are live is what ``__remote_log_metadata``
+says (``COPY_SEGMENT_FINISHED`` and not deleted); where only the bucket is at hand, the listing
+is the fallback (:func:`listed_segments`), which may also hold segments being copied or
+deleted. Plugins that chunk or encrypt segments write other layouts: they are refused, named.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrPartitionError
+from storage.log_files import LOG_SUFFIX
+from storage.log_reader import LogReader
+from storage.log_segments import LogSegments
+from storage.topic_partition import parse_partition_dir_name
+
+from .object_store import INDEX_KINDS, ObjectStore, SegmentObjects
+from .remote_log import RemoteLog
+
+log = logging.getLogger(__name__)
+
+TIERED_ROOT = "kafka-tiered-storage"  # LocalTieredStorage's directory under its storage root
+_ID_CHARS = 22  # a UUID in base64url without padding (Kafka's Uuid.toString)
+
+
+class UnsupportedRemoteLayoutError(KafkaStorageError):
+    """Objects under a remote storage root that are not LocalTieredStorage's segment files (a
+    plugin's chunked or encrypted segments): named, never read as something else."""
+
+
+class OffsetGapError(KafkaStorageError):
+    """Offsets of a topic-partition in neither tier: the remote segments end before the local
+    log starts (retention ran on both sides), as Spark's Kafka source reports data loss."""
+
+
+def tiered_partitions(store: ObjectStore) -> dict[str, str]:
+    """``{"<topic>-<N>": its directory under kafka-tiered-storage/}`` of a LocalTieredStorage
+    root. Raises UnsupportedRemoteLayoutError for a directory there that is not
+    ``<topic>-<N>-<topic id>``."""
+    out = {}
+    for info in store.list(TIERED_ROOT):
+        name, topic_id = info.base_name[:-_ID_CHARS - 1], info.base_name[-_ID_CHARS:]
+        try:
+            if info.base_name[-_ID_CHARS - 1:-_ID_CHARS] != "-" or not _is_id(topic_id):
+                raise InvalidTopicError(info.base_name)
+            parse_partition_dir_name(name)
+        except InvalidTopicError:
+            raise UnsupportedRemoteLayoutError(
+                f"{store.describe(TIERED_ROOT, info.base_name)} is not a LocalTieredStorage "
+                "partition directory (<topic>-<N>-<topic id>): an unsupported remote storage "
+                "layout") from None
+        out[name] = info.base_name
+    return out
+
+
+def listed_segments(store: ObjectStore, directory: str) -> list[SegmentObjects]:
+    """The segments in a LocalTieredStorage partition ``directory``, from the listing (the
+    fallback without ``__remote_log_metadata``: it may include a segment being copied, or one
+    being deleted). A base offset with two segment ids (a copy retried) takes the newest
+    ``.log``. Raises UnsupportedRemoteLayoutError for files that are not segment files."""
+    files: dict[tuple[int, str], dict[str, object]] = defaultdict(dict)
+    for info in store.list(TIERED_ROOT, directory):
+        stem, dot, kind = info.base_name.partition(".")
+        base, sep, segment_id = stem.partition("-")
+        if not (len(base) == 20 and base.isdigit() and sep and _is_id(segment_id)):
+            raise UnsupportedRemoteLayoutError(
+                f"{store.describe(TIERED_ROOT, directory, info.base_name)} is not a "
+                "LocalTieredStorage segment file (<base offset>-<segment id>.<kind>): an "
+                "unsupported remote storage layout")
+        files[int(base), segment_id]["." + kind] = info
+    by_base: dict[int, SegmentObjects] = {}
+    for (base, _), kinds in sorted(files.items()):
+        logfile = kinds.get(LOG_SUFFIX)
+        if logfile is None:
+            continue  # (being deleted, or not copied yet)
+        objects = SegmentObjects(base, logfile, {k: kinds[k].path for k in INDEX_KINDS
+                                                 if k in kinds})
+        if base not in by_base or logfile.mtime_ns > by_base[base].log.mtime_ns:
+            by_base[base] = objects
+    return [by_base[b] for b in sorted(by_base)]
+
+
+def _is_id(text: str) -> bool:
+    return len(text) == _ID_CHARS and all(c.isalnum() or c in "-_" for c in text)
+
+
+class TieredLogDirectory:
+    """The remote tier of a LocalTieredStorage root in ``store``, its partitions served as
+    read-only :class:`RemoteLog` (the surface of a read-only ``LogManager``), each made of the
+    listed segments (:func:`listed_segments`; ``segments_of(name)`` may give them instead,
+    from ``__remote_log_metadata``). Raises ObjectStoreError, UnsupportedRemoteLayoutError."""
+
+    def __init__(self, store: ObjectStore, partitions=None, segments_of=None) -> None:
+        self.store = store
+        self._dirs = {name: d for name, d in tiered_partitions(store).items()
+                      if partitions is None or partitions(*parse_partition_dir_name(name))}
+        self._segments_of = segments_of or (lambda name: listed_segments(store, self._dirs[name]))
+        self._logs: dict[str, RemoteLog] = {}
+        self.notices: list[str] = []
+
+    def partition_names(self) -> list[str]:
+        return sorted(self._dirs)
+
+    def get(self, name: str) -> RemoteLog:
+        if name not in self._logs:
+            if name not in self._dirs:
+                raise UnknownTopicOrPartitionError(
+                    f"{name} has no remote segments in {self.store.describe(TIERED_ROOT)}")
+            objects = self._segments_of(name)
+            first = objects[0].base_offset if objects else 0
+            self._logs[name] = RemoteLog(self.store, name, log_start_offset=first,
+                                         segments=objects, directory=(TIERED_ROOT,
+                                                                      self._dirs[name]))
+        return self._logs[name]
+
+    def close(self) -> None:
+        for remote in self._logs.values():
+            remote.close()
+        self._logs.clear()
+        self.store.close()
+
+
+class UnifiedLog:
+    """A topic-partition as a consumer of a tiered topic sees it (the read side of Kafka's
+    ``UnifiedLog`` over ``RemoteLogManager``): ``remote``'s segments below where ``local``
+    starts, then ``local``'s (a broker's log directory, read-only, following the broker). A
+    segment in both tiers is read once, from the local one. A gap between the tiers (offsets in
+    neither) raises OffsetGapError naming the topic-partition and the offsets, or with
+    ``fail_on_data_loss=False`` is stepped over with a warning (Spark's ``failOnDataLoss``).
+    Offsets: the log start is the remote tier's, the ends (log end, last stable) the local
+    log's."""
+
+    writable = False
+    damage = None
+    salvaged: tuple[str, ...] = ()
+
+    def __init__(self, remote: RemoteLog | None, local, fail_on_data_loss: bool = True) -> None:
+        self.local, self.remote = local, remote
+        self.topic, self.partition, self.config = local.topic, local.partition, local.config
+        self.dir = local.dir
+        self.fail_on_data_loss = fail_on_data_loss
+        self.segments = LogSegments(self.dir, self.config, local.segments.clock, [])
+        self.reader = LogReader(self)
+        self._version = None
+        self._join()
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def _join(self) -> None:
+        """Publish remote segments below the local log start, then the local ones."""
+        local_first = self.local.segments.first_base_offset
+        if local_first is None:
+            local_first = self.local.log_end_offset
+        remote = [] if self.remote is None else [
+            s for s in self.remote.segments.all() if s.base_offset < local_first]
+        self._start = remote[0].base_offset if remote else self.local.log_start_offset
+        if remote:
+            remote_end = remote[-1].read_next_offset()
+            if remote_end < local_first:
+                gap = (f"{self.name}: offsets {remote_end}..{local_first - 1} are in neither "
+                       f"the remote tier (which ends at {remote_end - 1}) nor the local log "
+                       f"(which starts at {local_first})")
+                if self.fail_on_data_loss:
+                    raise OffsetGapError(gap + "; set failOnDataLoss=false to skip them")
+                log.warning("%s: skipped", gap)
+        self.segments.set(remote + self.local.segments.all())
+        self._version = self.local.segments.version
+        self.reader.clear_cache()
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.local.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.local.last_stable_offset
+
+    def catch_up(self) -> UnifiedLog:
+        """Follow the broker's local log (segments rolled, tiered and deleted locally)."""
+        if self.local.segments.version != self._version:
+            self._join()
+        return self
+
+    def close(self) -> None:
+        if self.remote is not None:
+            self.remote.close()

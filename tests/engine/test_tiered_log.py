@@ -1,0 +1,138 @@
+"""Kafka's tiered storage read directly (``storage.remote.tiered``): segments Kafka wrote, laid
+out as LocalTieredStorage lays out remote segments, joined with the rest of the partition as
+a broker's local log keeps it, read as the original partition reads, at both isolation levels;
+a segment in both tiers is read once, a gap between them is an error naming the offsets (or
+stepped over without failOnDataLoss), and a layout that is not LocalTieredStorage's is named."""
+
+import base64
+import shutil
+import uuid
+
+import pytest
+
+from helpers.paths import KAFKA_WRITTEN
+from storage import LogManager
+from storage.isolation import IsolationLevel
+from storage.log_files import LOG_SUFFIX, offset_from_file_name
+from storage.remote.object_store import ObjectStore
+from storage.remote.tiered import (
+    TIERED_ROOT,
+    OffsetGapError,
+    TieredLogDirectory,
+    UnifiedLog,
+    UnsupportedRemoteLayoutError,
+)
+
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
+KINDS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
+def kafka_id() -> str:
+    """A Kafka Uuid as it prints it: base64url of 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def bases_of(directory):
+    return sorted(offset_from_file_name(p.name) for p in directory.glob("*" + LOG_SUFFIX))
+
+
+def tier(tmp_path, name: str, remote_bases, local_bases):
+    """``name``'s segments at ``remote_bases`` under a LocalTieredStorage root, those at
+    ``local_bases`` in a broker-like local log directory; (the root, the local directory)."""
+    src = KAFKA_WRITTEN / name
+    root = tmp_path / "rsm"
+    remote = root / TIERED_ROOT / f"{name}-{kafka_id()}"
+    remote.mkdir(parents=True)
+    for base in remote_bases:
+        segment_id = kafka_id()
+        for kind in KINDS:
+            if (src / f"{base:020d}{kind}").exists():
+                shutil.copy(src / f"{base:020d}{kind}", remote / f"{base:020d}-{segment_id}{kind}")
+    local = tmp_path / "local" / name
+    local.mkdir(parents=True)
+    for base in local_bases:
+        for kind in KINDS:
+            if (src / f"{base:020d}{kind}").exists():
+                shutil.copy(src / f"{base:020d}{kind}", local / f"{base:020d}{kind}")
+    return root, local.parent
+
+
+def rows(log, isolation=IsolationLevel.READ_UNCOMMITTED, start=0):
+    return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
+            for batch in log.reader.record_lists(start, isolation=isolation) for r in batch]
+
+
+def unified(root, local_dir, name, **kwargs):
+    remote = TieredLogDirectory(ObjectStore.from_uri(root.as_uri()))
+    local = LogManager(local_dir, read_only=True)
+    return UnifiedLog(remote.get(name), local.get(name), **kwargs), (remote, local)
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["txn-0", "plain-0", "codecs-0"])
+@pytest.mark.parametrize("isolation", list(IsolationLevel))
+def test_remote_below_local_reads_as_the_whole_partition(tmp_path, name, isolation):
+    bases = bases_of(KAFKA_WRITTEN / name)
+    assert len(bases) >= 4
+    split = len(bases) // 2  # one segment in both tiers: read once
+    root, local_dir = tier(tmp_path, name, bases[:split + 1], bases[split:])
+    log, opened = unified(root, local_dir, name)
+    original = LogManager(KAFKA_WRITTEN, read_only=True)
+    try:
+        want = original.get(name)
+        assert (log.log_start_offset, log.log_end_offset) == (0, want.log_end_offset)
+        assert log.local.log_start_offset == bases[split] > 0
+        assert rows(log, isolation) == rows(want, isolation)
+        assert [t.to_pylist() for t in log.reader.read_columns(0, None, isolation)] == \
+            [t.to_pylist() for t in want.reader.read_columns(0, None, isolation)]
+        middle = want.log_end_offset // 3
+        assert rows(log, isolation, middle) == rows(want, isolation, middle)
+    finally:
+        original.close()
+        for manager in opened:
+            manager.close()
+
+
+@needs_fixtures
+def test_the_remote_tier_alone_is_listed_and_read(tmp_path):
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, _ = tier(tmp_path, "plain-0", bases[:3], [])
+    remote = TieredLogDirectory(ObjectStore.from_uri(root.as_uri()))
+    original = LogManager(KAFKA_WRITTEN, read_only=True)
+    try:
+        assert remote.partition_names() == ["plain-0"]
+        log = remote.get("plain-0")
+        assert log.log_end_offset == bases[3]
+        assert rows(log) == [r for r in rows(original.get("plain-0")) if r[0] < bases[3]]
+    finally:
+        remote.close()
+        original.close()
+
+
+@needs_fixtures
+def test_a_gap_between_the_tiers_names_the_offsets_or_is_skipped(tmp_path):
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, local_dir = tier(tmp_path, "plain-0", bases[:2], bases[3:])
+    with pytest.raises(OffsetGapError, match=f"plain-0: offsets {bases[2]}..{bases[3] - 1} "):
+        unified(root, local_dir, "plain-0")
+    log, opened = unified(root, local_dir, "plain-0", fail_on_data_loss=False)
+    original = LogManager(KAFKA_WRITTEN, read_only=True)
+    try:
+        assert rows(log) == [r for r in rows(original.get("plain-0"))
+                             if not bases[2] <= r[0] < bases[3]]
+    finally:
+        original.close()
+        for manager in opened:
+            manager.close()
+
+
+def test_a_layout_that_is_not_local_tiered_storage_is_named(tmp_path):
+    partition = tmp_path / TIERED_ROOT / f"t-0-{kafka_id()}"
+    partition.mkdir(parents=True)
+    (partition / "segment-000001.chunk").write_bytes(b"\x00" * 64)
+    store = ObjectStore.from_uri(tmp_path.as_uri())
+    with pytest.raises(UnsupportedRemoteLayoutError, match="segment-000001.chunk.*unsupported"):
+        TieredLogDirectory(store).get("t-0")
+    (tmp_path / TIERED_ROOT / "not-a-partition").mkdir()
+    with pytest.raises(UnsupportedRemoteLayoutError, match="not-a-partition"):
+        TieredLogDirectory(store)
