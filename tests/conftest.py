@@ -106,6 +106,29 @@ def kafka_broker(tmp_path):
 
 
 @pytest.fixture
+def tiered_broker(tmp_path):
+    """A started ``KafkaBroker`` with tiered storage on (``tests/helpers/kafka.py``:
+    ``tiered_storage_settings``; topics created with ``TIERED_TOPIC_CONFIG`` tier within
+    seconds): ``log.dirs`` at ``tmp_path/kafka-logs``, Kafka's LocalTieredStorage writing under
+    ``tmp_path/remote`` (``broker.remote_root`` is its ``kafka-tiered-storage`` directory).
+    Stopped in teardown, even on failure (killed if a clean shutdown hangs), its log printed."""
+    missing = kafka_missing()
+    if missing:
+        unavailable(missing)
+    broker = KafkaBroker(tmp_path / "kafka-logs", tmp_path / "broker",
+                         remote_storage_dir=tmp_path / "remote")
+    try:
+        broker.start()
+        yield broker
+    finally:
+        try:
+            broker.stop()
+        finally:
+            broker.kill()
+        print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
+
+
+@pytest.fixture
 def small_disk(tmp_path):
     """A 1 MiB tmpfs: a real disk that fills up (unavailable() where mounting one is not
     allowed: it needs root)."""

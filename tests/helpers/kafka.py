@@ -4,7 +4,14 @@ of the pinned release's jars (``scripts/kafka/pom.xml``, fetched into ``.cache/k
 
 A broker listens on free loopback ports and keeps its ``log.dirs`` where the test says (under
 ``tmp_path``); the ``kafka_broker`` fixture (conftest) always stops it in teardown. Its JVM
-heap is 512 MiB at most. Nothing here is used by kfs itself; the benchmarks use the broker as
+heap is 512 MiB at most.
+
+A broker given a ``remote_storage_dir`` has Kafka's tiered storage (KIP-405) on: rolled segments
+of a topic with :data:`TIERED_TOPIC_CONFIG` are copied by Kafka's reference RemoteStorageManager,
+``LocalTieredStorage`` (only in ``kafka-storage``'s test jar, which scripts/kafka/pom.xml
+fetches into ``.cache/kafka/lib`` with the rest), under ``<remote_storage_dir>/kafka-tiered-storage``,
+and recorded in ``__remote_log_metadata`` by the ``TopicBasedRemoteLogMetadataManager``; the
+local copies beyond ``local.retention.bytes`` are then deleted (the ``tiered_broker`` fixture). Nothing here is used by kfs itself; the benchmarks use the broker as
 their peer (benchmarks/bench_kafka_peer.py, bench_dump.py).
 """
 
@@ -28,6 +35,38 @@ LOG4J_CONFIG = REPO / "scripts" / "kafka" / "log4j2.properties"
 JAVA_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
              "-Djava.awt.headless=true"]
 START_TIMEOUT_S = 180.0  # a loaded 2-core machine takes tens of seconds to start a JVM broker
+
+
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
+TIERED_STORAGE_DIR = "kafka-tiered-storage"  # LocalTieredStorage's root under its rsm.config.dir
+
+
+def tiered_storage_settings(remote_storage_dir: Path) -> dict[str, str]:
+    """``server.properties`` settings of a broker whose remote tier is LocalTieredStorage
+    writing under ``remote_storage_dir``, tiering quickly: the remote log manager's tasks
+    (copy, expiry) every 500 ms, the local retention checked every second, one partition of
+    ``__remote_log_metadata`` (``__remote_log_metadata-0``) with one replica."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": LOCAL_TIERED_STORAGE,
+        "rsm.config.dir": str(remote_storage_dir),
+        "rsm.config.delete.on.close": "false",  # the remote segments outlive the broker
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "1000",
+    }
+
+
+SEGMENT_BYTES = 1048576  # Kafka 4.1.1's minimum segment.bytes
+# A topic whose rolled segments are copied to the remote tier and deleted locally past two
+# segments' worth (the active segment is never copied; a deleted local segment's files go
+# after a second).
+TIERED_TOPIC_CONFIG = {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                       "local.retention.bytes": str(2 * SEGMENT_BYTES),
+                       "file.delete.delay.ms": "1000"}
 
 
 def kafka_missing() -> str | None:
@@ -66,13 +105,18 @@ class KafkaBroker:
     ``start()`` formats ``log_dir`` when it has no ``meta.properties`` yet, launches the JVM and
     returns once the broker answers a metadata request; ``stop()`` shuts it down cleanly (the
     clean-shutdown marker written), ``kill()`` as ``kill -9`` would.
+
+    With ``remote_storage_dir`` tiered storage is on (:func:`tiered_storage_settings`, before
+    ``overrides``): :attr:`remote_root` is where LocalTieredStorage writes.
     """
 
     def __init__(self, log_dir: Path, work_dir: Path, overrides: dict[str, str] | None = None,
-                 java_opts: list[str] = JAVA_OPTS, start_timeout_s: float = START_TIMEOUT_S):
+                 java_opts: list[str] = JAVA_OPTS, start_timeout_s: float = START_TIMEOUT_S,
+                 remote_storage_dir: Path | None = None):
         self.java_opts, self.start_timeout_s = java_opts, start_timeout_s
         self.log_dir = Path(log_dir)
         self.work_dir = Path(work_dir)
+        self.remote_storage_dir = None if remote_storage_dir is None else Path(remote_storage_dir)
         self.overrides = dict(overrides or {})
         self.port = free_port()
         self.controller_port = free_port()
@@ -112,14 +156,24 @@ class KafkaBroker:
             "log.cleaner.dedupe.buffer.size": str(16 << 20),
             "log.initial.task.delay.ms": "0",
         }
+        if self.remote_storage_dir is not None:
+            settings.update(tiered_storage_settings(self.remote_storage_dir))
         settings.update(self.overrides)
         path = self.work_dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         return path
 
+    @property
+    def remote_root(self) -> Path | None:
+        """LocalTieredStorage's root, ``<remote_storage_dir>/kafka-tiered-storage`` (None
+        without tiered storage); one ``<topic>-<N>-<topic id>`` directory per partition."""
+        return None if self.remote_storage_dir is None else self.remote_storage_dir / TIERED_STORAGE_DIR
+
     def start(self) -> "KafkaBroker":
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.remote_storage_dir is not None:
+            self.remote_storage_dir.mkdir(parents=True, exist_ok=True)
         props = self._properties()
         if not (self.log_dir / "meta.properties").exists():
             run_tool("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(props),
@@ -202,6 +256,44 @@ class KafkaBroker:
         wait_until(lambda: "topic_id:" in (path.read_text() if path.exists() else ""),
                    f"a topic ID in {path}", timeout=60)
         return path.read_text().split("topic_id:")[1].split()[0]
+
+    # -- tiered storage -----------------------------------------------------------------------
+
+    def remote_segment_files(self, topic: str, partition: int = 0) -> dict[str, list[Path]]:
+        """The files LocalTieredStorage holds for the partition now, by the name before their
+        suffix (``<20-digit base offset>-<segment id>``); {} without its directory."""
+        out: dict[str, list[Path]] = {}
+        for directory in self.remote_root.glob(f"{topic}-{partition}-*"):
+            for path in directory.iterdir():
+                out.setdefault(path.name.split(".")[0], []).append(path)
+        return out
+
+    def local_segment_offsets(self, topic: str, partition: int = 0) -> list[int]:
+        """The base offsets of the partition's local segments (``.log`` files) now, sorted."""
+        return sorted(int(p.name.split(".")[0])
+                      for p in (self.log_dir / f"{topic}-{partition}").glob("*.log"))
+
+    def wait_tiered(self, topic: str, partition: int = 0, segments: int = 2,
+                    timeout: float = DEADLINE_S * 2) -> None:
+        """Wait until at least ``segments`` of the partition's segments have a ``.log`` in
+        the remote tier and the local log start moved up (the first local segment's base
+        offset above 0: local retention deleted what was copied). TimeoutError saying what
+        was seen otherwise. (Whether a copy is finished is the metadata's to say.)"""
+        def state() -> tuple[int, list[int]]:
+            files = self.remote_segment_files(topic, partition).values()
+            return (sum(any(p.suffix == ".log" for p in f) for f in files),
+                    self.local_segment_offsets(topic, partition))
+
+        def done() -> bool:
+            copied, local = state()
+            return copied >= segments and bool(local) and local[0] > 0
+
+        try:
+            wait_until(done, f"{segments} segments of {topic}-{partition} tiered", timeout)
+        except TimeoutError as exc:
+            copied, local = state()
+            raise TimeoutError(f"{exc}: {copied} remote segments, local base offsets {local}\n"
+                               f"{self.log_tail()}") from None
 
 
 # -- what Kafka's consumer reads, and the same shape of what kfs serves ----------------------
