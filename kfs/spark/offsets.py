@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from storage import Log, LogManager
 from storage.remote.object_store import ObjectStore
 from storage.remote.uri import is_uri
-from storage.remote.remote_log import RemoteLog, RemoteLogDirectory
+from storage.remote.remote_log import RemoteLogDirectory
+from storage.remote.tiered import TieredLogDirectory, UnifiedLogDirectory
 from storage.isolation import IsolationLevel
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
@@ -46,31 +47,44 @@ class DataLossError(ValueError):
 
 
 def open_directory(path: str, partitions=None, endpoint: str | None = None,
-                   region: str | None = None) -> LogManager | RemoteLogDirectory:
+                   region: str | None = None, remote_path: str | None = None,
+                   fail_on_data_loss: bool = True):
     """The log directory at ``path``, read-only (never changes a byte; safe beside a running
     mount): a LogManager for a local directory, a RemoteLogDirectory for a URI
     (``s3://bucket/prefix``, ``gs://…``, ``hdfs://…``, ``file://…``; ``endpoint`` and
-    ``region`` override the environment's). ``partitions(topic, partition)`` keeps only those
-    it accepts."""
+    ``region`` override the environment's). With ``remote_path`` (the RemoteStorageManager's
+    root URI of a tiered topic) each partition is its remote segments below the local log and
+    the local log from there (``storage.remote.tiered.UnifiedLog``; a gap between the tiers
+    is an error unless not ``fail_on_data_loss``). ``partitions(topic, partition)`` keeps only
+    those it accepts."""
     if is_uri(path):
-        store = ObjectStore.from_uri(path, endpoint=endpoint, region=region)
-        return RemoteLogDirectory(store, partitions)
-    return LogManager(path, read_only=True, partitions=partitions)
+        local = RemoteLogDirectory(ObjectStore.from_uri(path, endpoint=endpoint, region=region),
+                                   partitions)
+    else:
+        local = LogManager(path, read_only=True, partitions=partitions)
+    if remote_path is None:
+        return local
+    remote = TieredLogDirectory(ObjectStore.from_uri(remote_path, endpoint=endpoint,
+                                                     region=region), partitions)
+    return UnifiedLogDirectory(local, remote, fail_on_data_loss)
 
 
 def open_log(backing_dir: str, topic: str, partition: int, endpoint: str | None = None,
-             region: str | None = None) -> Log | RemoteLog:
-    """One partition's log, read-only, from a directory or a URI (see :func:`open_directory`).
-    Raises UnknownTopicOrPartitionError when the partition is missing."""
+             region: str | None = None, remote_path: str | None = None,
+             fail_on_data_loss: bool = True):
+    """One partition's log, read-only, from a directory or a URI, with its remote tier (see
+    :func:`open_directory`). Raises UnknownTopicOrPartitionError when the partition is
+    missing."""
     manager = open_directory(backing_dir, lambda t, p: (t, p) == (topic, partition),
-                             endpoint, region)
+                             endpoint, region, remote_path, fail_on_data_loss)
     return manager.get(f"{topic}-{partition}")  # a read-only manager holds nothing but its logs
 
 
 def open_matching(opts: SourceOptions) -> LogManager | RemoteLogDirectory:
     """The log directory of ``opts.path``, read-only, holding only the partitions the query
     reads."""
-    return open_directory(opts.path, opts.matches, opts.endpoint, opts.region)
+    return open_directory(opts.path, opts.matches, opts.endpoint, opts.region, opts.remote_path,
+                          opts.fail_on_data_loss)
 
 
 def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, int], Log]:

@@ -21,6 +21,15 @@ EARLIEST = -2  # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP, as Spark's JSON 
 LATEST = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
 
 _STRATEGIES = ("error", "latest")
+# Every option the source reads, as Spark's Kafka source spells them (keys are case-insensitive)
+KNOWN_OPTIONS = (
+    "path", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
+    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
+    "maxRecordsPerPartition", "maxOffsetsPerTrigger", "maxBytesPerPartition", "failOnDataLoss",
+    "includeHeaders", "isolation.level", "kafka.isolation.level", "remote.path", "endpoint",
+    "region",
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ class SourceOptions:
     isolation_level: IsolationLevel
     endpoint: str | None = None  # an object store's endpoint (http[s]://host:port) over the environment's
     region: str | None = None  # an object store's region over the environment's
+    remote_path: str | None = None  # the RemoteStorageManager's root URI of a tiered topic
 
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition is one the query reads (subscription or assignment)."""
@@ -71,6 +81,7 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
     subscribePattern / assign, malformed JSON or numbers, and the combinations Spark refuses
     (a batch query starting at latest or ending at earliest, ``endingOffsets`` on a stream)."""
     opts = {k.lower(): v for k, v in options.items()}
+    _check_known(opts)
     path = opts.get("path")
     if not path:
         raise ValueError('option "path" (the backing directory) is required')
@@ -103,7 +114,18 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
         isolation_level=isolation,
         endpoint=opts.get("endpoint") or None,
         region=opts.get("region") or None,
+        remote_path=opts.get("remote.path") or None,
     )
+
+
+def _check_known(opts: dict[str, str]) -> None:
+    """ValueError naming an option the source does not read (a mistyped one would otherwise
+    be ignored), and the ones it knows."""
+    known = {name.lower() for name in KNOWN_OPTIONS}
+    unknown = sorted(k for k in opts if k not in known)
+    if unknown:
+        raise ValueError(f"unknown kfs option(s) {', '.join(unknown)}; the options are "
+                         f"{', '.join(KNOWN_OPTIONS)}")
 
 
 def _subscription(opts: dict[str, str]):

@@ -51,13 +51,15 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                fail_on_data_loss: bool = True,
                isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
                rows_per_batch: int = ROWS_PER_ARROW_BATCH, endpoint: str | None = None,
-               region: str | None = None) -> Iterator[pa.RecordBatch]:
+               region: str | None = None, remote_path: str | None = None
+               ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of every data record of ``rng``, in offset order (``isolation``: with
     read_committed, none of aborted transactions and none at or past the last stable
     offset), decoded into columns by the engine (``LogReader.read_columns``). Raises DataLossError
     when the range starts below the log start offset and ``fail_on_data_loss`` (else the lost
     offsets are skipped); CorruptRecordError for a batch that fails its CRC."""
-    log = open_log(backing_dir, rng.topic, rng.partition, endpoint, region)
+    log = open_log(backing_dir, rng.topic, rng.partition, endpoint, region, remote_path,
+                   fail_on_data_loss)
     try:
         start = rng.start
         if start < log.log_start_offset:

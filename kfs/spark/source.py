@@ -122,7 +122,8 @@ class KfsBatchReader(DataSourceReader):
             return iter(())
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
                           self.opts.fail_on_data_loss, self.opts.isolation_level,
-                          endpoint=self.opts.endpoint, region=self.opts.region)
+                          endpoint=self.opts.endpoint, region=self.opts.region,
+                          remote_path=self.opts.remote_path)
 
 
 class KfsPushdownBatchReader(KfsBatchReader):
@@ -245,7 +246,8 @@ class KfsStreamReader(DataSourceStreamReader):
     def read(self, partition: RangePartition):
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
                           self.opts.fail_on_data_loss, self.opts.isolation_level,
-                          endpoint=self.opts.endpoint, region=self.opts.region)
+                          endpoint=self.opts.endpoint, region=self.opts.region,
+                          remote_path=self.opts.remote_path)
 
     def commit(self, end: dict) -> None:
         pass  # offsets live in Spark's checkpoint; nothing to release here

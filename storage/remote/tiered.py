@@ -200,3 +200,40 @@ class UnifiedLog:
     def close(self) -> None:
         if self.remote is not None:
             self.remote.close()
+        self.local.close()
+
+
+class UnifiedLogDirectory:
+    """The partitions of a tiered topic's broker log directory ``local`` (a read-only
+    ``LogManager``) joined with their remote segments in ``remote`` (a
+    :class:`TieredLogDirectory`), each as a :class:`UnifiedLog`; the surface of a read-only
+    ``LogManager``. A partition all of whose local segments were tiered still has its local
+    directory (Kafka keeps an active segment)."""
+
+    def __init__(self, local, remote: TieredLogDirectory, fail_on_data_loss: bool = True):
+        self.local, self.remote = local, remote
+        self.fail_on_data_loss = fail_on_data_loss
+        self._logs: dict[str, UnifiedLog] = {}
+        self.notices: list[str] = list(local.notices)
+
+    def partition_names(self) -> list[str]:
+        return self.local.partition_names()
+
+    def get(self, name: str) -> UnifiedLog:
+        if name not in self._logs:
+            local = self.local.get(name)
+            remote = self.remote.get(name) if name in self.remote.partition_names() else None
+            self._logs[name] = UnifiedLog(remote, local, self.fail_on_data_loss)
+        return self._logs[name]
+
+    def catch_up(self, name: str) -> UnifiedLog:
+        self.local.catch_up(name)
+        return self.get(name).catch_up()
+
+    def catch_up_partitions(self) -> bool:
+        return self.local.catch_up_partitions()
+
+    def close(self) -> None:
+        self._logs.clear()
+        self.remote.close()
+        self.local.close()

@@ -4,16 +4,12 @@ a broker's local log keeps it, read as the original partition reads, at both iso
 a segment in both tiers is read once, a gap between them is an error naming the offsets (or
 stepped over without failOnDataLoss), and a layout that is not LocalTieredStorage's is named."""
 
-import base64
-import shutil
-import uuid
-
 import pytest
 
 from helpers.paths import KAFKA_WRITTEN
+from helpers.tiered import bases_of, kafka_id, tier
 from storage import LogManager
 from storage.isolation import IsolationLevel
-from storage.log_files import LOG_SUFFIX, offset_from_file_name
 from storage.remote.object_store import ObjectStore
 from storage.remote.tiered import (
     TIERED_ROOT,
@@ -24,39 +20,6 @@ from storage.remote.tiered import (
 )
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
-KINDS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
-
-
-def kafka_id() -> str:
-    """A Kafka Uuid as it prints it: base64url of 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def bases_of(directory):
-    return sorted(offset_from_file_name(p.name) for p in directory.glob("*" + LOG_SUFFIX))
-
-
-def tier(tmp_path, name: str, remote_bases, local_bases):
-    """``name``'s segments at ``remote_bases`` under a LocalTieredStorage root, those at
-    ``local_bases`` in a broker-like local log directory; (the root, the local directory)."""
-    src = KAFKA_WRITTEN / name
-    root = tmp_path / "rsm"
-    remote = root / TIERED_ROOT / f"{name}-{kafka_id()}"
-    remote.mkdir(parents=True)
-    for base in remote_bases:
-        segment_id = kafka_id()
-        for kind in KINDS:
-            if (src / f"{base:020d}{kind}").exists():
-                shutil.copy(src / f"{base:020d}{kind}", remote / f"{base:020d}-{segment_id}{kind}")
-    local = tmp_path / "local" / name
-    local.mkdir(parents=True)
-    for base in local_bases:
-        for kind in KINDS:
-            if (src / f"{base:020d}{kind}").exists():
-                shutil.copy(src / f"{base:020d}{kind}", local / f"{base:020d}{kind}")
-    return root, local.parent
-
-
 def rows(log, isolation=IsolationLevel.READ_UNCOMMITTED, start=0):
     return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
             for batch in log.reader.record_lists(start, isolation=isolation) for r in batch]
