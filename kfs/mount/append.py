@@ -205,7 +205,7 @@ class JsonRecords(NamedTuple):
     timestamps: list[int | None] | None
 
 
-def json_records(lines: bytes) -> JsonRecords:
+def json_records(lines: bytes, first_line: int = 1) -> JsonRecords:
     """The records of ``\\n``-terminated JSON lines, each an object in the shape of a
     ``records.jsonl`` line (kcat ``-J``'s fields, as ``kfs dump --json`` encodes them):
 
@@ -218,14 +218,15 @@ def json_records(lines: bytes) -> JsonRecords:
     * anything else (``topic``, ``partition``, ``offset``, ``tstype``, ``kfs dump``'s batch
       fields) is ignored: where a record goes and its offset are the partition's business.
 
-    Raises InvalidJsonLineError naming the line (counted from 1 in ``lines``) and what is
-    wrong with it."""
+    Raises InvalidJsonLineError naming the line (``lines``' first line is number
+    ``first_line``: the mount counts from the open of the file, not from the write) and what
+    is wrong with it."""
     values: list[bytes | None] = []
     keys: list[bytes | None] = []
     headers: list[list[tuple[str, bytes | None]]] = []
     timestamps: list[int | None] = []
     given_headers = given_ts = False
-    for number, line in enumerate(lines.split(b"\n")[:-1], 1):
+    for number, line in enumerate(lines.split(b"\n")[:-1], first_line):
         if not line.strip():
             raise InvalidJsonLineError(f"line {number}: an empty line, not a JSON object")
         try:

@@ -235,7 +235,8 @@ class _AppendHandle:
     """One open ``append``/``append-keyed``/``append-batches``/``append.jsonl`` file: its own
     framer (lines, or record batches), writes serialized in order."""
 
-    __slots__ = ("log", "kind", "keyed", "framer", "lock", "max_line", "abandon_errno")
+    __slots__ = ("log", "kind", "keyed", "framer", "lock", "max_line", "abandon_errno",
+                 "lines_seen", "stored_line", "stored_offset")
 
     def __init__(self, plog: Any, kind: Kind, max_line: int) -> None:
         self.log = plog
@@ -245,6 +246,33 @@ class _AppendHandle:
         self.lock = trio.Lock()  # FIFO: requests are stored in the order they arrived
         self.max_line = max_line
         self.abandon_errno = errno.EIO  # what refused continuations of an abandoned line get
+        # Lines counted from the open (what a refusal names, not a line of one write): newlines
+        # written so far, and the last line stored with the offset of its record (0, -1: none).
+        self.lines_seen = 0
+        self.stored_line = 0
+        self.stored_offset = -1
+
+    def stored(self, first_offset: int, lines: int) -> None:
+        """The ``lines`` lines after ``lines_seen`` were stored from ``first_offset`` on."""
+        self.stored_line = self.lines_seen + lines
+        self.stored_offset = first_offset + lines - 1
+
+    def refusal(self, lines: int, code: int) -> str:
+        """What a refused write of ``lines`` lines (after ``lines_seen``; 0: a partial line)
+        left, for the mount's log: the lines it held counted from the open, the last line and
+        offset this open file stored, and where to resume."""
+        first = self.lines_seen + 1
+        held = f"line {first}" if lines <= 1 else f"lines {first}-{first + lines - 1}"
+        if self.stored_offset < 0:
+            stored = "nothing stored from this open file yet"
+        else:
+            stored = (f"stored from this open file: up to line {self.stored_line}, the last "
+                      f"stored offset {self.stored_offset}")
+        file = next(n for n, k in inodes.PARTITION_ENTRIES if k is self.kind).decode()
+        return (f"{self.log.name}/{file}: write refused "
+                f"({errno.errorcode.get(code, code)}), nothing of it stored ({held}, counted "
+                f"from the open; each write() is all or nothing); {stored}; to resume, append "
+                f"again from line {self.stored_line + 1}")
 
 
 class _DirHandle:
@@ -939,43 +967,52 @@ class KafkaFs(pyfuse3.Operations):
             try:
                 lines = framer.feed(buf)
             except AbandonedLineError:
+                if handle.kind is not Kind.APPEND_BATCHES:
+                    handle.lines_seen += bytes(buf).count(b"\n")
                 raise _fail(handle.abandon_errno) from None
             except ValueError:  # append-batches: a declared batch size that cannot be right
                 handle.abandon_errno = errno.EINVAL
                 raise _fail(errno.EINVAL) from None
+            count = lines.count(b"\n") if handle.kind is not Kind.APPEND_BATCHES else 0
             try:
                 if handle.kind is not Kind.APPEND_BATCHES and framer.pending_len > handle.max_line:
                     # Refuse early: this line can never fit a batch, and must not fill memory.
                     raise serr.RecordTooLargeError(f"line longer than {handle.max_line} bytes")
                 if lines:
-                    await self._store_soon(handle, lines)
+                    first = await self._store_soon(handle, lines)
+                    if count:
+                        handle.stored(first, count)
             except Exception as exc:
                 framer.abandon(buf)
                 handle.abandon_errno = errno_for(exc)
+                if handle.kind is not Kind.APPEND_BATCHES:
+                    log.warning("%s", handle.refusal(count, handle.abandon_errno))
                 raise _fail(handle.abandon_errno) from None
+            finally:
+                handle.lines_seen += count
         return len(buf)
 
-    async def _store_soon(self, handle: _AppendHandle, lines) -> None:
+    async def _store_soon(self, handle: _AppendHandle, lines) -> int:
         """Lines are appended on the trio thread when that only means writing into the page
         cache (a worker-thread hop costs more than the append of a 128 KiB write); when the
         append would wait (the log's lock, a roll, a flush) and for ``append-batches``, in a
-        worker thread."""
+        worker thread. Returns the first offset stored."""
         if handle.kind is not Kind.APPEND_BATCHES and handle.kind is not Kind.APPEND_JSONL:
             try:
-                handle.log.append_lines(lines, self._sep if handle.keyed else None, nowait=True)
-                return
+                return handle.log.append_lines(lines, self._sep if handle.keyed else None,
+                                               nowait=True)
             except BlockingIOError as exc:
                 log.debug("%s: appending in a worker thread: %s", handle.log.name, exc)
-        await trio.to_thread.run_sync(self._store, handle, lines)
+        return await trio.to_thread.run_sync(self._store, handle, lines)
 
     def _store(self, handle: _AppendHandle, lines) -> int:
         """Runs in a worker thread: key splitting (append-keyed) and the append itself;
         ``append-batches`` appends whole producer batches as a broker does (offsets assigned,
         transactions tracked: ``Log.append_as_leader``); ``append.jsonl`` parses its lines
-        (InvalidJsonLineError: none stored) and appends their keys, values, headers and
-        timestamps (``Log.append``)."""
+        (InvalidJsonLineError, naming the line counted from the open: none stored) and appends
+        their keys, values, headers and timestamps (``Log.append``)."""
         if handle.kind is Kind.APPEND_JSONL:
-            return handle.log.append(*json_records(lines))
+            return handle.log.append(*json_records(lines, handle.lines_seen + 1))
         if handle.kind is Kind.APPEND_BATCHES:
             try:
                 return handle.log.append_as_leader(lines)[0]
@@ -998,7 +1035,14 @@ class KafkaFs(pyfuse3.Operations):
                 return
             tail = handle.framer.finish()
             if tail is not None:  # on failure the tail is dropped: never stored in pieces
-                await self._store_soon(handle, tail + b"\n")
+                try:
+                    handle.stored(await self._store_soon(handle, tail + b"\n"), 1)
+                except Exception as exc:
+                    code = errno_for(exc)
+                    log.warning("%s", handle.refusal(1, code))
+                    raise _fail(code) from None
+                finally:
+                    handle.lines_seen += 1
 
     @_fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:

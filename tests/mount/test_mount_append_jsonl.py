@@ -209,3 +209,63 @@ def test_lines_are_framed_as_appends_are(tmp_path, mount):
         assert sorted(os.listdir(part / "by-offset")) == ["0", "1"]
         f.write(b' "payload": "3"}')
     assert sh("cat keyed-values", part).stdout == b"a\t1\nb\t2\nc\t3\n"
+
+
+def test_a_bulk_copy_refused_midway_names_the_line_from_the_open_and_resumes(tmp_path, mount):
+    """``cat file >> append.jsonl`` of 20,000 lines with line 12,346 not JSON: cat's writes
+    before the one holding that line are stored, that write and the rest are not. The log
+    names the line counted from the open (not within the refused write), the last line stored
+    and its offset, and the line to resume from; fixing the line and appending from there
+    (the README's recipe) leaves every line stored once, in order."""
+    m = mount(tmp_path / "data")
+    part = m.path / "p-0"
+    os.mkdir(part)
+    rows = [b'{"key":"k%d","payload":"value %d with some padding to fill the writes"}' % (i, i)
+            for i in range(1, 20_001)]
+    rows[12_345] = b"{oops"
+    source = tmp_path / "import.jsonl"
+    source.write_bytes(b"\n".join(rows) + b"\n")
+    res = sh(f"cat {source} >> p-0/append.jsonl", m.path, check=False)
+    assert res.returncode != 0 and b"Invalid argument" in res.stderr
+    stored = lines(part / "records.jsonl")
+    assert 0 < len(stored) < 12_345  # whole writes before the bad line's (128 KiB each)
+    text = m.log_text()
+    assert "line 12346: not JSON" in text, text
+    assert (f"p-0/append.jsonl: write refused (EINVAL), nothing of it stored (lines "
+            f"{len(stored) + 1}-") in text, text
+    assert (f"stored from this open file: up to line {len(stored)}, the last stored offset "
+            f"{len(stored) - 1}; to resume, append again from line {len(stored) + 1}") in text
+    # the README's recipe: fix the line, append from the line the log names
+    sh(f"sed -i '12346s/.*/{{\"key\":\"k12346\",\"payload\":\"fixed\"}}/' {source} && "
+       f"tail -n +{len(stored) + 1} {source} >> p-0/append.jsonl", m.path)
+    got = lines(part / "records.jsonl")
+    assert [r["offset"] for r in got] == list(range(20_000))
+    assert [r["key"] for r in got] == [f"k{i}" for i in range(1, 20_001)]
+    assert got[12_345]["payload"] == "fixed"
+
+
+def test_a_refused_write_after_stored_ones_counts_lines_from_the_open(tmp_path, mount):
+    """Writes of one open file: the refusal's line numbers continue across writes (a line
+    spanning writes counted once), for append.jsonl and for append-keyed alike."""
+    m = mount(tmp_path / "data")
+    part = m.path / "p-0"
+    os.mkdir(part)
+    with pytest.raises(OSError) as info:
+        with open(part / "append.jsonl", "ab", buffering=0) as f:
+            f.write(b'{"payload": "1"}\n{"payl')
+            f.write(b'oad": "2"}\n{"payload": "3"}\n')
+            f.write(b'{"payload": "4"}\n[5]\n')
+    assert info.value.errno == errno.EINVAL
+    text = m.log_text()
+    assert "line 5: a JSON array, not an object" in text, text
+    assert ("p-0/append.jsonl: write refused (EINVAL), nothing of it stored (lines 4-5, counted "
+            "from the open; each write() is all or nothing); stored from this open file: up to "
+            "line 3, the last stored offset 2; to resume, append again from line 4") in text
+    with pytest.raises(OSError) as info:
+        with open(part / "append-keyed", "ab", buffering=0) as f:
+            f.write(b"a\t1\nb\t2\n")
+            f.write(b"c\t3\nno separator\n")
+    assert info.value.errno == errno.EINVAL
+    assert ("p-0/append-keyed: write refused (EINVAL), nothing of it stored (lines 3-4, "
+            "counted from the open; each write() is all or nothing); stored from this open "
+            "file: up to line 2, the last stored offset 4") in m.log_text(), m.log_text()
