@@ -292,10 +292,16 @@ class Message:
         """Decode ``data[pos:]`` as this message at ``version``; bytes after the message are
         ignored, as Kafka's readers ignore them. Raises UnknownVersionError for a version
         outside ``validVersions``, MessageFormatError for bytes that do not fit."""
+        return self.read_with_end(data, version, pos)[0]
+
+    def read_with_end(self, data, version: int, pos: int = 0) -> tuple[dict[str, Any], int]:
+        """:meth:`read`, and the position right after the message (for serdes that refuse
+        bytes after it, as Kafka's ``AbstractApiMessageSerde`` does)."""
         if version not in self.valid_versions:
             raise UnknownVersionError(f"{self.name} has no version {version} "
                                       f"(valid versions: {self.valid_versions})")
-        return self._read_struct(self.body, version, _Reader(data, pos))
+        reader = _Reader(data, pos)
+        return self._read_struct(self.body, version, reader), reader.pos
 
     # -- compiling -------------------------------------------------------------------------
 

@@ -53,8 +53,8 @@ __all__ = [
     "REMOTE_LOG_METADATA_TOPIC", "RemoteLogMetadataCache", "RemoteLogMetadataFormatError",
     "RemoteLogSegmentId", "RemoteLogSegmentMetadata", "RemoteLogSegmentMetadataSnapshot",
     "RemoteLogSegmentMetadataUpdate", "RemoteLogSegmentState", "RemotePartitionDeleteMetadata",
-    "RemotePartitionDeleteState", "TopicIdPartition", "deserialize", "dump_payload",
-    "read_metadata_log_dir", "read_metadata_partition",
+    "RemotePartitionDeleteState", "TopicIdPartition", "decode_value", "deserialize",
+    "dump_payload", "read_metadata_log_dir", "read_metadata_partition", "remote_metadata_json",
 ]
 
 log = logging.getLogger(__name__)
@@ -335,6 +335,14 @@ def deserialize(value: bytes | None) -> RemoteLogMetadata:
     """``RemoteLogMetadataSerde.deserialize``: one ``__remote_log_metadata`` record value as
     the Kafka class it holds. Raises RemoteLogMetadataFormatError (Kafka's message) for a
     value that does not decode."""
+    api_key, _, data = decode_value(value)
+    return _transform(api_key, data)
+
+
+def decode_value(value: bytes | None) -> tuple[int, int, dict[str, Any]]:
+    """(api key, message version, the message's fields in ``<Message>JsonConverter`` shape)
+    of one record value: the frame ``AbstractApiMessageSerde.read`` reads. Raises
+    RemoteLogMetadataFormatError (Kafka's message) for a value that does not decode."""
     if value is None:
         raise RemoteLogMetadataFormatError(_NULL_VALUE)
     frame, pos = _uvarint(value, 0, "frame version")
@@ -356,7 +364,7 @@ def deserialize(value: bytes | None) -> RemoteLogMetadata:
     if end < len(value):
         raise RemoteLogMetadataFormatError(
             f"Found {len(value) - end} byte(s) of garbage after {api_key}")
-    return _transform(api_key, data)
+    return api_key, version, data
 
 
 def _transform(api_key: int, d: dict[str, Any]) -> RemoteLogMetadata:
@@ -376,8 +384,8 @@ def _transform(api_key: int, d: dict[str, Any]) -> RemoteLogMetadata:
         tp = d["topicIdPartition"]
         try:
             state = RemotePartitionDeleteState(d["remotePartitionDeleteState"])
-        except ValueError:
-            raise RemoteLogMetadataFormatError("state can not be null") from None
+        except ValueError:  # requireNonNull(state) without a message: Java prints "null"
+            raise RemoteLogMetadataFormatError("null") from None
         return RemotePartitionDeleteMetadata(TopicIdPartition(tp["id"], tp["name"], tp["partition"]),
                                              state, d["eventTimestampMs"], d["brokerId"])
     return RemoteLogSegmentMetadataSnapshot(
@@ -395,6 +403,19 @@ def dump_payload(value: bytes | None, offset: int) -> str:
         return deserialize(value).java_string()
     except RemoteLogMetadataFormatError as e:
         return f"Error at offset {offset}, skipping. {e}"
+
+
+def remote_metadata_json(value: bytes | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """One record value as JSON (``kfs dump --json --remote-log-metadata-decoder``):
+    ``{"apiKey", "name", "version", "data"}`` and no warnings, or, for a value that does not
+    decode, ``{"raw": base64}`` (None for a null value) and why."""
+    try:
+        api_key, version, data = decode_value(value)
+        _transform(api_key, data)  # Kafka's checks of the fields' values too
+    except RemoteLogMetadataFormatError as e:
+        raw = None if value is None else {"raw": base64.b64encode(value).decode("ascii")}
+        return raw, [str(e)]
+    return {"apiKey": api_key, "name": _MESSAGES[api_key], "version": version, "data": data}, []
 
 
 # -- RemoteLogMetadataCache ----------------------------------------------------------------
@@ -457,6 +478,11 @@ class RemoteLogMetadataCache:
     def partitions(self) -> list[TopicIdPartition]:
         """Every topic-partition with remote segments known (live or not), by name."""
         return sorted(self._segments, key=lambda tp: (tp.topic, tp.partition, tp.topic_id))
+
+    @property
+    def partitions_deleted(self) -> list[TopicIdPartition]:
+        """Every topic-partition with a delete record (its remote data deleted or being so)."""
+        return sorted(self._deleted_partitions, key=lambda tp: (tp.topic, tp.partition, tp.topic_id))
 
     def partition_deleted(self, tp: TopicIdPartition) -> RemotePartitionDeleteState | None:
         """The state of a deletion of the partition's remote data, or None."""
