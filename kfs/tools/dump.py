@@ -33,6 +33,16 @@ schemas do not cover is printed as Kafka's tool prints it (``Unknown record type
 ``Error at offset ...`` as its key), in JSON with ``"raw"`` (base64) instead of ``"data"`` and a
 ``warnings`` list; either way a ``kfs dump: <file>: offset N: warning: ...`` line goes to
 stderr (the exit status stays 0).
+
+``remote_log_metadata_decoder`` (``--remote-log-metadata-decoder``; it implies
+``print_data_log``; the coordinator decoders win over it, as in Kafka) decodes the records of
+``__remote_log_metadata``, Kafka's tiered-storage metadata (:mod:`storage.remote.metadata`):
+the text lines print no key and after ``payload:`` the ``toString()`` of the Kafka class the
+value holds (``RemoteLogSegmentMetadata{...}``, ``RemoteLogSegmentMetadataUpdate{...}``,
+``RemotePartitionDeleteMetadata{...}``), or ``Error at offset N, skipping. <why>`` as Kafka's
+tool prints it (with the warning on stderr); in JSON ``payload`` gives way to ``value``,
+``{"apiKey", "name", "version", "data"}`` (the message's fields) or ``{"raw"}`` and a
+``warnings`` list.
 """
 
 from __future__ import annotations
@@ -82,13 +92,21 @@ from storage.producer_state import ProducerStateEntry, decode_snapshot
 from storage.records import Record, RecordBatch
 from storage.records.legacy import COMPRESSION_CODEC_MASK as LEGACY_CODEC_MASK
 from storage.records.legacy import LegacyRecordBatch
+from storage.remote.metadata import dump_payload as remote_metadata_payload
+from storage.remote.metadata import remote_metadata_json
 from storage.records.control import (
     ControlRecordType,
     decode_control_record_key,
     decode_end_txn_marker_value,
 )
 from storage.segment import Batch
-from storage.segment_source import FileRecords, LocalSegmentSource
+from storage.remote.uri import is_uri, redact
+from storage.segment_source import (
+    FileRecords,
+    IndexContents,
+    LocalSegmentSource,
+    ObjectSegmentSource,
+)
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import TransactionIndex
@@ -121,10 +139,18 @@ class DumpOptions:
     json: bool = False
     offsets_decoder: bool = False
     transaction_log_decoder: bool = False
+    remote_log_metadata_decoder: bool = False
 
     @property
     def print_data(self) -> bool:
-        return self.print_data_log or self.coordinator_topic is not None
+        return (self.print_data_log or self.coordinator_topic is not None
+                or self.remote_log_metadata_decoder)
+
+    @property
+    def remote_metadata(self) -> bool:
+        """Whether records are decoded as ``__remote_log_metadata``'s (no coordinator decoder
+        chosen before it)."""
+        return self.remote_log_metadata_decoder and self.coordinator_topic is None
 
     @property
     def deep(self) -> bool:
@@ -504,6 +530,21 @@ def _decoded_line(line: str, decoded: CoordinatorRecord) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def _remote_metadata_line(line: str, record: Record) -> str:
+    """A record's JSON line with its value decoded as ``__remote_log_metadata``'s in place of
+    ``payload`` (as ``value``), plus ``warnings`` when it does not decode."""
+    value, warnings = remote_metadata_json(record.value)
+    obj = {}
+    for name, field in json.loads(line).items():
+        if name == "payload":
+            obj["value"] = value
+        else:
+            obj[name] = field
+    if warnings:
+        obj["warnings"] = warnings
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
 def _record_context(batch: RecordBatch, record: Record) -> dict[str, Any]:
     obj: dict[str, Any] = dict(
         sequence=record.sequence, batchBaseOffset=batch.base_offset,
@@ -561,7 +602,9 @@ class _Reports:
 
 def java_path(path: str) -> str:
     """``new File(path).toString()`` on Unix: repeated slashes collapsed, a trailing one
-    dropped (nothing else is resolved)."""
+    dropped (nothing else is resolved); a URI as given, without credentials."""
+    if is_uri(path):
+        return redact(path)
     if "//" in path or (path.endswith("/") and path != "/"):
         path = "/".join(p for i, p in enumerate(path.split("/")) if p or i == 0) or "/"
     return path
@@ -571,27 +614,38 @@ def java_absolute_path(path: str) -> str:
     """``new File(path).getAbsolutePath()``: a relative path joined to the working directory,
     without resolving ``.`` or ``..`` (as Kafka reports its mismatches' files)."""
     path = java_path(path)
-    if path.startswith("/"):
+    if path.startswith("/") or is_uri(path):
         return path
     return java_path(os.getcwd() + "/" + path) if path else os.getcwd()
 
 
 def _base_offset(path: str) -> int:
     """The offset before the first ``.`` of the file name (``UnifiedLog.offsetFromFile``)."""
+    name = os.path.basename(path)
     try:
-        return offset_from_file_name(os.path.basename(path))
+        return offset_from_file_name(name)
     except ValueError:
+        from storage.remote.tiered import tiered_base_offset  # (a remote tier's segment file)
+
+        if (base := tiered_base_offset(name)) is not None:
+            return base
         raise DumpError("the file name does not start with a base offset "
                         f"(e.g. {filename_prefix(0)}{os.path.splitext(path)[1]})") from None
 
 
 def _sibling(path: str, suffix: str) -> str:
     """The segment file beside ``path`` with the same prefix and another suffix."""
-    return os.path.join(os.path.dirname(os.path.abspath(path)),
-                        os.path.basename(path).split(".")[0] + suffix)
+    directory = path.rpartition("/")[0] if is_uri(path) else os.path.dirname(os.path.abspath(path))
+    return f"{directory}/{os.path.basename(path).split('.')[0]}{suffix}"
 
 
 def _check_exists(path: str, what: str = "") -> None:
+    if is_uri(path):
+        try:
+            _object(path)
+        except OSError as e:
+            raise DumpError(f"{what}{e}" if what else str(e)) from None
+        return
     if not os.path.exists(path):
         raise DumpError(f"{what}{path}: No such file or directory" if what else "No such file or directory")
     if os.path.isdir(path):
@@ -603,11 +657,43 @@ def _log_records(path: str) -> Iterator[FileRecords]:
     """The ``.log`` at ``path`` as the engine reads a segment's bytes (through its source,
     ``storage.segment_source``), for the span of a ``with``."""
     _check_exists(path)
-    source = LocalSegmentSource.of_path(Path(path))
+    store = None
+    if is_uri(path):
+        store, info = _object(path)
+        source = ObjectSegmentSource(store, info, {})
+    else:
+        source = LocalSegmentSource.of_path(Path(path))
     try:
         yield FileRecords(source)
     finally:
         source.close()
+        if store is not None:
+            store.close()
+
+
+def _object(uri: str):
+    """(store, listing entry) of the object ``uri`` (storage.remote; pyarrow only then)."""
+    from storage.remote.object_store import object_at
+
+    return object_at(uri)
+
+
+def _index_contents(path: str) -> IndexContents | None:
+    """An index file's bytes when ``path`` is an object's URI (None: a local file, which the
+    index reads itself)."""
+    if not is_uri(path):
+        return None
+    store, info = _object(path)
+    data = store.read_small_object(info.path) or b""
+    return IndexContents(data, len(data))
+
+
+def _whole_file(path: str) -> bytes:
+    if is_uri(path):
+        store, info = _object(path)
+        return store.read_small_object(info.path) or b""
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _first_batch(records: FileRecords, position: int, end: int, buffer) -> Batch | None:
@@ -714,8 +800,8 @@ class _Dumper:
             else:
                 self.line(batch_line(batch, position))
             return
-        if (not options.json and self.coordinator is None and batch.magic >= 2
-                and not batch.is_control_batch):
+        if (not options.json and self.coordinator is None and not options.remote_metadata
+                and batch.magic >= 2 and not batch.is_control_batch):
             # the common case, in one loop (a dump of a big log spends its time here)
             head = (batch_line(batch, position) + "\n").encode("utf-8", "replace")
             try:
@@ -738,8 +824,15 @@ class _Dumper:
                                       PlainFormat(**self._partition, fmt=StreamFormat.JSONL))
                 if decoded is not None:
                     lines = [_decoded_line(line, d) for line, d in zip(lines, decoded)]
+                elif options.remote_metadata and not batch.is_control_batch:
+                    lines = [_remote_metadata_line(line, r) for line, r in zip(lines, records)]
             else:
-                parsers = [self._parser(d) for d in decoded] if decoded else [_text_key_payload] * len(records)
+                if decoded:
+                    parsers = [self._parser(d) for d in decoded]
+                elif options.remote_metadata:
+                    parsers = [self._remote_metadata_parser(path)] * len(records)
+                else:
+                    parsers = [_text_key_payload] * len(records)
                 checks = (_legacy_record_checks(batch) if batch.magic < 2
                           else [None] * len(records))
                 lines = [record_line(batch, record, options.print_data, options.skip_record_metadata,
@@ -777,13 +870,24 @@ class _Dumper:
     def _parser(self, decoded: CoordinatorRecord) -> Callable[[Record], tuple[str | None, str | None]]:
         return lambda record: self._key_payload(decoded, record.offset)
 
+    def _remote_metadata_parser(self, path: str) -> Callable[[Record], tuple[str | None, str | None]]:
+        """kafka-dump-log's RemoteMetadataLogMessageParser: no key, the payload as Kafka's
+        tool prints it; a value that does not decode is also warned about on stderr."""
+        def parse(record: Record) -> tuple[str | None, str | None]:
+            payload = remote_metadata_payload(record.value, record.offset)
+            if payload.startswith(f"Error at offset {record.offset}, skipping. "):
+                self.err.write(f"kfs dump: {path}: offset {record.offset}: warning: "
+                               f"{payload.split(', skipping. ', 1)[1]}\n")
+            return None, payload
+        return parse
+
     # -- .index ---------------------------------------------------------------------------
 
     def dump_index(self, path: str) -> None:
         base = _base_offset(path)
         log_path = _sibling(path, LOG_SUFFIX)
         _check_exists(log_path, "its segment's log ")
-        index = OffsetIndex(path, base, 0, writable=False)
+        index = OffsetIndex(path, base, 0, writable=False, contents=_index_contents(path))
         try:
             if index.entries == 0:
                 self.note(f"{java_path(path)} is empty.")
@@ -827,8 +931,10 @@ class _Dumper:
         base = _base_offset(path)
         log_path = _sibling(path, LOG_SUFFIX)
         _check_exists(log_path, "its segment's log ")
-        time_index = TimeIndex(path, base, 0, writable=False)
-        offset_index = OffsetIndex(_sibling(path, INDEX_SUFFIX), base, 0, writable=False)
+        time_index = TimeIndex(path, base, 0, writable=False, contents=_index_contents(path))
+        offset_path = _sibling(path, INDEX_SUFFIX)
+        offset_index = OffsetIndex(offset_path, base, 0, writable=False,
+                                   contents=_index_contents(offset_path))
         try:
             if self.options.index_sanity_check:
                 time_index.sanity_check()
@@ -879,8 +985,7 @@ class _Dumper:
     # -- .snapshot and .txnindex ----------------------------------------------------------
 
     def dump_snapshot(self, path: str) -> None:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _whole_file(path)
         try:
             entries = decode_snapshot(data)
         except CorruptSnapshotError as e:
@@ -892,7 +997,11 @@ class _Dumper:
                 self.line(snapshot_line(entry))
 
     def dump_txn_index(self, path: str) -> None:
-        index = TransactionIndex(Path(path), _base_offset(path), writable=False)
+        source = None
+        if is_uri(path):
+            store, info = _object(path)
+            source = ObjectSegmentSource(store, info, {TXN_INDEX_SUFFIX: info.path})
+        index = TransactionIndex(Path(path), _base_offset(path), writable=False, source=source)
         try:
             for txn in index.all_aborted_txns():
                 if self.options.json:
@@ -975,6 +1084,10 @@ def add_parser(sub) -> None:
     dump.add_argument("--transaction-log-decoder", action="store_true",
                       help="decode the records as __transaction_state records (implies "
                            "--print-data-log; with --json: decoded key and value objects)")
+    dump.add_argument("--remote-log-metadata-decoder", action="store_true",
+                      help="decode the records as __remote_log_metadata records, Kafka's "
+                           "tiered-storage metadata (implies --print-data-log; with --json: "
+                           "decoded value objects)")
     dump.set_defaults(func=run, more_positionals="files")
 
 
@@ -989,5 +1102,6 @@ def run(args: argparse.Namespace) -> int:
         skip_record_metadata=args.skip_record_metadata,
         max_bytes=args.max_bytes or MAX_BYTES_DEFAULT, json=args.json,
         offsets_decoder=args.offsets_decoder, transaction_log_decoder=args.transaction_log_decoder,
+        remote_log_metadata_decoder=args.remote_log_metadata_decoder,
     )
     return with_stdout(lambda out: dump_files(files, options, out, sys.stderr))

@@ -155,6 +155,22 @@ class ObjectStore:
                 self._cached_bytes -= len(old)
 
 
+def object_at(uri: str) -> tuple[ObjectStore, pafs.FileInfo]:
+    """The store holding the object ``uri`` and the object's listing entry. Raises
+    FileNotFoundError when there is no such object, IsADirectoryError for a directory,
+    ObjectStoreError when the store refuses."""
+    store = ObjectStore.from_uri(uri)
+    try:
+        info = store.fs.get_file_info(store.root)
+    except (OSError, ValueError) as e:
+        raise ObjectStoreError(f"{redact(uri)}: {e}") from None
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"{redact(uri)}: no such object")
+    if info.type == pafs.FileType.Directory:
+        raise IsADirectoryError(f"{redact(uri)}: a directory, not an object")
+    return store, info
+
+
 class RangedObject:
     """One object read with ranged requests: a small read is one request for its bytes; a
     bulk reader's (reads of ``BULK_READ`` bytes or more, e.g. a segment read a MiB at a time)

@@ -90,6 +90,15 @@ def listed_segments(store: ObjectStore, directory: str) -> list[SegmentObjects]:
     return [by_base[b] for b in sorted(by_base)]
 
 
+def tiered_base_offset(file_name: str) -> int | None:
+    """The base offset of a LocalTieredStorage segment file name (``<20 digits>-<segment
+    id>.<kind>``), or None when it is not one."""
+    base, sep, rest = file_name.partition("-")
+    segment_id = rest.partition(".")[0]
+    return int(base) if len(base) == 20 and base.isdigit() and sep and _is_id(segment_id) \
+        else None
+
+
 def _is_id(text: str) -> bool:
     return len(text) == _ID_CHARS and all(c.isalnum() or c in "-_" for c in text)
 
