@@ -1,16 +1,26 @@
-"""What the mount does about a damaged partition (``Log.damage``, or a batch a read found
-corrupt): every other partition and every readable record is served as usual, reads past the
-damage get EIO, listings give what can be read and then EIO, the partition directory's
-``user.kfs.damage`` attribute and the mount's log say what is wrong, and a writable mount
-refuses appends to a partition whose end could not be read (EIO) until ``kfs verify --repair``.
+"""What the mount does about a damaged partition (``Log.damage``, what recovery cut at the
+mount, or a batch that is not intact): every other partition and every readable record is
+served as usual, reads past the damage get EIO, listings give what can be read and then EIO,
+the streams stop with EIO at it, the partition directory's ``user.kfs.damage`` attribute and
+the mount's log say what is wrong, and a writable mount refuses appends to a partition whose
+end could not be read (EIO) until ``kfs verify --repair``.
+
+``user.kfs.damage`` does not wait for a read to trip over the damage: asking for it checks the
+partition's batches not checked yet (:meth:`DamageNotes.unchecked_damage`: each ``.log`` read
+once, then only what is appended), so it is there from the mount on.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from typing import Any
 
-from storage.damage import LogDamage
+from crc32c import crc32c
+
+from storage.damage import LogDamage, map_segment
+from storage.segment import SegmentScan
 from storage.isolation import IsolationLevel
 from storage.errors import CorruptRecordError, InvalidRecordError
 
@@ -27,11 +37,53 @@ class DamageNotes:
 
     def __init__(self) -> None:
         self._found: dict[int, dict[str, None]] = {}  # pid -> texts, in the order found
+        # LogSegment -> (bytes of its .log checked, the offset expected after them)
+        self._checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._checking = threading.Lock()
+
+    def unchecked_damage(self, plog: Any) -> list[LogDamage]:
+        """The damage in the bytes of ``plog``'s segments not checked before: every batch's
+        sizes, CRC and offsets, as recovery checks them (the compiled ``SegmentScan``, a block
+        at a time), from where the last check of the segment ended (a followed broker's
+        appends); a segment with a problem is mapped whole (``storage.damage.map_segment``) to
+        name each stretch that is not intact batches and the offsets it costs, as a read that
+        trips over it would. Runs in a worker thread; pass each to :meth:`note`."""
+        found: list[LogDamage] = []
+        with self._checking:
+            for segment in plog.segments.all():
+                size = segment.size
+                position, next_offset = self._checked.get(segment, (0, segment.base_offset))
+                if position >= size:
+                    continue
+                try:
+                    scan = SegmentScan(segment.base_offset, crc32c, next_offset,
+                                       stop_at_problem=True)
+                    segment.scan_whole_batches(scan, position)
+                    if not scan.problems and scan.valid_end >= size:
+                        self._checked[segment] = (scan.valid_end, scan.next_offset)
+                        continue
+                    mapped = map_segment(segment, segment.base_offset)
+                except _READ_ERRORS as e:  # (a legacy segment past its 32-bit offsets)
+                    found.append(LogDamage(segment.log_path.name, None, next_offset, str(e)))
+                    self._checked[segment] = (size, next_offset)
+                    continue
+                except OSError:  # (deleted by retention meanwhile)
+                    continue
+                for cut in mapped.cuts:
+                    if cut.end > position:
+                        found.append(LogDamage(
+                            segment.log_path.name, cut.start, cut.first_offset, cut.reason,
+                            None if cut.resume_offset is None else cut.resume_offset - 1))
+                self._checked[segment] = (size, mapped.next_offset)
+        return found
 
     def note(self, pid: int, name: str, damage: LogDamage | Exception) -> None:
         found = self._found.setdefault(pid, {})
         text = str(damage)
-        if text not in found:
+        # (a read's bare error of damage already described, with its place, is not news)
+        known = text in found or (isinstance(damage, Exception)
+                                  and any(f": {text} (" in seen for seen in found))
+        if not known:
             found[text] = None
             log.error("%s: damaged: %s (reads of it give EIO; `kfs verify --repair` mends it)",
                       name, text)

@@ -1104,10 +1104,28 @@ class KafkaFs(pyfuse3.Operations):
         ``system.posix_acl_*``) are answered without resolving the record."""
         if not name.startswith((XATTR_PREFIX, KFS_XATTR_PREFIX)):
             raise _fail(ENOATTR)
+        if name == DAMAGE_XATTR:
+            await self._check_damage(inode)
         value = (await self._xattrs(inode)).get(name)
         if value is None:
             raise _fail(ENOATTR)
         return value
+
+    async def _check_damage(self, inode: int) -> None:
+        """Before a partition's ``user.kfs.damage`` is told, check its batches not checked yet
+        (``DamageNotes.unchecked_damage``): the attribute is there from the mount on, not
+        once a read tripped over the damage. Listing the attributes (``getfattr -d``; ``ls -l``
+        in newer coreutils) does not check, so a listing never reads whole partitions: it
+        shows the attribute once the damage was found."""
+        if self._view_path(inode) is not None:
+            return
+        node = self._node(inode)
+        if node.kind is not Kind.PARTITION:
+            return
+        await self._follow(node.pid)
+        plog = self._log_by_pid(node.pid)
+        for damage in await trio.to_thread.run_sync(self._damage.unchecked_damage, plog):
+            self._damage.note(node.pid, plog.name, damage)
 
     @_fuse_errors
     async def listxattr(self, inode: int, ctx: Any = None) -> list[bytes]:

@@ -6,6 +6,7 @@ damage (EIO past it, ``user.kfs.damage`` and a log line say what is wrong, appen
 batch in the middle gives every offset that can be read, then EIO."""
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -213,6 +214,55 @@ def test_a_corrupt_last_batch_cut_by_recovery_is_kept_and_said(mount, tmp_path):
     (run,) = (tmp_path / "data.quarantine").iterdir()
     assert (run / "t-0" / f"{FIRST}.{cut_at}-{len(data)}").read_bytes() == data[cut_at:]
     assert "Record batch at offset 1 is corrupt" in (run / "manifest.jsonl").read_text()
+
+
+@needs_fixtures
+@pytest.mark.parametrize("mode", ["--read-only", "writable"])
+def test_user_kfs_damage_is_there_from_the_mount_on(mount, tmp_path, mode):
+    """Issue 25, item 2: a corrupt batch (offsets 8-25) in the middle, after a clean shutdown
+    (nothing recovered): ``user.kfs.damage`` is there right after the mount, before any read
+    tripped over the damage, and a read of it later adds nothing."""
+    backing = copy_partitions(tmp_path / "data", "plain-0", "codecs-0")
+    flip_bit(backing / "plain-0" / FIRST, 1032 + 100)
+    m = mount(backing, *([mode] if mode == "--read-only" else []))
+    damage = os.getxattr(m.path / "plain-0", "user.kfs.damage").decode()
+    assert damage.startswith(f"{FIRST}:1032: Record batch at offset 8 is corrupt"), damage
+    assert "offsets 8-25 cannot be read; those after them can" in damage
+    assert "plain-0: damaged: " in m.log_text()
+    assert "user.kfs.damage" in os.listxattr(m.path / "plain-0")
+    with pytest.raises(OSError, match="No data available"):
+        os.getxattr(m.path / "codecs-0", "user.kfs.damage")
+    status, _, err = cat_digest(m.path / "plain-0/by-offset/8")
+    assert status == 1 and "Input/output error" in err
+    assert os.getxattr(m.path / "plain-0", "user.kfs.damage").decode() == damage
+
+
+def test_a_read_only_mount_of_a_crashed_partition_says_its_damage_at_once(mount, tmp_path):
+    """Issue 25, item 2: two appends, an unclean stop, the 5th byte from the end flipped, a
+    read-only mount (which recovers nothing): ``user.kfs.damage`` names the corrupt batch
+    before any read; ``records.jsonl`` gives the first record and then EIO."""
+    backing = tmp_path / "data"
+    mgr = LogManager(backing)
+    log = mgr.create("t-0")
+    log.append([b"one"])
+    log.append([b"two"])
+    mgr.close()
+    (backing / ".kafka_cleanshutdown").unlink()
+    segment = backing / "t-0" / FIRST
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0x01
+    segment.write_bytes(data)
+    cut_at = batches(segment)[1][0]
+    m = mount(backing, "--read-only")
+    damage = os.getxattr(m.path / "t-0", "user.kfs.damage").decode()
+    assert damage.startswith(f"{FIRST}:{cut_at}: Record batch at offset 1 is corrupt"), damage
+    assert "offsets from 1 cannot be read" in damage
+    # (`wc -l` would print 0: GNU wc drops its counts on a read error)
+    res = subprocess.run(["cat", str(m.path / "t-0" / "records.jsonl")], capture_output=True,
+                         timeout=120)
+    assert res.returncode == 1 and b"Input/output error" in res.stderr
+    assert [json.loads(line)["payload"] for line in res.stdout.splitlines()] == ["one"]
+    assert segment.read_bytes() == data  # a read-only mount cuts nothing
 
 
 @needs_fixtures
