@@ -30,6 +30,14 @@ def _unescape(field: str) -> str:
 
 def kfs_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
     """``(mountpoint, backing dir)`` of every kfs mount (none when mountinfo is unreadable)."""
+    return [(mountpoint, backing) for mountpoint, backing, _ in kfs_mount_modes(mountinfo)]
+
+
+def kfs_mount_modes(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str, bool]]:
+    """``(mountpoint, backing dir, read-only)`` of every kfs mount: read-only when the mount
+    has the ``ro`` option (``kfs mount --read-only`` passes it to FUSE; mountinfo's per-mount
+    options, the 6th field, then start with ``ro``), as ``findmnt -o TARGET,SOURCE,OPTIONS``
+    shows it."""
     try:
         with open(mountinfo) as f:
             lines = f.readlines()
@@ -38,9 +46,11 @@ def kfs_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]]
     out = []
     for line in lines:
         before, _, after = line.partition(" - ")
-        fields = after.split()
-        if len(fields) >= 2 and fields[0] == FSTYPE:
-            out.append((_unescape(before.split()[4]), _unescape(fields[1])))
+        fields, where = after.split(), before.split()
+        if len(fields) >= 2 and len(where) >= 6 and fields[0] == FSTYPE:
+            read_only = "ro" in where[5].split(",") or \
+                (len(fields) >= 3 and "ro" in fields[2].split(","))
+            out.append((_unescape(where[4]), _unescape(fields[1]), read_only))
     return out
 
 
@@ -64,9 +74,13 @@ def mounts_at(path: str, mountinfo: str = "/proc/self/mountinfo") -> list[tuple[
 
 
 def find_mount(backing_dir: str, mountinfo: str = "/proc/self/mountinfo") -> Path | None:
-    """The mount point of a kfs mount serving ``backing_dir``, or None."""
+    """The mount point of a writable kfs mount serving ``backing_dir`` (the one that holds its
+    ``.lock`` and may take writes for it), or None. A ``--read-only`` mount of the directory
+    is never returned: it refuses writes (EROFS) and holds no lock, so a writer beside it takes
+    the lock itself."""
     real = os.path.realpath(backing_dir)
-    return next((Path(m) for m, backing in kfs_mounts(mountinfo) if backing == real), None)
+    return next((Path(m) for m, backing, read_only in kfs_mount_modes(mountinfo)
+                 if backing == real and not read_only), None)
 
 
 def serving_processes() -> list[tuple[int, str, str]]:

@@ -39,6 +39,31 @@ def held_elsewhere(directory: Path) -> bool:
         os.close(fd)
 
 
+def _posix_holder(fd: int) -> int | None:
+    """The pid of a process holding a traditional POSIX lock on ``fd``'s file (as a Kafka
+    broker's ``FileChannel.tryLock`` takes), None when there is none or the holder's lock is an
+    open-file-description lock (kfs's own writers: ``F_OFD_GETLK`` reports their pid as -1)."""
+    found = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _flock_struct(fcntl.F_WRLCK))
+    lock_type, _, _, _, pid = struct.unpack("hhqqi", found)
+    return pid if lock_type != fcntl.F_UNLCK and pid > 0 else None
+
+
+def _process_name(pid: int) -> str:
+    """What ``ps`` shows for ``pid``: a Java process's main class when there is one
+    (``kafka.Kafka``), else its command name."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "gone"
+    args = [os.fsdecode(a) for a in argv if a]
+    if args and os.path.basename(args[0]) == "java":
+        main = [a for a in args[1:] if not a.startswith("-") and "." in a and "/" not in a
+                and ":" not in a]
+        if main:
+            return main[0]
+    return os.path.basename(args[0]) if args else "?"
+
+
 class FileLock:
     """An exclusive lock on ``directory/.lock``, held until :meth:`release` (or the process
     ends: the kernel drops it with the file description, so a crash never leaves it stale)."""
@@ -51,6 +76,14 @@ class FileLock:
         deadline = time.monotonic() + timeout_s
         try:
             while not self._try_lock():
+                holder = _posix_holder(self._fd)
+                if holder is not None:  # not a kfs writer: waiting for it is pointless
+                    raise LogDirLockedError(
+                        f"{Path(directory)} is in use by another writer: process {holder} "
+                        f"({_process_name(holder)}) holds {self.path} with a POSIX lock, as a "
+                        f"running Kafka broker holds its log directory's; kfs writes none of "
+                        f"it while that runs (produce to the broker instead, mount it "
+                        f"--read-only to read it alongside, or stop the broker)")
                 if time.monotonic() >= deadline:
                     raise LogDirLockedError(
                         f"{Path(directory)} is in use by another writer (a kfs mount, a Kafka "

@@ -6,7 +6,7 @@ from kafka.partitioner.default import murmur2 as oracle_murmur2
 
 from kfs.spark.partitioner import StickyPartitioner, murmur2, partition_for_key
 from helpers.shell import sh
-from helpers.waits import Lines
+from helpers.waits import Lines, wait_until
 from storage import LogManager
 from storage.records.control import ControlRecordType, end_transaction_marker
 
@@ -173,6 +173,52 @@ def test_tail_f_follows_a_spark_write_through_the_mount(spark, mount, tmp_path):
     finally:
         tail.kill()
         tail.wait(timeout=30)
+
+
+def test_write_beside_a_read_only_mount_takes_the_lock(spark, mount, tmp_path):
+    """A --read-only mount of the directory takes no writes (EROFS) and holds no lock: the
+    tasks write under the .lock themselves, and the read-only mount follows what they wrote."""
+    backing = tmp_path / "backing"
+    new_topic(backing, "t", 1)
+    m = mount(backing, "--read-only")
+    df = spark.createDataFrame([(f"k{i}", f"spark-{i}") for i in range(100)],
+                               "key string, value string")
+    df.repartition(2).write.format("kfs").option("path", str(backing)).option(
+        "topic", "t").mode("append").save()
+    assert sorted(r.value for r in data_records(backing, "t-0")) == sorted(
+        f"spark-{i}".encode() for i in range(100))
+    wait_until(lambda: sh("grep -c spark- t-0/values", m.path, check=False).out.strip() == "100",
+               "the read-only mount to follow the write")
+
+
+def test_write_to_a_directory_a_broker_holds_says_so(spark, mount, tmp_path):
+    """A process holding .lock with a POSIX lock (a broker's FileChannel.tryLock) beside a
+    --read-only mount: the write fails at once naming that process and its lock, not with the
+    read-only mount's EROFS, and writes nothing."""
+    import subprocess
+    import sys
+
+    backing = tmp_path / "backing"
+    new_topic(backing, "t", 1)
+    m = mount(backing, "--read-only")
+    broker = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+         "fcntl.lockf(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()",
+         str(backing / ".lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert Lines(broker.stdout, "the lock holder", broker).readline() == b"locked\n"
+        df = spark.createDataFrame([("k", "v")], "key string, value string")
+        with pytest.raises(Exception) as info:
+            df.write.format("kfs").option("path", str(backing)).option("topic", "t").option(
+                "lockTimeoutMs", "600000").mode("append").save()
+        text = str(info.value)
+        assert f"process {broker.pid} (python" in text and "with a POSIX lock" in text, text
+        assert "Read-only file system" not in text
+    finally:
+        broker.stdin.close()
+        broker.wait(timeout=30)
+    assert data_records(backing, "t-0") == []
+    assert sh("cat t-0/values", m.path).stdout == b""
 
 
 def test_write_beside_a_running_mount_goes_through_it(spark, mount, tmp_path):
