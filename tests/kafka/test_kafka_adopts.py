@@ -595,6 +595,48 @@ def test_adopt_says_what_it_did(adopted):
 
 
 @needs_kafka
+def test_the_brokers_rebuild_makes_the_indexes_many_short_lived_kfs_writers_left(
+        tmp_path, kafka_broker):
+    """Issue 25, item 14: a partition appended by 30 writers, each opening the directory,
+    appending one batch (explicit timestamps, some going back) and closing it, as Spark tasks
+    in fresh workers do, is adopted, its .index and .timeindex deleted, and the broker started:
+    Kafka 4.1.1's own rebuild (LogSegment.recover, per batch) makes, once it stopped cleanly,
+    the very index files the writers left."""
+    backing = tmp_path / "backing"
+    backing.mkdir()
+    config = {"index.interval.bytes": "700", "retention.ms": "-1"}
+    topic_properties(backing, "idx", config)
+    offset = 0
+    for i in range(30):
+        mgr = LogManager(backing)
+        log = mgr.get("idx-0") if i else mgr.create("idx-0")
+        n = 1 + i % 4
+        stamps = [1_700_000_000_000 + 1000 * i + (-2500 if i % 5 == 3 else 0)] * n
+        assert log.append([b"v%d-%d " % (i, k) * (5 + 7 * (i % 5)) for k in range(n)],
+                          timestamps=stamps) == offset
+        offset += n
+        mgr.close()
+    part = backing / "idx-0"
+    kfs_indexes = {p.name: p.read_bytes() for p in part.iterdir()
+                   if p.suffix in (".index", ".timeindex")}
+    assert len(kfs_indexes[f"{filename_prefix(0)}.index"]) >= 3 * 8
+
+    broker = kafka_broker()
+    create_topics(broker, {"idx": config})
+    broker.stop()
+    done = kfs_adopt(backing, broker.log_dir, "idx-0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    adopted = broker.log_dir / "idx-0"
+    for name in kfs_indexes:
+        (adopted / name).unlink()  # a missing .index: Kafka recovers the segment
+    broker.start()
+    broker.stop()
+    assert any("rebuilding" in line.lower() or "recover" in line.lower()
+               for line in log_lines(broker, "idx-0")), log_lines(broker, "idx-0")
+    assert {name: (adopted / name).read_bytes() for name in kfs_indexes} == kfs_indexes
+
+
+@needs_kafka
 def test_adopt_refuses_what_the_broker_would_not_serve_as_kfs_wrote_it(tmp_path, kafka_broker):
     from confluent_kafka import Producer
 
