@@ -104,10 +104,10 @@ class LogManager:
     NotADirectoryError for a bad directory and InvalidConfigError for bad settings.
 
     A damaged partition never keeps the others from opening: one whose end cannot be read is
-    served up to the damage with its appends refused (``Log.damage``); what recovery takes out
-    while intact data follows it goes to ``quarantine`` (default
-    ``<backing_dir>.quarantine/<UTC time>/``, see ``storage.quarantine``) instead of being
-    deleted; a partition that cannot be opened even so is logged and left out.
+    served up to the damage with its appends refused (``Log.damage``); every byte recovery
+    takes out goes to ``quarantine`` (default ``<backing_dir>.quarantine/<UTC time>/``, see
+    ``storage.quarantine``) instead of being deleted, and is said in ``notices`` and
+    ``Log.salvaged``; a partition that cannot be opened even so is logged and left out.
 
     ``clock`` (``storage.clock``) is the time of every log it opens and of their cleaner: a
     ``FixedClock`` holds a whole run at one instant (``kfs compact --now-ms``).
