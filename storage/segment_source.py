@@ -158,17 +158,20 @@ class ObjectSegmentSource(SegmentSource):
     """A segment whose files are objects of an object store (S3, GCS, HDFS, or local files
     through the same API), read with ranged requests through ``pyarrow.fs``: ``store`` (a
     ``storage.remote.object_store.ObjectStore``) gives the file system and the bounded cache
-    of index objects; ``log_path`` is the ``.log`` object's path in it, ``size`` its length
-    and ``modified_ms`` its mtime (epoch ms), both from the listing (objects never grow).
+    of index objects; ``log`` is the ``.log`` object's listing entry (a ``pyarrow.fs.FileInfo``:
+    path, size and mtime; objects never grow) and ``indexes`` the paths of its index objects
+    by kind (``.index``, ``.timeindex``, ``.txnindex``; a missing one reads as empty), which
+    :meth:`read_index` serves by the suffix of the path the segment asks for.
     Only the bytes asked for are fetched. ``nowait`` reads raise BlockingIOError (every read
     is a request: an event loop sends it to a worker thread). Raises OSError (pyarrow's
     errors for the store: access denied, no such object, connection lost)."""
 
-    def __init__(self, store, log_path: str, size: int, modified_ms: int) -> None:
+    def __init__(self, store, log, indexes: dict[str, str]) -> None:
         self._store = store
-        self._path = log_path
-        self._size = size
-        self._mtime_ms = modified_ms
+        self._path = log.path
+        self._size = log.size
+        self._mtime_ms = log.mtime_ns // 1_000_000 if log.mtime_ns else 0
+        self._indexes = indexes
         self._file = None  # the .log opened on first read (pyarrow's reads at are thread-safe)
 
     @property
@@ -198,7 +201,8 @@ class ObjectSegmentSource(SegmentSource):
         return view[:len(data)]
 
     def read_index(self, path: Path) -> IndexContents:
-        data = self._store.read_small_object(str(path))
+        where = self._indexes.get(Path(path).suffix)
+        data = None if where is None else self._store.read_small_object(where)
         return EMPTY_INDEX if data is None else IndexContents(data, len(data))
 
     def close(self) -> None:
