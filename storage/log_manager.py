@@ -389,9 +389,21 @@ class LogManager:
 
     def retention_plans(self, now: int | None = None) -> dict[str, list[tuple[Any, str]]]:
         """``{partition: Log.retention_plan}`` of the partitions retention would change now
-        (nothing is deleted)."""
-        return {log_.name: plan for log_ in self._writable_logs()
-                if (plan := log_.retention_plan(now))}
+        (nothing is deleted). A read-only manager plans too, beside the writer that holds the
+        directory (a mount, a broker): every partition it can open, but a damaged one, as a
+        writable manager would leave it to a repair."""
+        if not self.read_only:
+            logs = self._writable_logs()
+        else:
+            logs = []
+            for name in self.partition_names():
+                try:
+                    log_ = self.get(name)
+                except UnknownTopicOrPartitionError:  # (cannot be read: logged)
+                    continue
+                if log_.damage is None:
+                    logs.append(log_)
+        return {log_.name: plan for log_ in logs if (plan := log_.retention_plan(now))}
 
     def abort_timed_out_transactions(self, now: int | None = None) -> dict[str, list]:
         """Abort, fencing their producers, the transactions open longer than

@@ -19,8 +19,9 @@ def add_parser(sub) -> None:
             "Say which segments of BACKING_DIR retention.ms / retention.bytes (and log start "
             "offsets) no longer keep, as a broker's retention check would delete them, and "
             "with --yes (or a yes on a terminal) delete them and print what moved. A running "
-            "mount already does this every log.retention.check.interval.ms; this takes the "
-            "directory's lock, so run it while no writer has the directory."),
+            "mount already does this every log.retention.check.interval.ms. The plan is read "
+            "only (it is printed beside a mount or a broker too); deleting takes the "
+            "directory's lock, so it runs while no writer has the directory."),
     )
     retention.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
     retention.add_argument("--yes", action="store_true",
@@ -28,23 +29,49 @@ def add_parser(sub) -> None:
     retention.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _open(backing_dir, read_only: bool):
     from storage import LogManager
     from storage.errors import KafkaStorageError
     try:
-        mgr = LogManager(args.backing_dir)
+        return LogManager(backing_dir, read_only=read_only)
     except (KafkaStorageError, OSError) as exc:
         raise CliError(str(exc)) from None
-    try:
-        plans = mgr.retention_plans()
-        if not plans:
-            print("retention deletes nothing now")
+
+
+def _print_plan(mgr) -> bool:
+    """Print what retention would delete now; False when nothing."""
+    plans = mgr.retention_plans()
+    if not plans:
+        print("retention deletes nothing now")
+        return False
+    print("retention would delete (nothing has changed yet):")
+    for name, plan in sorted(plans.items()):
+        print(f"  {describe_retention_plan(mgr.get(name), plan)}")
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage.file_lock import held_elsewhere
+
+    if not args.yes:  # the plan changes nothing: read-only, beside a mount or a broker too
+        mgr = _open(args.backing_dir, read_only=True)
+        try:
+            if not _print_plan(mgr):
+                return 0
+        finally:
+            mgr.close()
+        if held_elsewhere(args.backing_dir):
+            print(f"nothing changed: {args.backing_dir} is in use by another writer (a kfs "
+                  "mount or a Kafka broker holds its .lock), which applies retention itself "
+                  "every log.retention.check.interval.ms; run with --yes once it has stopped "
+                  "to delete now")
             return 0
-        print("retention would delete (nothing has changed yet):")
-        for name, plan in sorted(plans.items()):
-            print(f"  {describe_retention_plan(mgr.get(name), plan)}")
-        if not (args.yes or confirm(sys.stdout, "delete now? [y/N] ")):
+        if not confirm(sys.stdout, "delete now? [y/N] "):
             print("nothing changed: run with --yes to delete")
+            return 0
+    mgr = _open(args.backing_dir, read_only=False)
+    try:
+        if args.yes and not _print_plan(mgr):
             return 0
         before = {n: mgr.get(n).log_start_offset for n in mgr.partition_names()}
         for name, count in sorted(mgr.cleanup_logs().items()):

@@ -61,6 +61,7 @@ from storage.log_files import (
     log_file,
     offset_index_file,
     parse_segment_file_name,
+    producer_snapshot_file,
     time_index_file,
     transaction_index_file,
 )
@@ -445,11 +446,19 @@ class RepairError(Exception):
 class RepairPlan:
     """What :func:`repair` would do: the salvage of each partition that has something to cut
     (``storage.salvage``), the leftover ``.log`` files recovery settles, and the partitions
-    whose problems a recovery mends without cutting (indexes, snapshots)."""
+    whose problems a recovery mends without cutting (indexes, snapshots); then, since the
+    recovery is of the whole directory, what it changes in every partition, damaged or not
+    (``snapshots``: the producer snapshots it deletes and the one it keeps or writes at the
+    log end; ``recovered``: the partitions without problems, their indexes rebuilt) and at
+    the directory's top (``top``: the files written there)."""
 
     salvage: list  # of storage.salvage.PartitionPlan, each with changes
     leftovers: list[Path]
     rebuilt: list[str]
+    snapshots: dict[str, tuple[list[Path], Path | None]] = dataclasses.field(
+        default_factory=dict)
+    recovered: list[str] = dataclasses.field(default_factory=list)
+    top: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def cut_bytes(self) -> int:
@@ -466,7 +475,55 @@ def plan_repair(partitions: Sequence[Path], problems: Iterable[Problem] = ()) ->
                        if f"{LOG_SUFFIX}." in p.name and p.suffix in _LEFTOVER_SUFFIXES)
     cut = {plan.directory.name for plan in salvage}
     rebuilt = sorted({p.partition for p in problems} - cut)
-    return RepairPlan(salvage, leftovers, rebuilt)
+    plan = RepairPlan(salvage, leftovers, rebuilt)
+    if partitions:
+        _plan_recovery(plan, partitions[0].parent)
+    return plan
+
+
+def _plan_recovery(plan: RepairPlan, backing: Path) -> None:
+    """What the repair's recovery of the whole of ``backing`` (every partition, as a broker
+    starting without a clean shutdown: ``LogManager(force_recovery=True)``, then a clean
+    close) changes beyond the salvage: every partition's producer state is replayed from its
+    first segment, which deletes every snapshot but the one at the log end (written again at
+    the close, as Kafka takes one there), and its indexes are rebuilt from the .log files;
+    the checkpoints and the clean-shutdown marker are written at the top."""
+    from storage import LogManager
+    from storage.errors import KafkaStorageError
+    from storage.log_files import (CLEAN_SHUTDOWN_FILE, LOCK_FILE, LOG_START_OFFSET_CHECKPOINT,
+                                   RECOVERY_POINT_CHECKPOINT)
+
+    salvaged = {p.directory.name: p for p in plan.salvage}
+    mentioned = set(salvaged) | set(plan.rebuilt)
+    mgr = LogManager(backing, read_only=True)
+    try:
+        for directory in find_partitions(backing):
+            name = directory.name
+            try:
+                log_ = mgr.get(name)
+                start, end = log_.log_start_offset, log_.log_end_offset
+            except (KafkaStorageError, OSError):  # (damaged: its salvage plan says the end)
+                start = end = None
+            if name in salvaged:
+                kept = [s.last_offset for s in salvaged[name].segments if s.last_offset is not None]
+                end = max(kept) + 1 if kept else None
+            if start is None:
+                bases = sorted(f.offset for p in directory.iterdir()
+                               if (f := _segment_file(p.name)) is not None and
+                               p.name.endswith(LOG_SUFFIX))
+                start = bases[0] if bases else 0
+            end = start if end is None else end
+            snapshots = sorted(p for p in directory.iterdir() if p.suffix == SNAPSHOT_SUFFIX)
+            at_end = producer_snapshot_file(directory, end) if end > start else None
+            doomed = [p for p in snapshots if p != at_end]
+            if doomed or (at_end is not None and not at_end.exists()):
+                plan.snapshots[name] = (doomed, at_end)
+            if name not in mentioned:
+                plan.recovered.append(name)
+    finally:
+        mgr.close()
+    written = [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE]
+    plan.top = ([LOCK_FILE] if not (backing / LOCK_FILE).exists() else []) + written
 
 
 def describe_plan(plan: RepairPlan) -> list[str]:
@@ -493,6 +550,24 @@ def describe_plan(plan: RepairPlan) -> list[str]:
     for name in sorted({p.directory.name for p in plan.salvage} | set(plan.rebuilt)):
         lines.append(f"{name}: indexes, time indexes, transaction indexes and producer snapshots "
                      "rebuilt from the .log files")
+    for name in plan.recovered:
+        lines.append(f"{name}: no problem, recovered too (the repair recovers the whole "
+                     "directory, as a broker starting without a clean shutdown): indexes, time "
+                     "indexes and transaction indexes rebuilt from the .log files, changed only "
+                     "where they differ")
+    for name, (doomed, at_end) in sorted(plan.snapshots.items()):
+        kept = ("" if at_end is None else
+                f"; {at_end.name} {'written again' if at_end.exists() else 'written'} at the "
+                "close (the producer state at the log end)")
+        if doomed:
+            lines.append(f"{name}: {_count(len(doomed), 'producer snapshot')} deleted "
+                         f"({', '.join(p.name for p in doomed)}): the producer state is "
+                         f"replayed from the first segment{kept}")
+        else:
+            lines.append(f"{name}: {at_end.name} written at the close (the producer state at "
+                         "the log end)")
+    if plan.top:
+        lines.append(f"the directory's top: {', '.join(plan.top)} written")
     return lines
 
 

@@ -142,6 +142,45 @@ def test_a_torn_tail_is_kept_too_and_quarantine_goes_where_asked(tmp_path):
     assert max(read_all(backing, "plain-0")) == base - 1
 
 
+@pytest.mark.needs_fixture("kafka-written/codecs-0")
+@needs_fixtures
+def test_the_repair_plan_lists_every_file_the_repair_changes(tmp_path):
+    """The repair recovers the whole directory, so an undamaged partition beside the damaged
+    one loses its producer snapshots too (a replay from the first segment keeps only the one
+    at the log end): the plan says so, file by file, and every file the repair then changes,
+    in any partition or at the top, is named in the plan (index files by their partition's
+    'rebuilt' line)."""
+    backing = copy_partitions(tmp_path / "data", "plain-0", "codecs-0", clean_shutdown=False)
+    flip_bit(backing / "plain-0" / FIRST, batches(backing / "plain-0" / FIRST)[1][0] + 100)
+    snapshots = sorted(p.name for p in (backing / "codecs-0").glob("*.snapshot"))
+    assert len(snapshots) == 23
+    asked = kfs_verify("--repair", backing)
+    assert asked.returncode == 1, asked.stdout + asked.stderr
+    plan = asked.stdout.split("repair plan (nothing has changed yet):\n")[1].split(
+        "nothing changed")[0]
+    assert (f"codecs-0: 22 producer snapshots deleted ({', '.join(snapshots[:-1])}): the "
+            "producer state is replayed from the first segment; "
+            f"{snapshots[-1]} written again at the close") in plan, plan
+    assert "codecs-0: no problem, recovered too" in plan
+    before = digests(backing)
+    done = kfs_verify("--repair", "--yes", backing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = digests(backing)
+    changed = sorted(name for name in before.keys() | after.keys()
+                     if before.get(name) != after.get(name))
+    assert "codecs-0/" + snapshots[0] in changed
+    rebuilt = [line.split(":")[0].strip() for line in plan.splitlines() if "indexes" in line]
+    for name in changed:
+        partition, _, file = name.rpartition("/")
+        if file.endswith((".index", ".timeindex", ".txnindex")):
+            assert partition in rebuilt, (name, plan)
+        elif file.endswith(".log"):
+            assert f"{name}:" in plan, (name, plan)
+        else:
+            assert file in plan, (name, plan)
+    assert sorted(p.name for p in (backing / "codecs-0").glob("*.snapshot")) == snapshots[-1:]
+
+
 def test_repair_of_a_clean_directory_asks_nothing_and_keeps_nothing(tmp_path):
     backing = tmp_path / "data"
     mgr = LogManager(backing)

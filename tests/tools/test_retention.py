@@ -172,6 +172,28 @@ def test_cli_retention_plans_first_and_deletes_with_yes(tmp_path):
     assert kfs_retention(tmp_path).stdout == "retention deletes nothing now\n"
 
 
+def test_cli_retention_plans_beside_the_writer_that_holds_the_lock(tmp_path):
+    """The plan changes nothing, so it is printed while a writer (a mount, a broker) holds
+    the .lock; deleting (--yes) is refused then, and nothing changes either way."""
+    expiring_backing(tmp_path, "log.retention.hours").close()
+    files = sorted(p.name for p in (tmp_path / "t-0").iterdir())
+    writer = LogManager(tmp_path)  # holds .lock, as a running mount does
+    try:
+        plan = kfs_retention(tmp_path)
+        assert plan.returncode == 0, plan.stderr
+        assert plan.stdout.splitlines()[0] == "retention would delete (nothing has changed yet):"
+        assert plan.stdout.splitlines()[1].startswith("  t-0: 1 of 2 segment(s), offsets 0-2 (")
+        assert plan.stdout.splitlines()[-1].startswith(
+            f"nothing changed: {tmp_path} is in use by another writer"), plan.stdout
+        refused = kfs_retention(tmp_path, "--yes")
+        assert refused.returncode != 0 and "in use by another writer" in refused.stderr
+        assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == files
+    finally:
+        writer.close()
+    assert kfs_retention(tmp_path, "--yes").stdout.splitlines()[-1] == \
+        "t-0: deleted 1 segment(s); log start offset 0 -> 3"
+
+
 def test_retention_plan_is_what_retention_deletes(tmp_path):
     log = follower_log(tmp_path / "t-0", [1000 * i for i in range(12)], retention_ms=DAY_MS,
                        retention_bytes=5 * 1100)
