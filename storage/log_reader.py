@@ -12,6 +12,7 @@ Offsets are Kafka offsets; timestamps epoch ms; positions bytes of a segment's `
 from __future__ import annotations
 
 import bisect
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,16 @@ if TYPE_CHECKING:
     from storage.log import Log
 
 READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED
+
+
+@contextlib.contextmanager
+def _naming(segment: LogSegment, position: int):
+    """Bad batches read here raise naming the segment's .log (its file or object) and the
+    block's position: a reader of many partitions, or of an object store, says which."""
+    try:
+        yield
+    except (CorruptRecordError, InvalidRecordError) as e:
+        raise type(e)(f"{segment.source.name}, from byte {position}: {e}") from e
 _MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 _COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
 
@@ -158,12 +169,14 @@ class LogReader:
         decoded-batch cache alone."""
         start = max(start, self._log.log_start_offset)
         for segment, pos, header, last in self.visible_batches(start, end, isolation):
-            if last:  # never cached: the batch may not be wholly published yet
-                end = self.visible_end(isolation) if end is None else end
-                records = [r for r in segment.read_records(pos, header) if start <= r.offset < end]
-            else:
-                records = (self._batch_records(segment, pos, header) if cache
-                           else segment.read_records(pos, header))
+            with _naming(segment, pos):
+                if last:  # never cached: the batch may not be wholly published yet
+                    end = self.visible_end(isolation) if end is None else end
+                    records = [r for r in segment.read_records(pos, header)
+                               if start <= r.offset < end]
+                else:
+                    records = (self._batch_records(segment, pos, header) if cache
+                               else segment.read_records(pos, header))
                 if records and records[0].offset < start:
                     records = [r for r in records if r.offset >= start]
             if records:
@@ -251,7 +264,8 @@ class LogReader:
                 break
             blocks = self.blocks(segment, self.position_of(segment, start), buffer=buffer)
             for block in blocks:
-                consumed, reached_end = columns.add_block(block, start, end, skip)
+                with _naming(segment, blocks.position):
+                    consumed, reached_end = columns.add_block(block, start, end, skip)
                 blocks.advance(consumed)
                 if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
                     yield columns.to_arrow()

@@ -128,6 +128,35 @@ def tiered_broker(tmp_path):
         print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3 API server on loopback (``tests/helpers/s3.py``: S3Proxy's filesystem
+    backend), one per test run (a JVM's start takes seconds): ``.endpoint``
+    (``http://127.0.0.1:PORT``), ``.access_key``, ``.secret_key``, ``.region``, ``.base_dir``
+    (each sub-directory a bucket, the files under it its objects, ``a/b/x.log`` the key of
+    ``<base_dir>/<bucket>/a/b/x.log``), ``.new_bucket()`` (a fresh bucket's name: tests share
+    the server, never a bucket), ``.filesystem(**options)`` (a ``pyarrow.fs.S3FileSystem`` of
+    it), ``.env()`` (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION for
+    a subprocess). Returned once it answers an S3 request; always stopped in teardown (killed
+    if it hangs). unavailable() without java or S3Proxy's jar (scripts/setup.sh test)."""
+    require_modules("pyarrow")
+    from helpers.s3 import S3Server, s3proxy_missing
+
+    missing = s3proxy_missing()
+    if missing:
+        unavailable(missing)
+    root = tmp_path_factory.mktemp("s3proxy")
+    server = S3Server(root / "base", root / "server")
+    try:
+        yield server.start()
+    finally:
+        try:
+            server.stop()
+        finally:
+            server.kill()
+        print(f"----- S3Proxy output {server.output} -----\n{server.log_tail(40)}")
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 1 MiB tmpfs: a real disk that fills up (unavailable() where mounting one is not

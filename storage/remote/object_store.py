@@ -98,6 +98,16 @@ class ObjectStore:
         except (OSError, ValueError) as e:
             raise ObjectStoreError(f"listing {self.describe(*names)}: {e}") from None
 
+    def check_root(self) -> None:
+        """ObjectStoreError unless the root is there (an unknown bucket, a mistyped prefix,
+        access denied)."""
+        try:
+            info = self.fs.get_file_info(self.root)
+        except (OSError, ValueError) as e:
+            raise ObjectStoreError(f"{self.describe()}: {e}") from None
+        if info.type == pafs.FileType.NotFound:
+            raise ObjectStoreError(f"{self.describe()}: no such bucket or directory")
+
     def describe(self, *names: str) -> str:
         """How messages name ``names`` of the store (its URI, without credentials)."""
         return "/".join([redact(self.uri).rstrip("/"), *names])

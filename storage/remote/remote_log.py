@@ -119,6 +119,7 @@ class RemoteLogDirectory:
     def __init__(self, store: ObjectStore, partitions=None, config: LogConfig | None = None):
         self.store = store
         self.config = config or LogConfig()
+        store.check_root()
         names = []
         for info in store.list():
             if info.type != FileType.Directory:
