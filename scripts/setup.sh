@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 extras="${1:-}"
 debs=(fuse3 libfuse3-dev pkg-config gcc attr libssl-dev)
 [ "$extras" = test ] && debs+=(xxd jq less rsync)
-# Kafka's own jars (the tests' broker and tools) come from Maven Central through Maven.
+# Kafka's own jars (the tests' broker and tools) and S3Proxy (their S3 server) come from Maven
+# Central through Maven.
 [ "$extras" = test ] && ! command -v mvn >/dev/null 2>&1 && debs+=(maven)
 # Spark runs on a JVM: install one only when no java is on the PATH.
 if [ "$extras" = test ] || [ "$extras" = spark ]; then
@@ -58,5 +59,15 @@ if [ "$extras" = test ]; then
     mvn -q -B -f scripts/kafka/pom.xml dependency:copy-dependencies \
       -DoutputDirectory="$PWD/$kafka/lib" -Dmaven.repo.local="$PWD/$kafka/m2" >&2
     touch "$kafka/.fetched"
+  fi
+  # The tests' S3 API server: S3Proxy's self-contained jar (scripts/s3proxy/pom.xml), fetched once
+  # into .cache/s3proxy (ignored by git); again only when the pom changes.
+  s3proxy=.cache/s3proxy
+  if [ ! -f "$s3proxy/.fetched" ] || [ scripts/s3proxy/pom.xml -nt "$s3proxy/.fetched" ]; then
+    echo "kfs setup: fetching S3Proxy's jar with Maven into $s3proxy" >&2
+    rm -rf "$s3proxy/lib"
+    mvn -q -B -f scripts/s3proxy/pom.xml dependency:copy-dependencies \
+      -DoutputDirectory="$PWD/$s3proxy/lib" -Dmaven.repo.local="$PWD/$s3proxy/m2" >&2
+    touch "$s3proxy/.fetched"
   fi
 fi
