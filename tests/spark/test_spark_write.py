@@ -242,3 +242,33 @@ def test_write_beside_a_running_mount_goes_through_it(spark, mount, tmp_path):
     read = spark.read.format("kfs").option("path", str(backing)).option("subscribe", "orders") \
         .option("isolation.level", "read_committed").load()
     assert sorted(r.value for r in read.collect()) == sorted(values)
+
+
+def test_the_indexes_do_not_depend_on_how_many_tasks_wrote(spark, tmp_path):
+    """Issue 25, item 14: 6 tasks (each opening the directory for its transaction, then the
+    driver for the markers) writing into one partition leave the .index and .timeindex that
+    recovery's rebuild of the same .log makes (Kafka's LogSegment.recover, per batch, as one
+    uninterrupted writer), not an index interval restarted at 0 by every writer."""
+    import shutil
+
+    from storage import LogConfig
+    from storage.log import Log
+
+    backing = tmp_path / "backing"
+    (tmp_path / "backing").mkdir()
+    (backing / "t.topic.properties").write_text("index.interval.bytes=200\n")
+    new_topic(backing, "t", 1)
+    df = spark.range(0, 600, numPartitions=6).selectExpr("cast(id as string) as key",
+                                                          "repeat('v', 40) as value")
+    df.write.format("kfs").option("path", str(backing)).option("topic", "t").mode(
+        "append").save()
+    part = backing / "t-0"
+    written = {p.name: p.read_bytes() for p in part.iterdir()
+               if p.suffix in (".index", ".timeindex")}
+    assert len(written["00000000000000000000.index"]) >= 6 * 8
+    rebuilt = tmp_path / "rebuilt" / "t-0"
+    rebuilt.mkdir(parents=True)
+    for log_path in part.glob("*.log"):
+        shutil.copyfile(log_path, rebuilt / log_path.name)
+    Log(rebuilt, "t", 0, LogConfig(index_interval_bytes=200), had_clean_shutdown=False).close()
+    assert {name: (rebuilt / name).read_bytes() for name in written} == written
