@@ -432,6 +432,8 @@ class RemoteLogMetadataCache:
     def __init__(self) -> None:
         self._segments: dict[TopicIdPartition, dict[str, RemoteLogSegmentMetadata]] = {}
         self._deleted_partitions: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
+        self._last_applied: dict[TopicIdPartition, int] = {}  # the order of its latest record
+        self._applied = 0
         self.warnings: list[str] = []
 
     def apply(self, metadata: RemoteLogMetadata) -> None:
@@ -443,6 +445,7 @@ class RemoteLogMetadataCache:
                 return
             segments = self._segments.setdefault(metadata.topic_id_partition, {})
             segments[metadata.segment_id.id] = metadata
+            self._seen(metadata.topic_id_partition)
         elif isinstance(metadata, RemoteLogSegmentMetadataUpdate):
             segments = self._segments.get(metadata.segment_id.topic_id_partition, {})
             existing = segments.get(metadata.segment_id.id)
@@ -454,8 +457,10 @@ class RemoteLogMetadataCache:
                 del segments[metadata.segment_id.id]
             else:
                 segments[metadata.segment_id.id] = existing.with_update(metadata)
+            self._seen(metadata.segment_id.topic_id_partition)
         elif isinstance(metadata, RemotePartitionDeleteMetadata):
             self._deleted_partitions[metadata.topic_id_partition] = metadata.state
+            self._seen(metadata.topic_id_partition)
             if metadata.state == RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
                 self._segments.pop(metadata.topic_id_partition, None)
         # a snapshot record names no partition: nothing to fold
@@ -469,6 +474,10 @@ class RemoteLogMetadataCache:
             self._warn(f"{REMOTE_LOG_METADATA_TOPIC} offset {offset} skipped: {e}")
             return
         self.apply(metadata)
+
+    def _seen(self, tp: TopicIdPartition) -> None:
+        self._applied += 1
+        self._last_applied[tp] = self._applied
 
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
@@ -511,15 +520,21 @@ class RemoteLogMetadataCache:
                 out[tp] = segments
         return out
 
+    def live_by_directory(self) -> dict[str, set[str]]:
+        """The live segments as LocalTieredStorage names them: ``{"<topic>-<N>-<topic id>":
+        {"<20-digit start offset>-<segment id>", ...}}`` (a listing's files whose name before
+        the suffix is not there are segments being copied or deleted)."""
+        return {m[0].local_tiered_storage_path("").name: {s.file_stem for s in m}
+                for m in self.live().values()}
+
     def live_by_name(self, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
         """The live segments of ``<topic>-<partition>`` under its current topic id (the one
-        of its newest segment, when a topic of that name was deleted and created again)."""
-        candidates = [tp for tp in self._segments if tp.topic == topic and tp.partition == partition]
+        whose records came last, when a topic of that name was deleted and created again)."""
+        candidates = [tp for tp in self._last_applied
+                      if tp.topic == topic and tp.partition == partition]
         if not candidates:
             return []
-        newest = max(candidates, key=lambda tp: max(
-            (m.event_timestamp_ms for m in self._segments[tp].values()), default=-1))
-        return self.live_segments(newest)
+        return self.live_segments(max(candidates, key=self._last_applied.__getitem__))
 
 
 # -- reading the topic's partitions ----------------------------------------------------------

@@ -9,6 +9,7 @@ markers). Test modules import from here, never from one another:
 * ``waits``: waits on conditions and on a child's output lines, each bounded by a deadline;
 * ``mounts``: mounts through the real CLI (``Mounter``, ``Mount``) and the mount table;
 * ``kafka``: a real KRaft broker and Kafka's own tools (also the benchmarks' peer);
+* ``remote_metadata``: ``__remote_log_metadata`` record values built byte by byte (Kafka's serde);
 * ``s3``: a real S3 API server (S3Proxy's filesystem backend) and pyarrow.fs clients of it;
 * ``records``: hypothesis strategies of batch columns and kafka-python as the oracle;
 * ``kafka_written``: the records and index entries of the Kafka-written fixtures;

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import os
-import struct
 import uuid
 from pathlib import Path
 
@@ -43,6 +42,12 @@ from helpers.kafka import (
 )
 from helpers.kfs import kfs_command, kfs_env
 from helpers.paths import REPO
+from helpers.remote_metadata import (
+    partition_delete_record,
+    segment_record,
+    snapshot_record,
+    update_record,
+)
 from helpers.waits import wait_until
 
 from storage.log_reader import LogReader
@@ -82,8 +87,6 @@ def produce_bytes(broker: KafkaBroker, topic: str, total: int, record: int = 100
 def tier_topics(broker: KafkaBroker) -> None:
     """The topics of the module docstring, produced, tiered and (``expiring``, ``doomed``)
     deleted from the remote tier, each wait bounded by a deadline."""
-    from confluent_kafka.admin import NewTopic  # noqa: F401  (the client is there)
-
     broker.create_topic("tiered", 1, TIERED_TOPIC_CONFIG)
     broker.create_topic("txn", 1, TIERED_TOPIC_CONFIG)
     # retention.bytes (both tiers together) of 3 segments: the remote tier drops the oldest
@@ -271,66 +274,6 @@ def test_dump_of_the_brokers_remote_log_metadata(tiered_broker, options):
 
 
 # -- values the broker does not write -----------------------------------------------------
-
-
-def _uvarint(n: int) -> bytes:
-    out = b""
-    while n >= 0x80:
-        out += bytes([n & 0x7F | 0x80])
-        n >>= 7
-    return out + bytes([n])
-
-
-def _string(text: str) -> bytes:
-    data = text.encode()
-    return _uvarint(len(data) + 1) + data
-
-
-def _bytes_field(data: bytes | None) -> bytes:
-    return b"\0" if data is None else _uvarint(len(data) + 1) + data
-
-
-def _topic_id_partition(topic: str, topic_id: bytes, partition: int) -> bytes:
-    return _string(topic) + topic_id + struct.pack(">i", partition) + b"\0"
-
-
-def _segment_id(topic: str, topic_id: bytes, partition: int, segment: bytes) -> bytes:
-    return _topic_id_partition(topic, topic_id, partition) + segment + b"\0"
-
-
-def _epochs(entries) -> bytes:
-    return _uvarint(len(entries) + 1) + b"".join(struct.pack(">iq", e, o) + b"\0"
-                                                 for e, o in entries)
-
-
-def _frame(api_key: int, version: int = 0) -> bytes:
-    return _uvarint(1) + _uvarint(api_key) + _uvarint(version)
-
-
-def segment_record(tid, seg, start=0, end=99, epochs=((0, 0),), custom=None, state=0,
-                   txn_empty=None, topic="t\u00fcr", partition=3) -> bytes:
-    tagged = b"\0" if txn_empty is None else b"\x01\x00\x01" + bytes([txn_empty])
-    return (_frame(0) + _segment_id(topic, tid, partition, seg)
-            + struct.pack(">qqiqq", start, end, 1, 1_700_000_000_999, 1_700_000_001_000)
-            + _epochs(epochs) + struct.pack(">i", 4096) + _bytes_field(custom)
-            + bytes([state]) + tagged)
-
-
-def update_record(tid, seg, state=1, custom=None) -> bytes:
-    return (_frame(1) + _segment_id("t\u00fcr", tid, 3, seg)
-            + struct.pack(">iq", 2, 1_700_000_002_000) + _bytes_field(custom) + bytes([state])
-            + b"\0")
-
-
-def partition_delete_record(tid, state) -> bytes:
-    return (_frame(2) + _topic_id_partition("t\u00fcr", tid, 3)
-            + struct.pack(">iqb", 1, 1_700_000_003_000, state) + b"\0")
-
-
-def snapshot_record(seg, txn_empty=True) -> bytes:
-    return (_frame(3) + seg + struct.pack(">qqiqq", 100, 199, 1, 1_700_000_004_000, 1_700_000_005_000)
-            + _epochs([(2, 100), (3, 150)]) + struct.pack(">i", 8192) + _bytes_field(b"xyz")
-            + bytes([1]) + (b"\x01\x00\x01\x01" if txn_empty else b"\0"))
 
 
 def test_values_the_broker_does_not_write_print_as_kafka_prints_them(tmp_path):
