@@ -3,6 +3,7 @@ pyarrow's local file system by ``file://`` URI) is the same tree for cat, grep a
 the directory mounted from disk; a writable mount of a URI is refused."""
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -52,3 +53,26 @@ def test_a_writable_mount_of_a_uri_is_refused(tmp_path):
                           env=kfs_env(), capture_output=True, timeout=60)
     assert done.returncode != 0
     assert b"--read-only" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+@needs_fixtures
+@pytest.mark.fuse
+def test_a_bucket_mounts_as_the_directory_does(tmp_path, s3_server, monkeypatch):
+    """``kfs mount --read-only s3://bucket/logs``, credentials and endpoint from the
+    environment, against a real S3 server."""
+    require_fuse()
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    bucket = s3_server.new_bucket()
+    for name in ("plain-0", "txn-0"):
+        shutil.copytree(KAFKA_WRITTEN / name, s3_server.base_dir / bucket / "logs" / name)
+    mounter = Mounter(tmp_path)
+    try:
+        remote = mounter(f"s3://{bucket}/logs", "--read-only")
+        local = mounter(KAFKA_WRITTEN, "--read-only")
+        assert sorted(os.listdir(remote.path)) == ["plain-0", "txn-0"]
+        for name in ("plain-0", "txn-0"):
+            assert tree(remote.path, name) == tree(local.path, name), name
+        assert s3_server.secret_key not in remote.log_text()
+    finally:
+        mounter.close_all()
