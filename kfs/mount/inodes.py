@@ -281,6 +281,16 @@ class PartitionIds:
         """The id of ``name`` if it has one, else None (no assignment)."""
         return self._ids.get(name)
 
+    def items(self) -> list[tuple[str, int]]:
+        """``(name, id)`` of every name that has an id now."""
+        return list(self._ids.items())
+
+    def forget(self, name: str) -> None:
+        """``name`` has no id from now on: ``id_for(name)`` hands out a new one (a partition
+        deleted and made again gets new inodes, so nothing the kernel cached of the old one
+        is served for it); ``name_of`` still names the old id."""
+        self._ids.pop(name, None)
+
     def name_of(self, pid: int) -> str:
         """The name with id ``pid``; KeyError for an id never handed out."""
         if 1 <= pid < len(self._names):

@@ -337,6 +337,8 @@ class KafkaFs(pyfuse3.Operations):
                                             lambda: self._fixed_attr(inodes.Node(Kind.ROOT)))
         self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
         self._followed: dict[int, float] = {}  # pid -> monotonic time of its last catch-up
+        self._partitions_followed = -FOLLOW_INTERVAL_S  # monotonic time of the last look
+        self._gone: set[int] = set()  # pids of partitions deleted under a read-only mount
 
     def close_streams(self) -> None:
         """Stop background indexing of the stream files (before the logs close)."""
@@ -346,6 +348,8 @@ class KafkaFs(pyfuse3.Operations):
 
     def _log_by_pid(self, pid: int) -> Any:
         """The log of partition ``pid`` (the manager keeps logs in memory: no disk here)."""
+        if pid in self._gone:
+            raise _fail(errno.ENOENT)
         try:
             return self._mgr.get(self._ids.name_of(pid))
         except (KeyError, serr.UnknownTopicOrPartitionError):
@@ -355,8 +359,9 @@ class KafkaFs(pyfuse3.Operations):
         """The pid of an existing partition called ``name``; ENOENT otherwise."""
         try:
             text = name.decode("utf-8")
-            if text not in self._mgr.partition_names():
-                await self._follow_partitions()
+            # an unknown name is looked for at once; a known one at most every
+            # FOLLOW_INTERVAL_S (the broker may have deleted it: its entry times out as often)
+            await self._follow_partitions(force=text not in self._mgr.partition_names())
             await trio.to_thread.run_sync(self._mgr.get, text)  # opened on first use
         except (UnicodeDecodeError, serr.UnknownTopicOrPartitionError):
             raise _fail(errno.ENOENT) from None
@@ -364,10 +369,34 @@ class KafkaFs(pyfuse3.Operations):
 
     # ---- following a running broker's directory (read-only mounts)
 
-    async def _follow_partitions(self) -> None:
-        """Partitions the broker created or deleted since the last look (one ``stat``)."""
-        if self._read_only:
-            await trio.to_thread.run_sync(self._mgr.catch_up_partitions)
+    async def _follow_partitions(self, force: bool = True) -> None:
+        """Partitions the broker created or deleted since the last look (one ``stat``); not
+        ``force``: only when the last look is FOLLOW_INTERVAL_S old."""
+        if not self._read_only:
+            return
+        now = time.monotonic()
+        if not force and now - self._partitions_followed < FOLLOW_INTERVAL_S:
+            return
+        self._partitions_followed = now
+        if await trio.to_thread.run_sync(self._mgr.catch_up_partitions):
+            self._forget_gone_partitions()
+
+    def _forget_gone_partitions(self) -> None:
+        """Partitions deleted from the directory (a broker deleting a topic) are gone by path
+        too: their pids answer ENOENT from now on, their records leave the cache, and the
+        kernel's entry for the name is invalidated (asynchronously: this runs in handlers);
+        the name, made again, gets a new pid, so no inode of the old partition serves it."""
+        present = set(self._mgr.partition_names())
+        for name, pid in self._ids.items():
+            if name in present:
+                continue
+            log.info("%s is gone from %s: ENOENT from now on", name, self._backing_dir)
+            self._gone.add(pid)
+            self._ids.forget(name)
+            self._followed.pop(pid, None)
+            self._cache.drop(lambda key, pid=pid: key[0] == pid)
+            pyfuse3.invalidate_entry_async(inodes.ROOT_INO, name.encode("utf-8"),
+                                           ignore_enoent=True)
 
     async def _follow(self, pid: int) -> None:
         """On a read-only mount, bring partition ``pid`` up to date with what another
@@ -377,6 +406,9 @@ class KafkaFs(pyfuse3.Operations):
         only writer of its directory: nothing to follow."""
         if not self._read_only:
             return
+        await self._follow_partitions(force=False)  # (deleted: ENOENT within the interval)
+        if pid in self._gone:
+            raise _fail(errno.ENOENT)
         now = time.monotonic()
         if now - self._followed.get(pid, -FOLLOW_INTERVAL_S) < FOLLOW_INTERVAL_S:
             return
@@ -457,6 +489,10 @@ class KafkaFs(pyfuse3.Operations):
             return self._attr(ino, stat.S_IFREG | 0o644, 0)  # partition without an error
         if node.kind in inodes.STREAM_KINDS:
             return self._stream_attr(ino, 0)  # (listings: a stat asks for the size)
+        if node.kind is Kind.PARTITION and self._read_only:
+            # another writer (a broker) may delete it: the kernel asks again as often as the
+            # mount looks at the directory, so a deleted partition is gone by path within that
+            return self._attr(ino, stat.S_IFDIR | 0o555, FOLLOW_INTERVAL_S)
         return self._attr(ino, stat.S_IFDIR | 0o555, DIR_TIMEOUT)
 
     def _stream_attr(self, ino: int, size: int, mtime_ns: int | None = None
@@ -522,6 +558,8 @@ class KafkaFs(pyfuse3.Operations):
                 self._ids.name_of(node.pid)
             except KeyError:
                 raise _fail(errno.ENOENT) from None
+            if node.pid in self._gone:
+                raise _fail(errno.ENOENT)
         return node
 
     # ---- the coordinator tree (/consumer-groups, /transactions): kfs.mount.coordinator_tree

@@ -172,6 +172,15 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
     lines = sh("cat values", part).out.splitlines()
     assert lines[0] == f"c-{start - 110}" + "x" * 1000 and lines[-1] == "c-2999" + "x" * 1000
     assert len(lines) == 3110 - start
+    # a topic the broker deletes is gone by path too, though the kernel had it cached
+    sh("stat later-0 later-0/values >/dev/null && ls -la later-0 >/dev/null", m.path)
+    admin = broker.admin()
+    for future in admin.delete_topics(["later"]).values():
+        future.result(60)
+    wait_until(lambda: sh("stat later-0", m.path, check=False).returncode != 0,
+               "stat later-0 to fail", timeout=30)
+    assert b"No such file" in sh("stat later-0/values", m.path, check=False).stderr
+    assert "later-0" not in os.listdir(m.path)
     assert "Traceback" not in m.log_text()
 
 

@@ -710,6 +710,48 @@ def test_read_only_mount_changes_nothing(mount, tmp_path):
     assert tree_digest(m.backing) == before
 
 
+def test_a_partition_deleted_under_a_read_only_mount_is_gone_by_path_too(mount, tmp_path):
+    """A broker deleting a topic removes its partition directory: the read-only mount answers
+    ENOENT for it by path (the kernel had its entry, its files and a record cached) within
+    a second, not after the entry timeout, and the other partitions stay; the topic made
+    again under that name serves its new records, nothing of the old ones."""
+    import shutil
+
+    from storage import LogManager
+
+    backing = tmp_path / "data"
+    writer = LogManager(backing)
+    writer.create("users-0").append([b"old"])
+    writer.create("orders-0").append([b"order"])
+    writer.close()
+    ro = mount(backing, "--read-only")
+    sh("stat users-0 users-0/values users-0/by-offset/0 >/dev/null && ls -la users-0 >/dev/null"
+       " && cat users-0/by-offset/0 users-0/values >/dev/null", ro.path)  # all cached now
+    assert (ro.path / "users-0" / "by-offset" / "0").read_bytes() == b"old"
+
+    def gone(path):
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return True
+        return False
+
+    shutil.rmtree(backing / "users-0")
+    wait_until(lambda: gone(ro.path / "users-0"), "stat users-0 to fail with ENOENT",
+               timeout=10)
+    assert gone(ro.path / "users-0" / "values") and gone(ro.path / "users-0" / "by-offset" / "0")
+    fails_with("ls -la users-0", ro.path, "No such file or directory")
+    assert out("ls", ro.path).split() == ["orders-0"]
+    assert out("cat orders-0/by-offset/0", ro.path) == "order"
+
+    writer = LogManager(backing)  # the topic made again, with other records
+    writer.create("users-0").append([b"new", b"newer"])
+    writer.close()
+    wait_until(lambda: not gone(ro.path / "users-0"), "users-0 to be back")
+    assert (ro.path / "users-0" / "by-offset" / "0").read_bytes() == b"new"
+    assert out("cat users-0/values", ro.path) == "new\nnewer\n"
+
+
 # --------------------------------------------------------------------------- persistence
 
 
