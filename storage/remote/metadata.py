@@ -85,6 +85,20 @@ class RemoteLogSegmentState(enum.IntEnum):
     DELETE_SEGMENT_STARTED = 2
     DELETE_SEGMENT_FINISHED = 3
 
+    def can_become(self, target: RemoteLogSegmentState) -> bool:
+        """``RemoteLogSegmentState.isValidTransition(this, target)``: the same state, or
+        copy started -> finished or deletion started, copy finished -> deletion started,
+        deletion started -> finished."""
+        return target == self or target in _TRANSITIONS.get(self, ())
+
+
+_TRANSITIONS = {
+    RemoteLogSegmentState.COPY_SEGMENT_STARTED: (RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                                                 RemoteLogSegmentState.DELETE_SEGMENT_STARTED),
+    RemoteLogSegmentState.COPY_SEGMENT_FINISHED: (RemoteLogSegmentState.DELETE_SEGMENT_STARTED,),
+    RemoteLogSegmentState.DELETE_SEGMENT_STARTED: (RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,),
+}
+
 
 class RemotePartitionDeleteState(enum.IntEnum):
     """Kafka's ``RemotePartitionDeleteState``."""
@@ -427,7 +441,9 @@ class RemoteLogMetadataCache:
     topic-partition (Kafka's ``RemoteLogMetadataCache`` / ``RemotePartitionMetadataStore``).
 
     An update of a segment it never saw start is ignored with a warning (Kafka's cache throws
-    RemoteResourceNotFoundException and goes on); so is a value that does not decode."""
+    RemoteResourceNotFoundException and goes on), as is one that is not a valid transition
+    (``RemoteLogSegmentState.isValidTransition``: Kafka's IllegalStateException) or a value
+    that does not decode."""
 
     def __init__(self) -> None:
         self._segments: dict[TopicIdPartition, dict[str, RemoteLogSegmentMetadata]] = {}
@@ -452,6 +468,10 @@ class RemoteLogMetadataCache:
             if existing is None:
                 self._warn(f"an update of {metadata.segment_id.java_string()}, never seen "
                            "started: ignored")
+                return
+            if not existing.state.can_become(metadata.state):
+                self._warn(f"{metadata.segment_id.java_string()} cannot go from "
+                           f"{existing.state.name} to {metadata.state.name}: ignored")
                 return
             if metadata.state == RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
                 del segments[metadata.segment_id.id]

@@ -164,6 +164,17 @@ def test_what_the_cache_cannot_place_is_warned_about_and_skipped():
     assert len(cache.warnings) == 3 and "offset 1 skipped" in cache.warnings[1]
     assert [m.segment_id.id for m in cache.live_segments(tp)] == [b64(seg_id(1))]
 
+    # transitions Kafka's RemoteLogSegmentState refuses: back to copied, or deleted unstarted
+    cache = fold(segment_record(TID, seg_id(1)), update_record(TID, seg_id(1), 2),
+                 update_record(TID, seg_id(1), 1),  # deletion started -> copy finished
+                 segment_record(TID, seg_id(2), 100, 199), update_record(TID, seg_id(2), 1),
+                 update_record(TID, seg_id(2), 1),  # the same state again: allowed
+                 update_record(TID, seg_id(2), 3))  # copy finished -> deletion finished
+    assert len(cache.warnings) == 2 and "cannot go from DELETE_SEGMENT_STARTED to " \
+        "COPY_SEGMENT_FINISHED" in cache.warnings[0]
+    assert [(m.start_offset, m.state) for m in cache.segments(tp)] == [
+        (0, DELETE_STARTED), (100, FINISHED)]
+
 
 def test_partitions_apart_and_a_topic_created_again():
     other = bytes(16 * [7])
