@@ -257,7 +257,7 @@ class _AppendHandle:
         self.stored_line = self.lines_seen + lines
         self.stored_offset = first_offset + lines - 1
 
-    def refusal(self, lines: int, code: int) -> str:
+    def refusal(self, lines: int, code: int, detail: str = "") -> str:
         """What a refused write of ``lines`` lines (after ``lines_seen``; 0: a partial line)
         left, for the mount's log: the lines it held counted from the open, the last line and
         offset this open file stored, and where to resume."""
@@ -270,7 +270,7 @@ class _AppendHandle:
                       f"stored offset {self.stored_offset}")
         file = next(n for n, k in inodes.PARTITION_ENTRIES if k is self.kind).decode()
         return (f"{self.log.name}/{file}: write refused "
-                f"({errno.errorcode.get(code, code)}), nothing of it stored ({held}, counted "
+                f"({errno.errorcode.get(code, code)}){detail}, nothing of it stored ({held}, counted "
                 f"from the open; each write() is all or nothing); {stored}; to resume, append "
                 f"again from line {self.stored_line + 1}")
 
@@ -1024,7 +1024,13 @@ class KafkaFs(pyfuse3.Operations):
                 framer.abandon(buf)
                 handle.abandon_errno = errno_for(exc)
                 if handle.kind is not Kind.APPEND_BATCHES:
-                    log.warning("%s", handle.refusal(count, handle.abandon_errno))
+                    detail = ""
+                    if isinstance(exc, serr.KeySeparatorMissingError):  # (the engine counts
+                        bad = next((number for number, line in enumerate(  # within the write)
+                            lines.split(b"\n")[:-1], handle.lines_seen + 1)
+                            if self._sep not in line), None)
+                        detail = f": line {bad} has no key separator {self._sep!r}"
+                    log.warning("%s", handle.refusal(count, handle.abandon_errno, detail))
                 raise _fail(handle.abandon_errno) from None
             finally:
                 handle.lines_seen += count

@@ -266,6 +266,7 @@ def test_a_refused_write_after_stored_ones_counts_lines_from_the_open(tmp_path, 
             f.write(b"a\t1\nb\t2\n")
             f.write(b"c\t3\nno separator\n")
     assert info.value.errno == errno.EINVAL
-    assert ("p-0/append-keyed: write refused (EINVAL), nothing of it stored (lines 3-4, "
+    assert ("p-0/append-keyed: write refused (EINVAL): line 4 has no key separator b'\\t', "
+            "nothing of it stored (lines 3-4, "
             "counted from the open; each write() is all or nothing); stored from this open "
             "file: up to line 2, the last stored offset 4") in m.log_text(), m.log_text()
