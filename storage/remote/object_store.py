@@ -182,41 +182,57 @@ def object_at(uri: str) -> tuple[ObjectStore, pafs.FileInfo]:
 
 
 class RangedObject:
-    """One object read with ranged requests: a small read is one request for its bytes; a
-    bulk reader's (reads of ``BULK_READ`` bytes or more, e.g. a segment read a MiB at a time)
-    is served from ranges of ``store.range_bytes`` fetched ``store.read_ahead`` ahead of it on
-    the store's fetch threads, so a full read keeps a few requests in flight and holds a
-    bounded number of bytes. Raises ObjectStoreError."""
+    """One object read with ranged requests. A small read is one request for its bytes. A bulk
+    reader's reads (``BULK_READ`` bytes or more, e.g. a segment read a MiB at a time) read
+    ahead as the kernel reads a file ahead: each read that follows the last one doubles the
+    window of bytes requested ahead of it, up to ``store.read_ahead`` requests of
+    ``store.range_bytes``, all in flight at once on the store's fetch threads; a read elsewhere
+    starts over with none. A narrow read thus fetches about what it reads, a full read keeps a
+    few large requests in flight, and the bytes held stay bounded. Raises ObjectStoreError."""
 
     def __init__(self, store: ObjectStore, f, path: str, size: int) -> None:
         self._store, self._f, self._path, self._size = store, f, path, size
-        self._ranges: dict[int, Future] = {}  # range start -> its bytes
+        # (start, end, its bytes) fetched or in flight, contiguous, in order
+        self._ranges: list[tuple[int, int, Future]] = []
+        self._last, self._next = -1, -1  # the last bulk read's bytes: where the next follows on
+        self._window = 0  # bytes to keep requested ahead of it
         self._lock = threading.Lock()
 
     def read_at(self, nbytes: int, position: int) -> bytes:
         nbytes = max(min(nbytes, self._size - position), 0)
         if nbytes < BULK_READ:
             return self._fetch(position, nbytes)
-        step = self._store.range_bytes
-        first, last = position // step, (position + nbytes - 1) // step
+        end = position + nbytes
         with self._lock:
-            for start in [s for s in self._ranges if s < first * step]:
-                self._ranges.pop(start).cancel()  # behind the reader: not read again
-            futures = [self._range(k * step) for k in range(first, last + 1)]
-            for k in range(last + 1, last + 1 + self._store.read_ahead):
-                if k * step < self._size:
-                    self._range(k * step)
-        parts = [f.result() for f in futures]
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        skip = position - first * step
-        return data[skip:skip + nbytes]
+            self._follow(position, end)
+            parts = [(start, stop, future) for start, stop, future in self._ranges
+                     if start < end and stop > position]
+        data = b"".join(future.result()[max(position - start, 0):min(end, stop) - start]
+                        for start, stop, future in parts)
+        return data
 
-    def _range(self, start: int) -> Future:
-        future = self._ranges.get(start)
-        if future is None:
-            size = min(self._store.range_bytes, self._size - start)
-            future = self._ranges[start] = self._store.submit(self._fetch, start, size)
-        return future
+    def _follow(self, position: int, end: int) -> None:
+        """The ranges covering [position, end) and the window ahead of it (lock held)."""
+        # (a block reader's next read starts at the last whole batch it got: within this one)
+        sequential = self._last <= position <= self._next
+        self._last, self._next = position, end
+        limit = self._store.range_bytes * max(self._store.read_ahead, 1)
+        self._window = min(max(2 * self._window, end - position), limit) if sequential else 0
+        kept = [r for r in self._ranges if r[1] > position]
+        if not kept or kept[0][0] > position:  # not read ahead here: start over
+            for _, _, future in self._ranges:
+                future.cancel()
+            kept = [(position, end, self._store.submit(self._fetch, position, end - position))]
+        else:
+            for _, _, future in self._ranges[:len(self._ranges) - len(kept)]:
+                future.cancel()  # behind the reader: not read again
+        self._ranges = kept
+        tail, goal = kept[-1][1], min(end + self._window, self._size)
+        chunk = min(self._store.range_bytes, max(self._window, end - position))
+        while tail < goal:  # (requests of the window's size, at most range_bytes)
+            size = min(chunk, self._size - tail)
+            self._ranges.append((tail, tail + size, self._store.submit(self._fetch, tail, size)))
+            tail += size
 
     def _fetch(self, position: int, nbytes: int) -> bytes:
         if not nbytes:
@@ -232,7 +248,7 @@ class RangedObject:
 
     def close(self) -> None:
         with self._lock:
-            for future in self._ranges.values():
+            for _, _, future in self._ranges:
                 future.cancel()
-            self._ranges.clear()
+            self._ranges = []
         self._f.close()
