@@ -19,7 +19,7 @@ from storage import Log, LogManager
 from storage.remote.object_store import ObjectStore
 from storage.remote.uri import is_uri
 from storage.remote.remote_log import RemoteLogDirectory
-from storage.remote.tiered import TieredLogDirectory, UnifiedLogDirectory
+from storage.remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_segments_of
 from storage.isolation import IsolationLevel
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
@@ -64,8 +64,9 @@ def open_directory(path: str, partitions=None, endpoint: str | None = None,
         local = LogManager(path, read_only=True, partitions=partitions)
     if remote_path is None:
         return local
+    live = None if is_uri(path) else live_segments_of(path)  # (__remote_log_metadata's word)
     remote = TieredLogDirectory(ObjectStore.from_uri(remote_path, endpoint=endpoint,
-                                                     region=region), partitions)
+                                                     region=region), partitions, live)
     return UnifiedLogDirectory(local, remote, fail_on_data_loss)
 
 

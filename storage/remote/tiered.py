@@ -63,11 +63,15 @@ def tiered_partitions(store: ObjectStore) -> dict[str, str]:
     return out
 
 
-def listed_segments(store: ObjectStore, directory: str) -> list[SegmentObjects]:
-    """The segments in a LocalTieredStorage partition ``directory``, from the listing (the
-    fallback without ``__remote_log_metadata``: it may include a segment being copied, or one
-    being deleted). A base offset with two segment ids (a copy retried) takes the newest
-    ``.log``. Raises UnsupportedRemoteLayoutError for files that are not segment files."""
+def listed_segments(store: ObjectStore, directory: str,
+                    live: set[str] | None = None) -> list[SegmentObjects]:
+    """The segments in a LocalTieredStorage partition ``directory``: with ``live`` (the
+    ``<base offset>-<segment id>`` stems ``__remote_log_metadata`` says are
+    ``COPY_SEGMENT_FINISHED`` and not deleted: ``RemoteLogMetadataCache.live_by_directory``)
+    those only; without, from the listing alone (the fallback: it may include a segment being
+    copied, or one being deleted; a base offset with two segment ids, a copy retried, takes
+    the newest ``.log``). Raises UnsupportedRemoteLayoutError for files that are not segment
+    files."""
     files: dict[tuple[int, str], dict[str, object]] = defaultdict(dict)
     for info in store.list(TIERED_ROOT, directory):
         stem, dot, kind = info.base_name.partition(".")
@@ -77,7 +81,8 @@ def listed_segments(store: ObjectStore, directory: str) -> list[SegmentObjects]:
                 f"{store.describe(TIERED_ROOT, directory, info.base_name)} is not a "
                 "LocalTieredStorage segment file (<base offset>-<segment id>.<kind>): an "
                 "unsupported remote storage layout")
-        files[int(base), segment_id]["." + kind] = info
+        if live is None or stem in live:
+            files[int(base), segment_id]["." + kind] = info
     by_base: dict[int, SegmentObjects] = {}
     for (base, _), kinds in sorted(files.items()):
         logfile = kinds.get(LOG_SUFFIX)
@@ -99,6 +104,21 @@ def tiered_base_offset(file_name: str) -> int | None:
         else None
 
 
+def live_segments_of(log_dir) -> dict[str, set[str]] | None:
+    """The live remote segments by LocalTieredStorage directory, as the
+    ``__remote_log_metadata`` partitions in the broker log directory ``log_dir`` say
+    (``RemoteLogMetadataCache.live_by_directory``); None when it holds none (then a remote
+    tier's listing is all there is)."""
+    from pathlib import Path
+
+    from .metadata import REMOTE_LOG_METADATA_TOPIC, read_metadata_log_dir
+
+    if not any(p.name.startswith(REMOTE_LOG_METADATA_TOPIC + "-") and p.is_dir()
+               for p in Path(log_dir).iterdir()):
+        return None
+    return read_metadata_log_dir(log_dir).live_by_directory()
+
+
 def _is_id(text: str) -> bool:
     return len(text) == _ID_CHARS and all(c.isalnum() or c in "-_" for c in text)
 
@@ -109,13 +129,19 @@ class TieredLogDirectory:
     listed segments (:func:`listed_segments`; ``segments_of(name)`` may give them instead,
     from ``__remote_log_metadata``). Raises ObjectStoreError, UnsupportedRemoteLayoutError."""
 
-    def __init__(self, store: ObjectStore, partitions=None, segments_of=None) -> None:
+    def __init__(self, store: ObjectStore, partitions=None,
+                 live: dict[str, set[str]] | None = None) -> None:
+        """``live``: the live segments by directory, from ``__remote_log_metadata``
+        (``storage.remote.metadata``); None: the listing is the fallback (said in
+        ``notices``)."""
         self.store = store
         self._dirs = {name: d for name, d in tiered_partitions(store).items()
                       if partitions is None or partitions(*parse_partition_dir_name(name))}
-        self._segments_of = segments_of or (lambda name: listed_segments(store, self._dirs[name]))
+        self._live = live
         self._logs: dict[str, RemoteLog] = {}
-        self.notices: list[str] = []
+        self.notices: list[str] = [] if live is not None else [
+            f"no __remote_log_metadata at hand: the remote segments of {store.describe()} are "
+            "its listing's, which may hold a segment being copied or deleted"]
 
     def partition_names(self) -> list[str]:
         return sorted(self._dirs)
@@ -125,7 +151,9 @@ class TieredLogDirectory:
             if name not in self._dirs:
                 raise UnknownTopicOrPartitionError(
                     f"{name} has no remote segments in {self.store.describe(TIERED_ROOT)}")
-            objects = self._segments_of(name)
+            directory = self._dirs[name]
+            objects = listed_segments(self.store, directory, None if self._live is None
+                                      else self._live.get(directory, set()))
             first = objects[0].base_offset if objects else 0
             self._logs[name] = RemoteLog(self.store, name, log_start_offset=first,
                                          segments=objects, directory=(TIERED_ROOT,
@@ -223,7 +251,7 @@ class UnifiedLogDirectory:
         self.local, self.remote = local, remote
         self.fail_on_data_loss = fail_on_data_loss
         self._logs: dict[str, UnifiedLog] = {}
-        self.notices: list[str] = list(local.notices)
+        self.notices: list[str] = [*local.notices, *remote.notices]
 
     def partition_names(self) -> list[str]:
         return self.local.partition_names()

@@ -99,3 +99,22 @@ def test_a_layout_that_is_not_local_tiered_storage_is_named(tmp_path):
     (tmp_path / TIERED_ROOT / "not-a-partition").mkdir()
     with pytest.raises(UnsupportedRemoteLayoutError, match="not-a-partition"):
         TieredLogDirectory(store)
+
+
+@needs_fixtures
+def test_the_metadata_live_set_leaves_out_segments_being_copied_or_deleted(tmp_path):
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, _ = tier(tmp_path, "plain-0", bases[:3], [])
+    (directory,) = (root / TIERED_ROOT).iterdir()
+    stems = sorted({p.name.split(".")[0] for p in directory.iterdir()})
+    live = {directory.name: {stems[0], stems[2]}}  # the middle one: being deleted
+    store = ObjectStore.from_uri(root.as_uri())
+    by_metadata = TieredLogDirectory(store, live=live)
+    assert [s.base_offset for s in by_metadata.get("plain-0").segments.all()] == \
+        [bases[0], bases[2]]
+    assert by_metadata.notices == []
+    by_listing = TieredLogDirectory(ObjectStore.from_uri(root.as_uri()))
+    assert [s.base_offset for s in by_listing.get("plain-0").segments.all()] == bases[:3]
+    assert "listing" in by_listing.notices[0]
+    by_metadata.close()
+    by_listing.close()
