@@ -361,7 +361,7 @@ class KafkaFs(pyfuse3.Operations):
             text = name.decode("utf-8")
             # an unknown name is looked for at once; a known one at most every
             # FOLLOW_INTERVAL_S (the broker may have deleted it: its entry times out as often)
-            await self._follow_partitions(force=text not in self._mgr.partition_names())
+            await self._follow_partitions(force=self._ids.get(text) is None)
             await trio.to_thread.run_sync(self._mgr.get, text)  # opened on first use
         except (UnicodeDecodeError, serr.UnknownTopicOrPartitionError):
             raise _fail(errno.ENOENT) from None
