@@ -394,6 +394,8 @@ class KafkaFs(pyfuse3.Operations):
             self._gone.add(pid)
             self._ids.forget(name)
             self._followed.pop(pid, None)
+            self._time_names.pop(pid, None)
+            self._lowest_served.pop(pid, None)
             self._cache.drop(lambda key, pid=pid: key[0] == pid)
             pyfuse3.invalidate_entry_async(inodes.ROOT_INO, name.encode("utf-8"),
                                            ignore_enoent=True)
