@@ -16,6 +16,10 @@ tests that need it, never a whole module:
   atheris), which the test imports itself; the ``spark`` fixture asks for pyspark by itself;
 * ``@pytest.mark.root``: root (the ``small_disk`` fixture asks for it itself).
 
+``spark_cluster``: a SparkSession of a Spark standalone cluster on loopback (a master and two
+one-core workers as separate processes, ``helpers.spark_cluster``), one session per test module
+over one cluster per test run; a failed test's report ends with the cluster's logs.
+
 Under CI (environment variable ``CI=true``) a missing requirement fails the test instead: a CI
 run never passes by skipping (``helpers.needs``).
 """
@@ -63,6 +67,17 @@ def pytest_runtest_setup(item):
         unavailable(kafka_missing())
     if item.get_closest_marker("root") is not None and os.geteuid() != 0:
         unavailable("needs root")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that used the Spark standalone cluster: its daemons' and executors' logs
+    in the report."""
+    report = yield
+    standalone = getattr(item, "funcargs", {}).get("spark_standalone")
+    if report.failed and standalone is not None:
+        report.sections.append((f"spark cluster logs ({report.when})", standalone.logs()))
+    return report
 
 
 @pytest.fixture
@@ -198,3 +213,41 @@ def spark():
     kfs.spark.register(session, filter_pushdown=False)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory):
+    """A Spark standalone cluster on loopback (``helpers.spark_cluster.SparkStandalone``): a
+    master and two workers (one core, 1 GiB each, their own work directories), started once per
+    test run and waited for until the master lists both ALIVE; always stopped in teardown (their
+    process groups ended, killed after a deadline). Logs under the run's basetemp
+    (``spark-standalone0/``)."""
+    require_modules("pyspark", "pyarrow")
+    from helpers.spark_cluster import SparkStandalone
+
+    standalone = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        yield standalone.start()
+    finally:
+        standalone.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(spark_standalone):
+    """A ``helpers.spark_cluster.SparkCluster``: ``.session``, a SparkSession submitted to
+    ``spark_standalone``'s master as the README tells a user (the executors run this
+    interpreter and import this checkout), returned once an executor of each worker registered;
+    ``.tasks_by_executor(action)``: ``(action(), {executor id: tasks it ran})``;
+    ``.executor_workers()``: ``{executor id: worker number}``. One per test module (a process
+    has one SparkContext: a module cannot use both this and ``spark``). The ``kfs`` format is
+    found by Spark's lookup (``pyspark_kfs``), not registered."""
+    import time
+
+    from helpers.spark_cluster import SparkCluster, cluster_session
+
+    began = time.monotonic()
+    session = cluster_session(spark_standalone)
+    try:
+        yield SparkCluster(session, spark_standalone, time.monotonic() - began)
+    finally:
+        session.stop()

@@ -11,6 +11,7 @@ markers). Test modules import from here, never from one another:
 * ``kafka``: a real KRaft broker and Kafka's own tools (also the benchmarks' peer);
 * ``remote_metadata``: ``__remote_log_metadata`` record values built byte by byte (Kafka's serde);
 * ``s3``: a real S3 API server (S3Proxy's filesystem backend) and pyarrow.fs clients of it;
+* ``spark_cluster``: a Spark standalone cluster on loopback and a session submitted to it;
 * ``records``: hypothesis strategies of batch columns and kafka-python as the oracle;
 * ``kafka_written``: the records and index entries of the Kafka-written fixtures;
 * ``damage``: copies of Kafka-written partitions, and the damage the tests do to them;
