@@ -98,14 +98,18 @@ class ObjectStore:
         except (OSError, ValueError) as e:
             raise ObjectStoreError(f"listing {self.describe(*names)}: {e}") from None
 
+    def root_info(self) -> pafs.FileInfo:
+        """The root's listing entry (type NotFound when there is none). Raises
+        ObjectStoreError when the store refuses (access denied, unreachable)."""
+        try:
+            return self.fs.get_file_info(self.root)
+        except (OSError, ValueError) as e:
+            raise ObjectStoreError(f"{self.describe()}: {e}") from None
+
     def check_root(self) -> None:
         """ObjectStoreError unless the root is there (an unknown bucket, a mistyped prefix,
         access denied)."""
-        try:
-            info = self.fs.get_file_info(self.root)
-        except (OSError, ValueError) as e:
-            raise ObjectStoreError(f"{self.describe()}: {e}") from None
-        if info.type == pafs.FileType.NotFound:
+        if self.root_info().type == pafs.FileType.NotFound:
             raise ObjectStoreError(f"{self.describe()}: no such bucket or directory")
 
     def describe(self, *names: str) -> str:
@@ -170,10 +174,7 @@ def object_at(uri: str) -> tuple[ObjectStore, pafs.FileInfo]:
     FileNotFoundError when there is no such object, IsADirectoryError for a directory,
     ObjectStoreError when the store refuses."""
     store = ObjectStore.from_uri(uri)
-    try:
-        info = store.fs.get_file_info(store.root)
-    except (OSError, ValueError) as e:
-        raise ObjectStoreError(f"{redact(uri)}: {e}") from None
+    info = store.root_info()
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"{redact(uri)}: no such object")
     if info.type == pafs.FileType.Directory:
