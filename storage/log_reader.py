@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from storage.log import Log
 
 READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED
+_MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
+_COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
 
 
 @contextlib.contextmanager
@@ -44,12 +46,12 @@ def _naming(segment: LogSegment, position: int):
         yield
     except (CorruptRecordError, InvalidRecordError) as e:
         raise type(e)(f"{segment.source.name}, from byte {position}: {e}") from e
-_MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
-_COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
 
 
 class LogReader:
-    """The reads of ``log`` (a ``storage.log.Log``). Raises CorruptRecordError for a batch whose
+    """The reads of ``log``: a ``storage.log.Log``, or anything with its offsets
+    (``log_start_offset``, ``log_end_offset``, ``last_stable_offset``) and its ``segments``
+    (``storage.remote``'s read-only logs). Raises CorruptRecordError for a batch whose
     CRC or layout is bad, InvalidRecordError for one breaking a format rule, OSError from the
     segments' source; v0/v1 entries an old broker wrote are read as Kafka reads them."""
 
