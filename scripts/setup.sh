@@ -25,28 +25,87 @@ python=${PYTHON:-python3}
 "$python" -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
   || debs+=(python3-dev)
 
+# Each step that runs says so as it starts, with what takes long, and how long it took; a run with
+# nothing to do prints nothing. The tools' full output goes to .cache/setup/ (shown on failure).
+say() { echo "kfs setup: $*" >&2; }
+started=$SECONDS
+took() { local s=$((SECONDS - started)); say "  done in $((s / 60)) min $((s % 60)) s"; started=$SECONDS; }
+logs=.cache/setup
+# run_logged LOG FILTER CMD...: CMD's output to LOG, its lines FILTER prints as they come; on a
+# failure the log's last lines and its path
+run_logged() {
+  local out="$1" filter="$2"; shift 2
+  mkdir -p "$logs"
+  if ! "$@" 2>&1 | tee -a "$out" | "$filter"; then
+    tail -n 25 "$out" >&2
+    say "failed: $* (its whole output: $out)"
+    exit 1
+  fi
+}
+# apt-get: a line per package set up (dpkg's "Setting up", as it goes)
+apt_progress() {
+  local line
+  while IFS= read -r line; do
+    case "$line" in "Setting up "*) line="${line#Setting up }"; say "  set up ${line%% *}" ;; esac
+  done
+}
+
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "kfs setup: installing ${missing[*]}" >&2
+  say "installing system packages with apt-get: ${missing[*]} (with what they depend on: about a minute on a fresh machine, more with a Java runtime)"
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  say "  apt-get update"
+  rm -f "$logs/apt.log"
+  run_logged "$logs/apt.log" apt_progress $sudo apt-get update -q
+  run_logged "$logs/apt.log" apt_progress $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+  took
 fi
 
-[ -x .venv/bin/python ] || "$python" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  say "creating the virtualenv .venv ($python -m venv: a few seconds)"
+  "$python" -m venv .venv
+  took
+fi
 # Reinstall only when the package definition or the compiled code changed since the last install.
 stamp=".venv/.kfs-installed${extras:+-$extras}"
 # the test install holds everything the plain one has: a mount after the tests reinstalls nothing
 [ -z "$extras" ] && [ -f .venv/.kfs-installed-test ] && [ ! -f "$stamp" ] && stamp=.venv/.kfs-installed-test
 pip_extras="$extras"
 [ "$extras" = test ] && pip_extras="test,spark"  # the Spark tests run in CI too
+# pip (-v, for the build's own lines): a line per download, per phase of kfs's build (the build
+# tools, Cython's translation, each module's C compile, the slow part) and the final install
+pip_progress() {
+  local raw line names file version
+  while IFS= read -r raw; do
+    line="${raw#"${raw%%[![:space:]]*}"}"  # (pip indents what its sub-processes print)
+    case "$line" in
+      "Downloading "*)  # (a wheel's name-version-tags.whl as name-version)
+        names="${line#Downloading }"; file="${names%% *}"; version="${file#*-}"
+        [ "${file%.whl}" = "$file" ] || file="${file%%-*}-${version%%-*}"
+        say "  downloading $file ${names#* }" ;;
+      "Installing build dependencies: started") say "  fetching the build tools (setuptools, Cython)" ;;
+      "["*"] Cythonizing "*) say "  Cython: ${line#*Cythonizing } ${line%% *}" ;;
+      "Building editable for "*": started") say "  building kfs's compiled modules" ;;
+      "building '"*"' extension") names="${line#building ?}"; say "  compiling ${names%?' extension'} (gcc -O3)" ;;
+    esac
+    case "$raw" in  # (pip's own lines, not the build's)
+      "Installing collected packages: "*)
+        names="${raw#Installing collected packages: }"; names="${names//[^,]/}"
+        say "  installing $(( ${#names} + 1 )) packages into .venv" ;;
+    esac
+  done
+  return 0
+}
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
    || [ -n "$(find storage kfs \( -name '*.pyx' -o -name '*.pxd' \) -newer "$stamp" -print -quit)" ]; then
-  echo "kfs setup: installing Python packages into .venv" >&2
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".${pip_extras:+[$pip_extras]}"
+  say "installing kfs${pip_extras:+ [$pip_extras]} and its Python packages into .venv with pip: about 2 minutes on a fresh machine${pip_extras:+ and more to download (pyspark is 400 MB)}, most of it compiling kfs's record codec (Cython, then gcc -O3 of 6 modules); again only when pyproject.toml, setup.py or a .pyx changes"
+  say "  upgrading pip"
+  rm -f "$logs/pip.log"
+  run_logged "$logs/pip.log" pip_progress .venv/bin/python -m pip install --upgrade pip
+  run_logged "$logs/pip.log" pip_progress .venv/bin/python -m pip install -v -e ".${pip_extras:+[$pip_extras]}"
   touch "$stamp"
+  took
 fi
 
 # The tests' Kafka peer: the pinned release's jars (scripts/kafka/pom.xml) and their dependencies,
@@ -54,20 +113,22 @@ fi
 if [ "$extras" = test ]; then
   kafka=.cache/kafka
   if [ ! -f "$kafka/.fetched" ] || [ scripts/kafka/pom.xml -nt "$kafka/.fetched" ]; then
-    echo "kfs setup: fetching Kafka's jars with Maven into $kafka" >&2
+    say "fetching Kafka's jars with Maven into $kafka (about 55 MB, and the first time Maven's own plugins: a minute or two)"
     rm -rf "$kafka/lib"
     mvn -q -B -f scripts/kafka/pom.xml dependency:copy-dependencies \
       -DoutputDirectory="$PWD/$kafka/lib" -Dmaven.repo.local="$PWD/$kafka/m2" >&2
     touch "$kafka/.fetched"
+    took
   fi
   # The tests' S3 API server: S3Proxy's self-contained jar (scripts/s3proxy/pom.xml), fetched once
   # into .cache/s3proxy (ignored by git); again only when the pom changes.
   s3proxy=.cache/s3proxy
   if [ ! -f "$s3proxy/.fetched" ] || [ scripts/s3proxy/pom.xml -nt "$s3proxy/.fetched" ]; then
-    echo "kfs setup: fetching S3Proxy's jar with Maven into $s3proxy" >&2
+    say "fetching S3Proxy's jar with Maven into $s3proxy (one jar of about 50 MB)"
     rm -rf "$s3proxy/lib"
     mvn -q -B -f scripts/s3proxy/pom.xml dependency:copy-dependencies \
       -DoutputDirectory="$PWD/$s3proxy/lib" -Dmaven.repo.local="$PWD/$s3proxy/m2" >&2
     touch "$s3proxy/.fetched"
+    took
   fi
 fi

@@ -96,6 +96,12 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
                   f"{os.path.dirname(args.log_file)}: {exc.strerror} (see --log-file)",
                   file=sys.stderr)
             args.log_file = None
+    if args.log_file:  # (made here, so that the path said exists from the start, or said why not)
+        try:
+            with open(args.log_file, "a"):
+                pass
+        except OSError as exc:
+            raise CliError(f"cannot create the log file {args.log_file}: {exc.strerror}") from None
     read_fd, write_fd = os.pipe()
     env = dict(os.environ)
     # The child must import this very kfs (and storage) even when it is not installed.
@@ -147,13 +153,17 @@ def _read_until_eof(fd: int, timeout: float) -> bytes | None:
         chunks.append(chunk)
 
 
-def _setup_logging(level: str, log_file: str | None) -> None:
+def _setup_logging(level: str, log_file: str | None, started: str = "") -> None:
+    """Log at ``level`` and up to ``log_file`` (else stderr); a log file gets the line
+    ``started`` first, whatever the level, so it shows from the start which mount it is of."""
     handler: logging.Handler
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level.upper()))
+    if log_file and started:
+        handler.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, started, None, None))
 
 
 class _Reporter:
@@ -230,7 +240,9 @@ def _retention_warnings(mgr) -> list[str]:
 
 def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: bytes) -> int:
     """Mount and serve until unmounted or signalled; returns the exit status."""
-    _setup_logging(args.log_level, args.log_file)
+    _setup_logging(args.log_level, args.log_file,
+                   f"mounting {redact(backing)} at {mountpoint}"
+                   f"{' (read-only)' if args.read_only else ''}; logging {args.log_level} and up")
     with contextlib.suppress(OSError):  # (an earlier process's, with this pid)
         os.unlink(close_report_file(os.getpid()))
     reporter = _Reporter(args.ready_fd)

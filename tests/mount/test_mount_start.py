@@ -129,6 +129,28 @@ def test_a_background_mount_logs_under_xdg_state_home_by_default(mount, tmp_path
     assert "$XDG_STATE_HOME/kfs/" in text and "~/.local/state/kfs/" in text
 
 
+def test_the_log_said_exists_once_the_mount_serves_and_says_which_mount(mount, tmp_path):
+    """Issue 25, item 12: the log file scripts/mount.sh names is there at once, not at the first
+    warning, and its first line names the mount whatever the level; a --log-file that cannot be
+    made is said in one line (before: 'exited with status 1 before serving (see <that file>)')."""
+    root = fake_checkout(tmp_path)
+    state = tmp_path / "state"
+    res = run(f"{root}/scripts/mount.sh", tmp_path, state)
+    track(mount, root / "data", root / "mnt")
+    assert res.returncode == 0, res.stderr
+    log = state / "kfs" / log_name(root / "mnt")
+    assert res.stdout.endswith(f"log: {log})\n"), res.stdout
+    first = log.read_text().splitlines()[0]
+    assert first.endswith(f"INFO kfs: mounting {root}/data at {root}/mnt; logging warning and "
+                          "up"), first
+    assert run('"$PY" -m kfs umount mnt', root).returncode == 0
+    res = run(f'"$PY" -m kfs mount --log-file nodir/m.log {root}/data {root}/mnt', tmp_path)
+    track(mount, root / "data", root / "mnt")
+    assert res.returncode == 1 and not is_mounted(root / "mnt")
+    assert res.stderr == ("kfs: error: cannot create the log file nodir/m.log: No such file or "
+                          "directory\n")
+
+
 # --------------------------------------------------------------------------- scripts/mount.sh
 
 
@@ -184,3 +206,123 @@ def test_mount_sh_defaults_to_the_checkout_and_takes_options_anywhere(mount, tmp
     assert res.stderr == (f"kfs: error: backing directory {root}/dta does not exist (--create "
                           "makes a new one)\n")
     assert not (root / "dta").exists() and not is_mounted(tmp_path / "ro")
+
+
+# --------------------------------------------------------------------------- scripts/setup.sh
+
+# What pip -v prints for kfs's editable install on a fresh .venv, trimmed (pip 26, Python 3.11)
+PIP_OUTPUT = """\
+Obtaining file:///checkout
+  Installing build dependencies: started
+  Running command installing build dependencies
+  Collecting Cython>=3.0
+    Downloading cython-3.3.1-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl (3.5 MB)
+  Installing collected packages: setuptools, Cython
+  Successfully installed Cython-3.3.1 setuptools-84.2.1
+  Installing build dependencies: finished with status 'done'
+  Compiling storage/records/_c/records.pyx because it changed.
+  [1/2] Cythonizing kfs/spark/_partitioner.pyx
+  [2/2] Cythonizing storage/records/_c/records.pyx
+Collecting pyarrow>=15 (from kfs==0.1.0)
+  Downloading pyarrow-26.0.1-cp311-cp311-manylinux_2_28_x86_64.whl (55.0 MB)
+     ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 55.0/55.0 MB 280.6 MB/s  0:00:00
+Building wheels for collected packages: kfs
+  Building editable for kfs (pyproject.toml): started
+  running build_ext
+  building 'storage.records._c.records' extension
+  x86_64-linux-gnu-gcc -O3 -c storage/records/_c/records.c -o build/records.o
+  building 'kfs.spark._partitioner' extension
+  Building editable for kfs (pyproject.toml): finished with status 'done'
+Installing collected packages: pyarrow, trio, kfs
+Successfully installed kfs-0.1.0 pyarrow-26.0.1 trio-0.35.0
+"""
+
+
+def fake_machine(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A checkout holding this scripts/setup.sh on a machine whose dpkg, apt-get and python
+    are stand-ins: apt-get 'installs' packages (dpkg -s then finds them), python makes a .venv
+    whose pip prints PIP_OUTPUT (exit status $PIP_STATUS); every call is noted in calls.txt."""
+    root = tmp_path / "checkout"
+    for d in ("scripts", "storage", "kfs", "bin"):
+        (root / d).mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "setup.sh", root / "scripts" / "setup.sh")
+    (root / "pyproject.toml").write_text("")
+    (root / "setup.py").write_text("")
+    (tmp_path / "pip-output.txt").write_text(PIP_OUTPUT)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    scripts = {
+        "dpkg": '[ -e "$FAKE/installed-$2" ]',
+        "sudo": 'exec "$@"',
+        "apt-get": ('echo "apt-get $*" >> "$FAKE/calls.txt"\n'
+                    'for p in "$@"; do case "$p" in -*|install|update) ;; *)\n'
+                    '  touch "$FAKE/installed-$p"; echo "Unpacking $p (1.0) ..."; '
+                    'echo "Setting up $p (1.0) ..." ;; esac; done'),
+        "python3": ('[ "$1" = -c ] && exec "$REAL_PYTHON" "$@"\n'
+                    'echo "python3 $*" >> "$FAKE/calls.txt"; mkdir -p .venv/bin\n'
+                    'printf \'#!/bin/sh\\necho "pip $*" >> "$FAKE/calls.txt"\\n'
+                    'case "$*" in *" -e "*) cat "$FAKE/pip-output.txt"; exit ${PIP_STATUS:-0} ;; '
+                    '*) echo "  Downloading pip-26.3-py3-none-any.whl (2.0 MB)" ;; esac\\n'
+                    '\' > .venv/bin/python; chmod +x .venv/bin/python'),
+    }
+    for name, body in scripts.items():
+        (fake / name).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / name).chmod(0o755)
+    (root / "scripts" / "setup.sh").chmod(0o755)
+    env = {"PATH": f"{fake}:{os.environ['PATH']}", "FAKE": str(tmp_path),
+           "REAL_PYTHON": sys.executable, "PYTHON": str(fake / "python3")}
+    return root, env
+
+
+def test_setup_sh_says_each_step_as_it_goes_and_a_second_run_does_nothing(tmp_path):
+    """Issue 25, item 12: a fresh machine's setup (2 minutes) printed one line; now each step
+    says itself as it starts (the packages apt-get installs, the .venv, pip's downloads, Cython
+    and each module's compile, the slow part, said up front) and how long it took; a second run
+    prints and installs nothing; a failed step shows the end of its log and names it."""
+    root, env = fake_machine(tmp_path)
+    calls = tmp_path / "calls.txt"
+    first = run(f"{root}/scripts/setup.sh", tmp_path, **env)
+    assert first.returncode == 0, first.stderr
+    lines = [line.removeprefix("kfs setup: ") for line in first.stderr.splitlines()]
+    assert all(line.startswith("kfs setup: ") for line in first.stderr.splitlines()), lines
+    debs = "fuse3 libfuse3-dev pkg-config gcc attr libssl-dev"
+    assert lines[0].startswith(f"installing system packages with apt-get: {debs} ("), lines
+    step = lines.index("  apt-get update")
+    assert lines[step + 1:step + 7] == [f"  set up {p}" for p in debs.split()]
+    assert lines[step + 7].startswith("  done in ")
+    venv = lines.index(f"creating the virtualenv .venv ({env['PYTHON']} -m venv: a few seconds)")
+    assert lines[venv + 1].startswith("  done in ")
+    assert lines[venv + 2].startswith("installing kfs and its Python packages into .venv with "
+                                      "pip: about 2 minutes on a fresh machine, most of it "
+                                      "compiling kfs's record codec"), lines
+    assert lines[venv + 3:] == [
+        "  upgrading pip",
+        "  downloading pip-26.3 (2.0 MB)",
+        "  fetching the build tools (setuptools, Cython)",
+        "  downloading cython-3.3.1 (3.5 MB)",
+        "  Cython: kfs/spark/_partitioner.pyx [1/2]",
+        "  Cython: storage/records/_c/records.pyx [2/2]",
+        "  downloading pyarrow-26.0.1 (55.0 MB)",
+        "  building kfs's compiled modules",
+        "  compiling storage.records._c.records (gcc -O3)",
+        "  compiling kfs.spark._partitioner (gcc -O3)",
+        "  installing 3 packages into .venv",
+        lines[-1]]
+    assert lines[-1].startswith("  done in ")
+    assert (root / ".cache" / "setup" / "pip.log").read_text().endswith(PIP_OUTPUT)
+    before = calls.read_text()
+    assert before.count("pip -m pip install") == 2 and before.count("apt-get install") == 1
+
+    again = run(f"{root}/scripts/setup.sh", tmp_path, **env)
+    assert again.returncode == 0 and again.stderr == "" and again.stdout == ""
+    assert calls.read_text() == before  # nothing installed again
+
+    os.utime(root / "setup.py")  # (newer than the install: pip again, nothing else)
+    (root / ".venv" / ".kfs-installed").touch()
+    os.utime(root / ".venv" / ".kfs-installed", (1, 1))
+    failed = run(f"{root}/scripts/setup.sh", tmp_path, PIP_STATUS="1", **env)
+    assert failed.returncode == 1
+    assert "  x86_64-linux-gnu-gcc -O3 -c storage/records/_c/records.c" in failed.stderr
+    assert failed.stderr.endswith(f"(its whole output: .cache/setup/pip.log)\n"), failed.stderr
+    assert "apt-get" not in failed.stderr and "virtualenv" not in failed.stderr
+    assert calls.read_text().count("apt-get install") == 1
