@@ -217,3 +217,22 @@ class S3Server:
             "AWS_REGION": self.region,
             "AWS_EC2_METADATA_DISABLED": "true",
         }
+
+
+def spark_executor_env(server: S3Server) -> dict[str, str]:
+    """``server.env()`` as the ``spark.executorEnv.*`` settings of a SparkSession's build: the
+    variables Spark sets on its Python workers (``SparkContext.environment``), which a
+    registered data source hands to every Python process that runs it."""
+    return {f"spark.executorEnv.{key}": value for key, value in server.env().items()}
+
+
+def start_spark_jvm() -> None:
+    """Start this process's driver JVM (PySpark's py4j gateway) now, if it is not running,
+    with none of a session's settings. The build of the session that starts it passes its
+    settings on the JVM's command line (``spark-submit --conf k=v``: a secret there shows in
+    ``ps``), where they stay system properties that every later session of the process takes
+    as its own (seen: a second session had the first one's ``spark.executorEnv.*``). The JVM
+    inherits this process's environment as it is now, and keeps it."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()

@@ -226,11 +226,13 @@ class SparkStandalone:
         return "\n".join(texts)
 
 
-def cluster_session(standalone: SparkStandalone, app_name: str = "kfs-cluster-tests"):
+def cluster_session(standalone: SparkStandalone, app_name: str = "kfs-cluster-tests",
+                    conf: dict[str, str] | None = None):
     """A SparkSession of ``standalone``'s master (one executor of one core per worker), once
     every worker's executor registered with the driver. The executors run this interpreter
     (``PYSPARK_PYTHON``) and import this checkout (``spark.executorEnv.PYTHONPATH``); the
-    driver's web UI (for its REST API) listens on a free loopback port."""
+    driver's web UI (for its REST API) listens on a free loopback port. ``conf``: more
+    settings of the build (``spark.executorEnv.AWS_…``)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -244,7 +246,7 @@ def cluster_session(standalone: SparkStandalone, app_name: str = "kfs-cluster-te
     os.environ["PYSPARK_PYTHON"] = sys.executable
     # as the spark fixture: a driver JVM this session starts serves the later modules' too
     os.environ["PYTHONPATH"] = kfs_env()["PYTHONPATH"]
-    session = (
+    builder = (
         SparkSession.builder.master(standalone.url)
         .appName(app_name)
         .config("spark.driver.host", "127.0.0.1")
@@ -259,8 +261,10 @@ def cluster_session(standalone: SparkStandalone, app_name: str = "kfs-cluster-te
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     try:
         session.sparkContext.setLogLevel("ERROR")
         if session._jvm.java.lang.System.getenv("PYSPARK_PYTHON") != sys.executable:
