@@ -78,3 +78,42 @@ def test_format_kfs_without_register(tmp_path):
     assert out["filtered"] == out["registered_filtered"] == list(range(5, 10))
     assert out["driver_imported_kfs"] == []  # "kfs" came from discovery alone
     assert out["static_spark_filters"] and not out["registered_spark_filters"]
+
+
+# A session at Spark's default log level (WARN), as a user's: register() replaces the source
+# Spark's static lookup found, which Spark logs as a WARN unless register() keeps it quiet; the
+# manager's logger then follows the session's level again.
+QUIET_CHILD = r"""
+import json, sys
+from pyspark.sql import SparkSession
+
+spark = (SparkSession.builder.master("local[1]").appName("kfs-register")
+         .config("spark.ui.enabled", "false").getOrCreate())
+import kfs.spark
+kfs.spark.register(spark)
+rows = spark.read.format("kfs").option("path", sys.argv[1]).option("subscribe", "orders").load()
+read = sorted(r.value.decode() for r in rows.collect())
+log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+name = "org.apache.spark.sql.execution.datasources.DataSourceManager"
+own = log4j.LogManager.getContext(False).getConfiguration().getLoggerConfig(name).getName()
+spark.stop()
+print(json.dumps({"read": read, "own_logger_config": own == name}))
+"""
+
+
+@pytest.mark.needs_modules("pyspark")
+def test_register_does_not_warn_that_it_replaced_the_static_source(tmp_path):
+    """Issue 25, item 13: kfs.spark.register(spark) logged 'WARN DataSourceManager: The data
+    source kfs replaced a statically registered data source.' in every session."""
+    backing = tmp_path / "backing"
+    mgr = LogManager(backing)
+    mgr.create("orders-0").append_as_leader(build_batch(0, [b"a", b"b"], None, [T0, T0 + 1]))
+    mgr.close()
+    env = kfs_env()
+    env["PYSPARK_PYTHON"] = sys.executable
+    proc = subprocess.run([sys.executable, "-c", QUIET_CHILD, str(backing)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"read": ["a", "b"],
+                                                                "own_logger_config": False}
+    assert "statically registered" not in proc.stderr, proc.stderr[-4000:]
