@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED
 _MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 _COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
+# Decoded records of recently read batches, of all the process's logs together, by (reader,
+# segment base offset, position): a process reading many partitions (a mount) keeps at most
+# this much, not as much per partition read.
+DECODED_BATCHES = RecordCache(1024, 32 << 20, records_cost)
 
 
 @contextlib.contextmanager
@@ -58,12 +62,11 @@ class LogReader:
     def __init__(self, log: Log) -> None:
         self._log = log
         self.segments = log.segments
-        # decoded records of recently read batches, by (segment base offset, position)
-        self._cache = RecordCache(256, 8 << 20, records_cost)
+        self._cache = DECODED_BATCHES  # (keys start with the reader)
 
     def clear_cache(self) -> None:
         """Forget decoded batches: segments or the log start offset changed under them."""
-        self._cache.clear()
+        self._cache.drop(lambda key: key[0] is self)
 
     # -- where a reader's records end --------------------------------------------------------
 
@@ -109,7 +112,7 @@ class LogReader:
         if isolation.read_committed and found[1].is_transactional and \
                 self.aborted_transactions(found[1].base_offset, end).is_aborted(found[1]):
             return None
-        records = self._cache.get((segment.base_offset, found[0]))
+        records = self._cache.get((self, segment.base_offset, found[0]))
         if records is None:  # decode just this record; listing fills the cache
             return segment.read_batch(*found, nowait).record_at(offset)
         i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
@@ -185,7 +188,7 @@ class LogReader:
                 yield records
 
     def _batch_records(self, segment: LogSegment, position: int, header: Batch) -> list[Record]:
-        key = (segment.base_offset, position)
+        key = (self, segment.base_offset, position)
         records = self._cache.get(key)
         if records is None:
             records = segment.read_records(position, header)

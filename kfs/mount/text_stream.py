@@ -12,8 +12,9 @@ per chunk: about 24 KiB per GiB of log). The index is built lazily, a segment th
 a read or a size needs it; a rolled segment's text never changes, so its entries are built
 once; the active segment's are extended from where they stopped, so following a growing log
 costs the new batches only. A read renders the one chunk it falls in (a few recent chunks are
-kept rendered); :meth:`LogStream.read_ahead` renders the next one while a sequential reader
-is still on this one.
+kept rendered: RENDERED_CHUNKS_KEPT a stream, RENDERED_BYTES_KEPT of all streams together, so
+that what a mount holds does not grow with the partitions read); :meth:`LogStream.read_ahead`
+renders the next one while a sequential reader is still on this one.
 
 How each record looks is ``kfs.record_format``'s: a plain partition's records are rendered a
 chunk at a time by the compiled column builder; Kafka's coordinator topics'
@@ -48,8 +49,11 @@ from storage.segment import LogSegment
 from kfs.record_format import CoordinatorFormat, StreamFormat, record_format
 
 CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
-RENDERED_CHUNKS_KEPT = 4
-BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers (one per rendering thread at a time)
+RENDERED_CHUNKS_KEPT = 4  # per stream
+# rendered text (and its row ends and offsets) kept, all the process's streams together: what
+# a mount holds does not grow with the streams read (a mount keeps 64 streams)
+RENDERED_BYTES_KEPT = 16 << 20
+BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of all streams (one per rendering thread)
 STARTS_KEPT = 256  # window starts remembered (each a segment and a text position)
 
 
@@ -96,6 +100,63 @@ class _Chunk:
     offsets: Sequence[int]  # offset of each record
 
 
+class _RenderedChunks:
+    """The rendered chunks of every stream: least recently used out past RENDERED_BYTES_KEPT
+    in all (the newest always stays) or RENDERED_CHUNKS_KEPT of one stream. Keys are
+    (stream, segment, .log start, .log stop). Takes no stream's lock (streams call it with
+    theirs held)."""
+
+    def __init__(self) -> None:
+        self._chunks: OrderedDict[tuple, tuple[_Chunk, int]] = OrderedDict()
+        self._per_stream: dict[LogStream, int] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> _Chunk | None:
+        with self._lock:
+            entry = self._chunks.get(key)
+            if entry is None:
+                return None
+            self._chunks.move_to_end(key)
+            return entry[0]
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._chunks
+
+    def put(self, key: tuple, chunk: _Chunk) -> None:
+        cost = sum(memoryview(part).nbytes for part in (chunk.text, chunk.row_ends,
+                                                          chunk.offsets))
+        stream = key[0]
+        with self._lock:
+            self._pop(key)
+            self._chunks[key] = (chunk, cost)
+            self._bytes += cost
+            self._per_stream[stream] = self._per_stream.get(stream, 0) + 1
+            if self._per_stream[stream] > RENDERED_CHUNKS_KEPT:  # its least recently used
+                self._pop(next(k for k in self._chunks if k[0] is stream))
+            while len(self._chunks) > 1 and self._bytes > RENDERED_BYTES_KEPT:
+                self._pop(next(iter(self._chunks)))
+
+    def _pop(self, key: tuple) -> None:
+        entry = self._chunks.pop(key, None)
+        if entry is not None:
+            self._bytes -= entry[1]
+            left = self._per_stream.pop(key[0]) - 1
+            if left:
+                self._per_stream[key[0]] = left
+
+    def drop(self, stream: LogStream) -> None:
+        """Forget ``stream``'s chunks."""
+        with self._lock:
+            for key in [k for k in self._chunks if k[0] is stream]:
+                self._pop(key)
+
+
+_RENDERED = _RenderedChunks()
+_BUFFERS: list[bytearray] = []  # .log blocks to render from, reused by every stream
+_BUFFERS_LOCK = threading.Lock()
+
+
 class LogStream:
     """The records of one ``storage.Log`` in one :class:`StreamFormat`, as a reader at
     ``isolation`` (Kafka's ``isolation.level``) sees them. Thread-safe: sizes and reads may come from several threads
@@ -114,9 +175,8 @@ class LogStream:
         # how each record looks: a plain partition's or a coordinator topic's
         self._format = record_format(log.topic, log.partition, fmt, key_separator)
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
-        self._rendered: OrderedDict[tuple, _Chunk] = OrderedDict()
+        self._rendered = _RENDERED  # (shared by all streams: keys start with the stream)
         self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
-        self._buffers: list[bytearray] = []  # .log blocks to render from, reused
         self._starts: dict[tuple[LogSegment, int], int] = {}
         self._layout_cache: tuple | None = None  # see _layout; None after the index changed
         self._indexed_end = -1  # the visible end offset the index reached
@@ -255,14 +315,14 @@ class LogStream:
         if size > CHUNK_LOG_BYTES:
             yield bytearray(size)
             return
-        with self._lock:
-            buffer = self._buffers.pop() if self._buffers else bytearray(CHUNK_LOG_BYTES)
+        with _BUFFERS_LOCK:
+            buffer = _BUFFERS.pop() if _BUFFERS else bytearray(CHUNK_LOG_BYTES)
         try:
             yield memoryview(buffer)[:max(size, 0)]
         finally:
-            with self._lock:
-                if len(self._buffers) < BLOCK_BUFFERS_KEPT:
-                    self._buffers.append(buffer)
+            with _BUFFERS_LOCK:
+                if len(_BUFFERS) < BLOCK_BUFFERS_KEPT:
+                    _BUFFERS.append(buffer)
 
     def _decode_coordinator(self, segment: LogSegment, position: int, size: int, end: int
                             ) -> tuple[_Chunk, int, int]:
@@ -289,18 +349,15 @@ class LogStream:
         return _Chunk(memoryview(bytes(text)), row_ends, offsets), pos, first
 
     def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
-        self._rendered[(segment, start, stop)] = chunk
-        while len(self._rendered) > RENDERED_CHUNKS_KEPT:
-            self._rendered.popitem(last=False)
+        self._rendered.put((self, segment, start, stop), chunk)
 
     def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int,
                nowait: bool = False) -> _Chunk:
         key = (segment, index.chunk_start(i)[0], index.file_ends[i])
         while True:
             with self._lock:
-                chunk = self._rendered.get(key)
+                chunk = self._rendered.get((self, *key))
                 if chunk is not None:
-                    self._rendered.move_to_end(key)
                     return chunk
                 if nowait:
                     raise BlockingIOError(f"chunk {i} of segment {segment.base_offset} "
@@ -330,7 +387,7 @@ class LogStream:
         segment, index, i = after
         key = (segment, index.chunk_start(i)[0], index.file_ends[i])
         with self._lock:
-            return key not in self._rendered and key not in self._rendering
+            return (self, *key) not in self._rendered and key not in self._rendering
 
     def read_ahead(self, offset: int, position: int) -> None:
         """Render the chunk after the one holding byte ``position`` of the stream from

@@ -173,3 +173,49 @@ def test_keyed_lines_of_a_coordinator_topic_are_its_decoded_key_and_value():
             assert (json.loads(key), json.loads(value)) == (whole["key"], whole["value"])
     finally:
         manager.close()
+
+
+def test_what_streams_and_readers_keep_is_bounded_however_many_partitions_were_read(
+        tmp_path, monkeypatch):
+    """Issue 25, item 13: a read-only mount held 300 MB after streaming 25 MB, as every stream
+    kept its own rendered chunks (and .log buffers) and every log its decoded batches. What all
+    streams keep rendered is RENDERED_BYTES_KEPT in all, and the decoded batches of all logs
+    one cache's bound, whatever was read."""
+    import gc
+
+    from kfs.mount import text_stream
+    from storage import log_reader
+
+    monkeypatch.setattr(text_stream, "CHUNK_LOG_BYTES", 4096)
+    monkeypatch.setattr(text_stream, "RENDERED_BYTES_KEPT", 64 << 10, raising=False)
+    manager = LogManager(tmp_path / "data")
+    try:
+        values = [b"%0100d" % i for i in range(100)]
+        streams = []
+        for n in range(12):  # 12 partitions of ~100 KiB, 25 chunks each, all read whole
+            log = manager.create(f"p-{n}")
+            for _ in range(10):
+                log.append(values)
+            want_values = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
+            for fmt in (StreamFormat.VALUES, StreamFormat.JSONL):
+                stream = LogStream(log, fmt)
+                stream.refresh()
+                text = bytes(stream.read(0, 0, stream.size(0)))
+                if fmt is StreamFormat.VALUES:
+                    assert text == want_values
+                streams.append(stream)
+            for offset in range(0, log.log_end_offset, 100):  # by-offset reads decode batches
+                assert log.reader.read(offset).value == values[0]
+            assert list(log.reader.record_lists(0))[-1][-1].offset == log.log_end_offset - 1
+        kept = sum(c.text.nbytes for c in gc.get_objects() if isinstance(c, text_stream._Chunk))
+        assert kept <= (64 << 10) + 32 * 1024, kept  # (the newest chunk always stays)
+        caches = {id(log.reader._cache): log.reader._cache
+                  for log in (manager.get(f"p-{n}") for n in range(12))}
+        decoded = sum(cache._bytes for cache in caches.values())
+        assert len(caches) == 1 and decoded <= log_reader.DECODED_BATCHES._max_bytes, decoded
+        # a log's changes forget its own decoded batches, not the others'
+        before = log_reader.DECODED_BATCHES._bytes
+        manager.get("p-11").reader.clear_cache()
+        assert 0 < log_reader.DECODED_BATCHES._bytes < before
+    finally:
+        manager.close()
