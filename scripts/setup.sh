@@ -99,7 +99,7 @@ pip_progress() {
 }
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
    || [ -n "$(find storage kfs \( -name '*.pyx' -o -name '*.pxd' \) -newer "$stamp" -print -quit)" ]; then
-  say "installing kfs${pip_extras:+ [$pip_extras]} and its Python packages into .venv with pip: about 2 minutes on a fresh machine${pip_extras:+ and more to download (pyspark is 400 MB)}, most of it compiling kfs's record codec (Cython, then gcc -O3 of 6 modules); again only when pyproject.toml, setup.py or a .pyx changes"
+  say "installing kfs${pip_extras:+ [$pip_extras]} and its Python packages into .venv with pip: about a minute on a fresh 2-core machine${pip_extras:+ and more to download (pyspark is 400 MB)}, most of it compiling kfs's record codec (Cython, then gcc -O3 of 6 modules, one per core); again only when pyproject.toml, setup.py or a .pyx changes"
   say "  upgrading pip"
   rm -f "$logs/pip.log"
   run_logged "$logs/pip.log" pip_progress .venv/bin/python -m pip install --upgrade pip

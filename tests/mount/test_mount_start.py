@@ -293,7 +293,7 @@ def test_setup_sh_says_each_step_as_it_goes_and_a_second_run_does_nothing(tmp_pa
     venv = lines.index(f"creating the virtualenv .venv ({env['PYTHON']} -m venv: a few seconds)")
     assert lines[venv + 1].startswith("  done in ")
     assert lines[venv + 2].startswith("installing kfs and its Python packages into .venv with "
-                                      "pip: about 2 minutes on a fresh machine, most of it "
+                                      "pip: about a minute on a fresh 2-core machine, most of it "
                                       "compiling kfs's record codec"), lines
     assert lines[venv + 3:] == [
         "  upgrading pip",
