@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
 
 from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrPartitionError
 from storage.log_files import LOG_SUFFIX

@@ -4,11 +4,11 @@ directory gives from disk; and bad input, each a clear error with nothing half-r
 secret, an unknown bucket, an object deleted after planning, a corrupt object (named, with the
 other partitions still read), the server stopped mid-read (bounded retries, never a hang)."""
 
-import shutil
 
 import pytest
 
 from helpers.paths import KAFKA_WRITTEN
+from helpers.s3 import copy_into_bucket
 from helpers.tiered import bases_of
 from storage import LogManager
 from storage.errors import CorruptRecordError
@@ -28,16 +28,6 @@ def s3(s3_server, monkeypatch):
     return s3_server
 
 
-def copy_into_bucket(s3, directory=KAFKA_WRITTEN, names=None) -> tuple[str, object]:
-    """A fresh bucket holding ``directory``'s partitions under ``logs/``: (its URI, the
-    directory on the server's disk)."""
-    bucket = s3.new_bucket()
-    target = s3.base_dir / bucket / "logs"
-    for name in names or [p.name for p in directory.iterdir() if p.is_dir()]:
-        shutil.copytree(directory / name, target / name)
-    return f"s3://{bucket}/logs", target
-
-
 def rows(log, isolation=IsolationLevel.READ_UNCOMMITTED):
     return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
             for batch in log.reader.record_lists(0, isolation=isolation) for r in batch]
@@ -46,7 +36,7 @@ def rows(log, isolation=IsolationLevel.READ_UNCOMMITTED):
 @needs_fixtures
 @pytest.mark.parametrize("isolation", list(IsolationLevel))
 def test_a_directory_in_a_bucket_reads_as_on_disk(s3, isolation):
-    uri, _ = copy_into_bucket(s3)
+    uri, _ = copy_into_bucket(s3, KAFKA_WRITTEN)
     remote = RemoteLogDirectory(ObjectStore.from_uri(uri))
     local = LogManager(KAFKA_WRITTEN, read_only=True)
     try:
@@ -65,7 +55,7 @@ def test_a_directory_in_a_bucket_reads_as_on_disk(s3, isolation):
 
 @needs_fixtures
 def test_endpoint_and_region_may_be_given_over_the_environment(s3, monkeypatch):
-    uri, _ = copy_into_bucket(s3, names=["plain-0"])
+    uri, _ = copy_into_bucket(s3, KAFKA_WRITTEN, names=["plain-0"])
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
     store = ObjectStore.from_uri(uri, endpoint=s3.endpoint, region=s3.region)
     remote = RemoteLogDirectory(store)
@@ -76,7 +66,7 @@ def test_endpoint_and_region_may_be_given_over_the_environment(s3, monkeypatch):
 
 
 def test_a_wrong_secret_is_refused_without_printing_it(s3, monkeypatch):
-    uri, _ = copy_into_bucket(s3, names=[])
+    uri, _ = copy_into_bucket(s3, KAFKA_WRITTEN, names=[])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-8a7f")
     with pytest.raises(ObjectStoreError) as refused:
         RemoteLogDirectory(ObjectStore.from_uri(uri))
@@ -92,7 +82,7 @@ def test_an_unknown_bucket_is_an_error(s3):
 
 @needs_fixtures
 def test_a_segment_deleted_after_planning_is_an_error_naming_it(s3):
-    uri, target = copy_into_bucket(s3, names=["plain-0"])
+    uri, target = copy_into_bucket(s3, KAFKA_WRITTEN, names=["plain-0"])
     remote = RemoteLogDirectory(ObjectStore.from_uri(uri))
     try:
         log = remote.get("plain-0")  # listed: the plan
@@ -106,7 +96,7 @@ def test_a_segment_deleted_after_planning_is_an_error_naming_it(s3):
 
 @needs_fixtures
 def test_a_corrupt_object_names_it_and_the_others_still_read(s3):
-    uri, target = copy_into_bucket(s3, names=["plain-0", "codecs-0"])
+    uri, target = copy_into_bucket(s3, KAFKA_WRITTEN, names=["plain-0", "codecs-0"])
     base = bases_of(target / "plain-0")[2]
     path = target / "plain-0" / f"{base:020d}.log"
     data = bytearray(path.read_bytes())
@@ -134,7 +124,7 @@ def test_a_server_stopped_mid_read_is_an_error_not_a_hang(tmp_path, monkeypatch)
     try:
         for key, value in server.env().items():
             monkeypatch.setenv(key, value)
-        uri, _ = copy_into_bucket(server, names=["plain-0"])
+        uri, _ = copy_into_bucket(server, KAFKA_WRITTEN, names=["plain-0"])
         remote = RemoteLogDirectory(ObjectStore.from_uri(uri))
         log = remote.get("plain-0")
         assert log.reader.read(0).offset == 0

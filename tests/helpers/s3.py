@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -236,3 +237,15 @@ def start_spark_jvm() -> None:
     from pyspark import SparkContext
 
     SparkContext._ensure_initialized()
+
+
+def copy_into_bucket(server: S3Server, source: Path, names=None,
+                     prefix: str = "logs") -> tuple[str, Path]:
+    """A fresh bucket of ``server`` holding ``source``'s directories (``names``, default all)
+    under ``prefix``: (its URI, that prefix's directory on the server's disk)."""
+    bucket = server.new_bucket()
+    target = server.base_dir / bucket / prefix
+    target.mkdir(parents=True)
+    for name in names if names is not None else [p.name for p in source.iterdir() if p.is_dir()]:
+        shutil.copytree(source / name, target / name)
+    return f"s3://{bucket}/{prefix}", target

@@ -19,7 +19,7 @@ import pytest
 
 from helpers.kfs import kfs_env
 from helpers.paths import KAFKA_WRITTEN
-from helpers.s3 import spark_executor_env, start_spark_jvm
+from helpers.s3 import copy_into_bucket, spark_executor_env, start_spark_jvm
 from helpers.tiered import bases_of, tier
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -62,16 +62,6 @@ def s3_spark(s3_server):
         os.environ.update(saved)
 
 
-def copy_into_bucket(s3_server, source, names=None, prefix="logs") -> str:
-    """A fresh bucket holding ``source``'s directories (``names``, default all) under
-    ``prefix``; its URI."""
-    bucket = s3_server.new_bucket()
-    target = s3_server.base_dir / bucket / prefix
-    target.mkdir(parents=True)
-    for name in names or [p.name for p in source.iterdir() if p.is_dir()]:
-        shutil.copytree(source / name, target / name)
-    return f"s3://{bucket}/{prefix}"
-
 
 def load(spark, path, topics=TOPICS, **options):
     reader = spark.read.format("kfs").option("path", path).option("subscribe", topics)
@@ -96,7 +86,7 @@ def test_no_credentials_in_this_process_or_the_jvm(s3_spark):
 @needs_fixtures
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_a_directory_in_a_bucket_reads_as_on_disk(s3_spark, s3_server, isolation):
-    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN)
+    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN)[0]
     local = rows(load(s3_spark, str(KAFKA_WRITTEN), **{"isolation.level": isolation}))
     df = load(s3_spark, uri, **{"isolation.level": isolation, "maxRecordsPerPartition": "1000"})
     assert df.rdd.getNumPartitions() >= 10  # planned from the bucket's index objects
@@ -108,7 +98,7 @@ def test_a_directory_in_a_bucket_reads_as_on_disk(s3_spark, s3_server, isolation
 
 @needs_fixtures
 def test_a_range_by_offsets_from_the_bucket(s3_spark, s3_server):
-    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])[0]
     df = load(s3_spark, uri, "plain", startingOffsets='{"plain": {"0": 1200}}',
               endingOffsets='{"plain": {"0": 1300}}', maxRecordsPerPartition="30")
     assert df.rdd.getNumPartitions() == 4
@@ -122,7 +112,7 @@ def test_endpoint_and_region_options_override_the_environment(s3_spark, s3_serve
     the environment)."""
     import kfs.spark
 
-    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])[0]
     sc = s3_spark.sparkContext
     right = sc.environment["AWS_ENDPOINT_URL"]
     sc.environment["AWS_ENDPOINT_URL"] = NOWHERE  # what the next registration hands on

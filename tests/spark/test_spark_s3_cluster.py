@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from helpers.paths import KAFKA_WRITTEN
-from helpers.s3 import spark_executor_env, start_spark_jvm
+from helpers.s3 import copy_into_bucket, spark_executor_env, start_spark_jvm
 from helpers.tiered import bases_of, tier
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -47,14 +47,6 @@ def s3_cluster(spark_standalone, s3_server):
         os.environ.update(saved)
 
 
-def copy_into_bucket(s3_server, source, names=None, prefix="logs") -> str:
-    bucket = s3_server.new_bucket()
-    target = s3_server.base_dir / bucket / prefix
-    target.mkdir(parents=True)
-    for name in names or [p.name for p in source.iterdir() if p.is_dir()]:
-        shutil.copytree(source / name, target / name)
-    return f"s3://{bucket}/{prefix}"
-
 
 def load(spark, path, topics=TOPICS, **options):
     reader = spark.read.format("kfs").option("path", path).option("subscribe", topics)
@@ -81,7 +73,7 @@ def test_a_bucket_read_on_the_cluster_runs_on_both_workers(s3_cluster, spark_sta
     session = s3_cluster.session
     assert "AWS_SECRET_ACCESS_KEY" not in os.environ
     assert session._jvm.java.lang.System.getenv("AWS_SECRET_ACCESS_KEY") is None
-    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN)
+    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN)[0]
     options = {"isolation.level": "read_committed", "maxRecordsPerPartition": "500"}
     df = load(session, uri, **options)
     partitions = df.rdd.getNumPartitions()
