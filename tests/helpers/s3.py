@@ -249,3 +249,19 @@ def copy_into_bucket(server: S3Server, source: Path, names=None,
     for name in names if names is not None else [p.name for p in source.iterdir() if p.is_dir()]:
         shutil.copytree(source / name, target / name)
     return f"s3://{bucket}/{prefix}", target
+
+
+# What the Spark-over-S3 tests share: the variables of the standard chain they keep out of
+# this process, and a kfs read of the Kafka-written topics with headers.
+AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION",
+                 "AWS_PROFILE")
+KAFKA_WRITTEN_TOPICS = "plain,codecs,compacted,txn,legacy"
+
+
+def load_kfs(spark, path, topics=KAFKA_WRITTEN_TOPICS, **options):
+    """``spark.read.format("kfs")`` of ``topics`` at ``path`` with headers and ``options``."""
+    reader = spark.read.format("kfs").option("path", path).option("subscribe", topics)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.option("includeHeaders", "true").load()

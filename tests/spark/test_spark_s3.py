@@ -19,15 +19,17 @@ import pytest
 
 from helpers.kfs import kfs_env
 from helpers.paths import KAFKA_WRITTEN
-from helpers.s3 import copy_into_bucket, spark_executor_env, start_spark_jvm
+from helpers.s3 import (
+    AWS_VARIABLES,
+    copy_into_bucket,
+    load_kfs,
+    spark_executor_env,
+    start_spark_jvm,
+)
 from helpers.tiered import bases_of, tier
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
-TOPICS = "plain,codecs,compacted,txn,legacy"
-AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION",
-                 "AWS_PROFILE")
 NOWHERE = "http://127.0.0.1:9"  # the discard port: nothing listens there
 
 
@@ -62,14 +64,6 @@ def s3_spark(s3_server):
         os.environ.update(saved)
 
 
-
-def load(spark, path, topics=TOPICS, **options):
-    reader = spark.read.format("kfs").option("path", path).option("subscribe", topics)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.option("includeHeaders", "true").load()
-
-
 def rows(df):
     return sorted((tuple(r) for r in df.collect()), key=lambda t: (t[2], t[3], t[4]))
 
@@ -87,19 +81,19 @@ def test_no_credentials_in_this_process_or_the_jvm(s3_spark):
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_a_directory_in_a_bucket_reads_as_on_disk(s3_spark, s3_server, isolation):
     uri = copy_into_bucket(s3_server, KAFKA_WRITTEN)[0]
-    local = rows(load(s3_spark, str(KAFKA_WRITTEN), **{"isolation.level": isolation}))
-    df = load(s3_spark, uri, **{"isolation.level": isolation, "maxRecordsPerPartition": "1000"})
+    local = rows(load_kfs(s3_spark, str(KAFKA_WRITTEN), **{"isolation.level": isolation}))
+    df = load_kfs(s3_spark, uri, **{"isolation.level": isolation, "maxRecordsPerPartition": "1000"})
     assert df.rdd.getNumPartitions() >= 10  # planned from the bucket's index objects
     got = rows(df)
     assert len(local) > 8000 and got == local
     if isolation == "read_committed":  # the aborted transaction's records are not read
-        assert len(got) < len(rows(load(s3_spark, uri)))
+        assert len(got) < len(rows(load_kfs(s3_spark, uri)))
 
 
 @needs_fixtures
 def test_a_range_by_offsets_from_the_bucket(s3_spark, s3_server):
     uri = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])[0]
-    df = load(s3_spark, uri, "plain", startingOffsets='{"plain": {"0": 1200}}',
+    df = load_kfs(s3_spark, uri, "plain", startingOffsets='{"plain": {"0": 1200}}',
               endingOffsets='{"plain": {"0": 1300}}', maxRecordsPerPartition="30")
     assert df.rdd.getNumPartitions() == 4
     assert sorted(r.offset for r in df.select("offset").collect()) == list(range(1200, 1300))
@@ -119,9 +113,9 @@ def test_endpoint_and_region_options_override_the_environment(s3_spark, s3_serve
     kfs.spark.register(s3_spark, filter_pushdown=False)
     try:
         with pytest.raises(Exception, match=re.escape(uri)) as failed:
-            load(s3_spark, uri, "plain").count()
+            load_kfs(s3_spark, uri, "plain").count()
         assert s3_server.secret_key not in str(failed.value)
-        df = load(s3_spark, uri, "plain", endpoint=s3_server.endpoint, region=s3_server.region,
+        df = load_kfs(s3_spark, uri, "plain", endpoint=s3_server.endpoint, region=s3_server.region,
                   maxRecordsPerPartition="1000")
         assert df.rdd.getNumPartitions() == 5
         assert sorted(r.offset for r in df.select("offset").collect()) == list(range(5000))
@@ -141,8 +135,8 @@ def test_a_tiered_topic_with_its_remote_tier_in_a_bucket(s3_spark, s3_server, tm
     root, local = tier(tmp_path, "txn-0", bases[:3], bases[2:])
     bucket = s3_server.new_bucket()
     shutil.copytree(root, s3_server.base_dir / bucket / "rsm")
-    want = rows(load(s3_spark, str(KAFKA_WRITTEN), "txn", **{"isolation.level": isolation}))
-    df = load(s3_spark, str(local), "txn", **{"isolation.level": isolation,
+    want = rows(load_kfs(s3_spark, str(KAFKA_WRITTEN), "txn", **{"isolation.level": isolation}))
+    df = load_kfs(s3_spark, str(local), "txn", **{"isolation.level": isolation,
                                                 "remote.path": f"s3://{bucket}/rsm",
                                                 "maxRecordsPerPartition": "50"})
     assert df.rdd.getNumPartitions() > 3

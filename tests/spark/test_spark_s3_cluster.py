@@ -14,15 +14,16 @@ import shutil
 import pytest
 
 from helpers.paths import KAFKA_WRITTEN
-from helpers.s3 import copy_into_bucket, spark_executor_env, start_spark_jvm
+from helpers.s3 import (
+    AWS_VARIABLES,
+    copy_into_bucket,
+    load_kfs,
+    spark_executor_env,
+    start_spark_jvm,
+)
 from helpers.tiered import bases_of, tier
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
-
-TOPICS = "plain,codecs,compacted,txn,legacy"
-AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION",
-                 "AWS_PROFILE")
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +48,6 @@ def s3_cluster(spark_standalone, s3_server):
         os.environ.update(saved)
 
 
-
-def load(spark, path, topics=TOPICS, **options):
-    reader = spark.read.format("kfs").option("path", path).option("subscribe", topics)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.option("includeHeaders", "true").load()
-
-
 def rows(collected):
     return sorted((tuple(r) for r in collected), key=lambda t: (t[2], t[3], t[4]))
 
@@ -75,11 +68,11 @@ def test_a_bucket_read_on_the_cluster_runs_on_both_workers(s3_cluster, spark_sta
     assert session._jvm.java.lang.System.getenv("AWS_SECRET_ACCESS_KEY") is None
     uri = copy_into_bucket(s3_server, KAFKA_WRITTEN)[0]
     options = {"isolation.level": "read_committed", "maxRecordsPerPartition": "500"}
-    df = load(session, uri, **options)
+    df = load_kfs(session, uri, **options)
     partitions = df.rdd.getNumPartitions()
     assert partitions >= 8  # at least 4 tasks for each of the two one-core executors
     collected, tasks = s3_cluster.tasks_by_executor(df.collect)
-    local = rows(load(session, str(KAFKA_WRITTEN), **options).collect())
+    local = rows(load_kfs(session, str(KAFKA_WRITTEN), **options).collect())
     assert len(local) > 8000 and rows(collected) == local
     check_both_workers_ran(s3_cluster, tasks, partitions)
 
@@ -93,11 +86,11 @@ def test_a_tiered_topic_on_the_cluster(s3_cluster, spark_standalone, s3_server, 
     root, local = tier(tmp_path, "txn-0", bases[:3], bases[2:])
     bucket = s3_server.new_bucket()
     shutil.copytree(root, s3_server.base_dir / bucket / "rsm")
-    df = load(session, str(local), "txn", **{"remote.path": f"s3://{bucket}/rsm",
+    df = load_kfs(session, str(local), "txn", **{"remote.path": f"s3://{bucket}/rsm",
                                                "maxRecordsPerPartition": "50"})
     partitions = df.rdd.getNumPartitions()
     assert partitions >= 4
     collected, tasks = s3_cluster.tasks_by_executor(df.collect)
-    want = rows(load(session, str(KAFKA_WRITTEN), "txn").collect())
+    want = rows(load_kfs(session, str(KAFKA_WRITTEN), "txn").collect())
     assert rows(collected) == want and want
     check_both_workers_ran(s3_cluster, tasks, partitions)
