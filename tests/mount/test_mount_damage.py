@@ -175,12 +175,11 @@ def test_a_mount_after_a_crash_keeps_every_intact_batch_around_a_corrupt_one(mou
     assert res.returncode == 0, res.err
     assert (m.path / "plain-0" / "by-offset" / "5000").read_bytes() == b"next"
 
-def test_a_corrupt_last_batch_cut_by_recovery_is_kept_and_said(mount, tmp_path):
-    """Issue 25, item 1: two appends, an unclean stop, the 5th byte from the end of the .log
-    flipped: the writable mount's recovery cuts the second batch (as Kafka does) but keeps the
-    bytes in BACKING.quarantine/ with a manifest, and says so on stderr, in its log and in
-    ``user.kfs.damage``; the first record is served, the next append takes offset 1."""
-    backing = tmp_path / "data"
+
+def crash_with_a_corrupt_last_batch(backing):
+    """Partition t-0 of ``backing`` after two appends and an unclean stop, the 5th byte from
+    the end of its .log flipped: (the .log, its bytes now, where its second, corrupt batch
+    starts)."""
     mgr = LogManager(backing)
     log = mgr.create("t-0")
     log.append([b"one"])
@@ -191,7 +190,16 @@ def test_a_corrupt_last_batch_cut_by_recovery_is_kept_and_said(mount, tmp_path):
     data = bytearray(segment.read_bytes())
     data[-5] ^= 0x01
     segment.write_bytes(data)
-    cut_at = batches(segment)[1][0]
+    return segment, bytes(data), batches(segment)[1][0]
+
+
+def test_a_corrupt_last_batch_cut_by_recovery_is_kept_and_said(mount, tmp_path):
+    """Issue 25, item 1: two appends, an unclean stop, the 5th byte from the end of the .log
+    flipped: the writable mount's recovery cuts the second batch (as Kafka does) but keeps the
+    bytes in BACKING.quarantine/ with a manifest, and says so on stderr, in its log and in
+    ``user.kfs.damage``; the first record is served, the next append takes offset 1."""
+    backing = tmp_path / "data"
+    segment, data, cut_at = crash_with_a_corrupt_last_batch(backing)
     (tmp_path / "first").mkdir()
     launched = subprocess.run(
         [sys.executable, "-m", "kfs", "mount", f"--log-file={tmp_path / 'first.log'}",
@@ -242,17 +250,7 @@ def test_a_read_only_mount_of_a_crashed_partition_says_its_damage_at_once(mount,
     read-only mount (which recovers nothing): ``user.kfs.damage`` names the corrupt batch
     before any read; ``records.jsonl`` gives the first record and then EIO."""
     backing = tmp_path / "data"
-    mgr = LogManager(backing)
-    log = mgr.create("t-0")
-    log.append([b"one"])
-    log.append([b"two"])
-    mgr.close()
-    (backing / ".kafka_cleanshutdown").unlink()
-    segment = backing / "t-0" / FIRST
-    data = bytearray(segment.read_bytes())
-    data[-5] ^= 0x01
-    segment.write_bytes(data)
-    cut_at = batches(segment)[1][0]
+    segment, data, cut_at = crash_with_a_corrupt_last_batch(backing)
     m = mount(backing, "--read-only")
     damage = os.getxattr(m.path / "t-0", "user.kfs.damage").decode()
     assert damage.startswith(f"{FIRST}:{cut_at}: Record batch at offset 1 is corrupt"), damage
