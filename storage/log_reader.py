@@ -12,7 +12,6 @@ Offsets are Kafka offsets; timestamps epoch ms; positions bytes of a segment's `
 from __future__ import annotations
 
 import bisect
-import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -42,14 +41,10 @@ _COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
 DECODED_BATCHES = RecordCache(1024, 32 << 20, records_cost)
 
 
-@contextlib.contextmanager
-def _naming(segment: LogSegment, position: int):
-    """Bad batches read here raise naming the segment's .log (its file or object) and the
-    block's position: a reader of many partitions, or of an object store, says which."""
-    try:
-        yield
-    except (CorruptRecordError, InvalidRecordError) as e:
-        raise type(e)(f"{segment.source.name}, from byte {position}: {e}") from e
+def _named(e: CorruptRecordError | InvalidRecordError, segment: LogSegment, position: int):
+    """``e`` again, naming the segment's .log (its file or object) and the position read from:
+    a reader of many partitions, or of an object store, says which."""
+    return type(e)(f"{segment.source.name}, from byte {position}: {e}")
 
 
 class LogReader:
@@ -174,7 +169,7 @@ class LogReader:
         decoded-batch cache alone."""
         start = max(start, self._log.log_start_offset)
         for segment, pos, header, last in self.visible_batches(start, end, isolation):
-            with _naming(segment, pos):
+            try:
                 if last:  # never cached: the batch may not be wholly published yet
                     end = self.visible_end(isolation) if end is None else end
                     records = [r for r in segment.read_records(pos, header)
@@ -182,8 +177,10 @@ class LogReader:
                 else:
                     records = (self._batch_records(segment, pos, header) if cache
                                else segment.read_records(pos, header))
-                if records and records[0].offset < start:
-                    records = [r for r in records if r.offset >= start]
+            except (CorruptRecordError, InvalidRecordError) as e:
+                raise _named(e, segment, pos) from e
+            if records and records[0].offset < start:
+                records = [r for r in records if r.offset >= start]
             if records:
                 yield records
 
@@ -269,8 +266,10 @@ class LogReader:
                 break
             blocks = self.blocks(segment, self.position_of(segment, start), buffer=buffer)
             for block in blocks:
-                with _naming(segment, blocks.position):
+                try:
                     consumed, reached_end = columns.add_block(block, start, end, skip)
+                except (CorruptRecordError, InvalidRecordError) as e:
+                    raise _named(e, segment, blocks.position) from e
                 blocks.advance(consumed)
                 if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
                     yield columns.to_arrow()
