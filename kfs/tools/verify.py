@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -45,7 +46,6 @@ from storage.errors import (
     InvalidRecordError,
     InvalidTopicError,
 )
-from storage.offset_index import OffsetIndex
 from storage.producer_state import decode_snapshot
 from storage.records import iter_batches
 from storage.records.framing import COMPRESSION_CODEC_MASK
@@ -57,19 +57,16 @@ from storage.log_files import (
     SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     SegmentFileName,
     log_file,
-    offset_index_file,
     parse_segment_file_name,
     producer_snapshot_file,
-    time_index_file,
-    transaction_index_file,
 )
 from storage.log_reader import LogReader
 from storage.segment import LogSegment, SegmentScan
-from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
-from storage.transaction_index import AbortedTxn, TransactionIndex
+from storage.transaction_index import AbortedTxn
 
 from kfs.args import confirm, count, existing_directory, with_stdout
 
@@ -98,6 +95,7 @@ _LEFTOVER_SUFFIXES = {
     SWAP_SUFFIX: "a compaction result not yet swapped in",
     DELETED_SUFFIX: "a file whose deletion did not finish",
 }
+_INDEX_KINDS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _BLOCK = 1024 * 1024  # bytes read at a time from a .log, into one reused buffer
 _MAX_CODEC_ID = 4
 
@@ -108,16 +106,20 @@ class UsageError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """One problem: the partition directory, the file's name, the byte position in that file
-    (None when the problem is the whole file) and what is wrong."""
+    """One problem: the partition (``<topic>-<N>``), the file's name, the byte position in that
+    file (None when the problem is the whole file) and what is wrong. ``directory`` is where
+    the partition's files are when that is not the local directory named ``partition``
+    (an object's URI, without credentials)."""
 
     partition: str
     file: str
     position: int | None
     what: str
+    directory: str | None = None
 
     def __str__(self) -> str:
-        where = f"{self.partition}/{self.file}"
+        where = self.directory or self.partition
+        where += f"/{self.file}" if self.file else ""
         if self.position is not None:
             where += f":{self.position}"
         return f"{where}: {self.what}"
@@ -130,6 +132,122 @@ class VerifyStats:
     partitions: int = 0
     segments: int = 0
     bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentFiles:
+    """One segment as listed: its base offset, the name of its files before the kind
+    (``<20-digit base>``, or a remote tier's ``<20-digit base>-<segment id>``) and the kinds
+    there are besides the ``.log`` (``.index``, ``.timeindex``, ``.txnindex``)."""
+
+    base: int
+    stem: str
+    kinds: frozenset[str]
+
+    def name(self, kind: str) -> str:
+        return self.stem + kind
+
+
+class PartitionFiles:
+    """One partition's files as verify reads them, wherever they are: :class:`LocalPartition`
+    here, a bucket's in ``kfs.tools.verify_remote``. A subclass lists the files once
+    (``segments``, ``strays``: the problems of the listing itself, e.g. leftovers) and opens
+    each segment read-only (``open_segment``: a ``LogSegment`` reading through its
+    ``SegmentSource``); the checks are the same for all."""
+
+    partition: str  # <topic>-<N>
+    directory: str | None = None  # Problem.directory
+    # a gap between segments is a problem (a remote tier: Kafka tiers no compacted topic)
+    contiguous = False
+    # read failures reported as a problem of the segment, the next segment checked (a store's)
+    read_errors: tuple[type[BaseException], ...] = ()
+    torn = "a torn write, or a corrupt batch size"  # why whole batches end before the .log
+    bad_snapshot = "Kafka deletes it and rebuilds the producer state from the log"
+    missing = {
+        INDEX_SUFFIX: "missing (Kafka rebuilds it by recovering the segment)",
+        TIME_INDEX_SUFFIX: "missing (Kafka would create it empty and lose the segment's "
+                           "largest timestamp; recovery rebuilds it)",
+    }
+
+    def segments(self) -> list[SegmentFiles]:
+        raise NotImplementedError
+
+    def strays(self) -> Iterator[Problem]:
+        raise NotImplementedError
+
+    def open_segment(self, segment: SegmentFiles) -> LogSegment:
+        raise NotImplementedError
+
+    def log_bytes(self) -> int:
+        """The size of the segments' ``.log`` files (what the progress bar counts)."""
+        raise NotImplementedError
+
+    def problem(self, file: str, position: int | None, what: str) -> Problem:
+        return Problem(self.partition, file, position, what, self.directory)
+
+
+class LogDirectoryFiles(PartitionFiles):
+    """A partition directory as a broker keeps it (``<20-digit base>.<kind>`` files), listed
+    once: ``names()`` its file names, ``read(name)`` one small file whole."""
+
+    def names(self) -> list[str]:
+        raise NotImplementedError
+
+    def read(self, name: str) -> bytes:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def _listing(self) -> tuple[list[str], list[SegmentFiles]]:
+        names = self.names()
+        present = set(names)
+        stems = sorted((f.offset, n[:-len(LOG_SUFFIX)]) for n in names
+                       if (f := _segment_file(n)) and f.kind == LOG_SUFFIX)
+        segments = [SegmentFiles(base, stem, frozenset(k for k in _INDEX_KINDS
+                                                       if stem + k in present))
+                    for base, stem in stems]
+        return names, segments
+
+    def segments(self) -> list[SegmentFiles]:
+        return self._listing[1]
+
+    def strays(self) -> Iterator[Problem]:
+        names, segments = self._listing
+        bases = {s.base for s in segments}
+        for name in names:
+            suffix = name[name.rfind("."):]
+            if suffix in _LEFTOVER_SUFFIXES:
+                yield self.problem(name, None, f"leftover: {_LEFTOVER_SUFFIXES[suffix]} (Kafka "
+                                               "finishes or removes it at the next start)")
+            elif (f := _segment_file(name)) and f.kind != LOG_SUFFIX and f.offset not in bases:
+                yield self.problem(name, None, "index file without its .log (Kafka deletes it "
+                                               "at the next start)")
+            elif name.endswith(SNAPSHOT_SUFFIX) and name[:-len(SNAPSHOT_SUFFIX)].isdigit():
+                yield from _check_snapshot(self, name)
+
+
+class LocalPartition(LogDirectoryFiles):
+    """A local partition directory, read where it is."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory)
+        self.partition = self.path.name
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.path.iterdir())
+
+    def read(self, name: str) -> bytes:
+        return (self.path / name).read_bytes()
+
+    def open_segment(self, segment: SegmentFiles) -> LogSegment:
+        return LogSegment(self.path, segment.base, LogConfig(), writable=False)
+
+    def log_bytes(self) -> int:
+        return sum((self.path / s.name(LOG_SUFFIX)).stat().st_size for s in self.segments())
+
+
+def _as_files(partition):
+    """A partition as given (a local directory's path, or what lists and opens its files)."""
+    return LocalPartition(partition) if isinstance(partition, (str, os.PathLike)) else partition
 
 
 # -- which partitions ----------------------------------------------------------------------
@@ -164,88 +282,100 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
         return found
     paths = []
     for name in names:
-        try:
-            parse_partition_dir_name(name)
-        except InvalidTopicError as e:
-            raise UsageError(str(e)) from None
+        check_partition_name(name)
         if not (backing / name).is_dir():
             raise UsageError(f"no partition {name} in {backing}")
         paths.append(backing / name)
     return paths
 
 
-def log_bytes(partitions: Iterable[Path]) -> int:
+def check_partition_name(name: str) -> None:
+    """UsageError unless ``name`` is a partition directory's name (``<topic>-<N>``)."""
+    try:
+        parse_partition_dir_name(name)
+    except InvalidTopicError as e:
+        raise UsageError(str(e)) from None
+
+
+def log_bytes(partitions: Iterable[Path | PartitionFiles]) -> int:
     """Total size of the ``.log`` files of ``partitions`` (what the progress bar counts)."""
-    return sum(p.stat().st_size for d in partitions for p in d.iterdir()
-               if (f := _segment_file(p.name)) and f.kind == LOG_SUFFIX)
+    return sum(_as_files(p).log_bytes() for p in partitions)
 
 
-def verify_partitions(partitions: Sequence[Path], on_bytes: Callable[[int], None] = lambda n: None,
+def verify_partitions(partitions: Sequence[Path | PartitionFiles],
+                      on_bytes: Callable[[int], None] = lambda n: None,
                       in_use: bool = False) -> Iterator[Problem | VerifyStats]:
     """Problems of every partition in order, then the VerifyStats of the whole run.
     ``on_bytes(n)`` is called as .log bytes are checked. ``in_use``: a writer (a kfs mount,
-    a broker) holds the directory: see :func:`verify_partition`."""
+    a broker) holds the directory: see :func:`verify_partition`. A partition with a remote
+    tier (``kfs.tools.verify_remote.Tiers``) is checked by its own ``verify``."""
     stats = VerifyStats()
-    for directory in partitions:
+    for partition in partitions:
         stats.partitions += 1
-        yield from verify_partition(directory, stats, on_bytes, in_use)
+        if hasattr(partition, "verify"):
+            yield from partition.verify(stats, on_bytes, in_use)
+        else:
+            yield from verify_partition(partition, stats, on_bytes, in_use)
     yield stats
 
 
 # -- one partition -------------------------------------------------------------------------
 
 
-def verify_partition(directory: Path, stats: VerifyStats | None = None,
+def verify_partition(partition: Path | PartitionFiles, stats: VerifyStats | None = None,
                      on_bytes: Callable[[int], None] = lambda n: None,
-                     in_use: bool = False) -> Iterator[Problem]:
-    """Every problem of one partition directory, segment by segment (read-only). ``in_use``:
-    a running writer holds the directory, so its active segment is checked as Kafka checks a
-    running log: indexes preallocated (zero-filled past their entries) and a batch still
-    being written at the end of the ``.log`` are not problems."""
+                     in_use: bool = False) -> Generator[Problem, None, int | None]:
+    """Every problem of one partition (a local directory, or ``PartitionFiles`` wherever they
+    are), segment by segment (read-only); returns the offset after its last batch (None when
+    it has none). ``in_use``: a running writer holds the directory, so its active segment is
+    checked as Kafka checks a running log: indexes preallocated (zero-filled past their
+    entries) and a batch still being written at the end of the ``.log`` are not problems."""
+    files = _as_files(partition)
     stats = stats if stats is not None else VerifyStats()
-    partition = directory.name
-    names = sorted(p.name for p in directory.iterdir())
-    bases = sorted(f.offset for n in names if (f := _segment_file(n)) and f.kind == LOG_SUFFIX)
-    for name in names:
-        suffix = name[name.rfind("."):]
-        if suffix in _LEFTOVER_SUFFIXES:
-            yield Problem(partition, name, None,
-                          f"leftover: {_LEFTOVER_SUFFIXES[suffix]} (Kafka finishes or removes it "
-                          "at the next start)")
-        elif (f := _segment_file(name)) and f.kind != LOG_SUFFIX and f.offset not in bases:
-            yield Problem(partition, name, None,
-                          "index file without its .log (Kafka deletes it at the next start)")
-        elif name.endswith(SNAPSHOT_SUFFIX) and name[:-len(SNAPSHOT_SUFFIX)].isdigit():
-            yield from _check_snapshot(directory / name)
+    try:
+        segments = files.segments()
+    except files.read_errors as e:  # (the next partition is still checked)
+        yield files.problem("", None, f"cannot be listed: {e}")
+        return None
+    yield from files.strays()
     previous_end: int | None = None  # the offset after the last batch of the earlier segments
-    for base in bases:
+    for segment in segments:
         stats.segments += 1
-        scan = _LogScan(directory, base, previous_end, on_bytes,
-                        active=in_use and base == bases[-1])
-        yield from scan.run()
+        if files.contiguous and previous_end is not None and segment.base > previous_end:
+            yield files.problem(segment.name(LOG_SUFFIX), None,
+                                f"{files.partition}: offsets {previous_end}..{segment.base - 1} "
+                                f"are in no segment (the segment before ends at offset "
+                                f"{previous_end - 1})")
+        scan = _LogScan(files, segment, previous_end, on_bytes,
+                        active=in_use and segment is segments[-1])
+        try:
+            yield from scan.run()
+        except files.read_errors as e:
+            yield files.problem(scan.file, None, f"cannot be read: {e}")
         stats.bytes += scan.size
-        yield from _check_offset_index(scan)
-        yield from _check_time_index(scan)
-        yield from _check_txn_index(scan)
         if scan.last_offset is not None:
             previous_end = scan.last_offset + 1
+    return previous_end
 
 
 class _LogScan:
-    """One pass over a ``.log``: its problems, and per batch the position, last offset and
-    max timestamp the index checks need, kept by the compiled ``SegmentScan`` (v2 batches are
-    checked there, a block at a time; legacy v0/v1 entries here, one by one)."""
+    """One pass over a ``.log`` and then its indexes: its problems, and per batch the
+    position, last offset and max timestamp the index checks need, kept by the compiled
+    ``SegmentScan`` (v2 batches are checked there, a block at a time; legacy v0/v1 entries
+    here, one by one)."""
 
-    def __init__(self, directory: Path, base: int, previous_end: int | None,
+    def __init__(self, files: PartitionFiles, segment: SegmentFiles, previous_end: int | None,
                  on_bytes: Callable[[int], None], active: bool = False) -> None:
-        self.partition = directory.name
+        self.files = files
+        self.segment = segment
+        self.partition = files.partition
         self.active = active  # the segment a running writer appends to
-        self.base = base
-        self.directory = directory
-        self.file = log_file(directory, base).name
+        self.base = segment.base
+        self.file = segment.name(LOG_SUFFIX)
         self.previous_end = previous_end
         self.on_bytes = on_bytes
-        self.batches = SegmentScan(base, crc32c, -1 if previous_end is None else previous_end)
+        self.batches = SegmentScan(self.base, crc32c,
+                                   -1 if previous_end is None else previous_end)
         self.readable = True  # False when a structural error stopped the scan early
         self.size = 0
 
@@ -258,11 +388,12 @@ class _LogScan:
         """The end of the last whole batch read."""
         return self.batches.valid_end
 
-    def problem(self, position: int | None, what: str) -> Problem:
-        return Problem(self.partition, self.file, position, what)
+    def problem(self, position: int | None, what: str, kind: str = LOG_SUFFIX) -> Problem:
+        return self.files.problem(self.segment.name(kind), position, what)
 
     def run(self) -> Iterator[Problem]:
-        segment = LogSegment(self.directory, self.base, LogConfig(), writable=False)
+        """The .log's problems, then its indexes'."""
+        segment = self.files.open_segment(self.segment)
         try:
             self.size = segment.size
             if self.previous_end is not None and self.base < self.previous_end:
@@ -273,8 +404,11 @@ class _LogScan:
                 yield self.problem(position, what)
             if self.readable and self.valid_end < self.size and not self.active:
                 yield self.problem(self.valid_end, f"{self.size - self.valid_end} bytes after "
-                                   "the last whole batch (a torn write, or a corrupt batch size)")
+                                   f"the last whole batch ({self.files.torn})")
             self.on_bytes(self.size - self.valid_end)
+            yield from _check_offset_index(self, segment)
+            yield from _check_time_index(self, segment)
+            yield from _check_txn_index(self, segment)
         finally:
             segment.close()
 
@@ -335,104 +469,91 @@ def _zero_tail(index, name: str, active: bool) -> str | None:
             "(Kafka would read them as entries)")
 
 
-def _check_offset_index(scan: _LogScan) -> Iterator[Problem]:
-    path = offset_index_file(scan.directory, scan.base)
-    file = path.name
-    if not path.exists():
-        yield Problem(scan.partition, file, None, "missing (Kafka rebuilds it by recovering the segment)")
+def _check_offset_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
+    if INDEX_SUFFIX not in scan.segment.kinds:
+        yield scan.problem(None, scan.files.missing[INDEX_SUFFIX], INDEX_SUFFIX)
         return
-    index = OffsetIndex(path, scan.base, 0, writable=False)
+    index = segment.offset_index  # (read through the segment's source)
     try:
-        try:
-            index.sanity_check()
-        except ValueError as e:
-            yield Problem(scan.partition, file, None, str(e))
-        if (tail := _zero_tail(index, "index", scan.active)) is not None:
-            yield Problem(scan.partition, file, index.entries * 8, tail)
-        beyond = None
-        for slot, what in scan.batches.check_offset_index(index.raw_entries(), scan.readable):
-            if what == "beyond":
-                beyond = beyond or (slot * 8, 0)
-                beyond = (beyond[0], beyond[1] + 1)
-            else:
-                offset, position = index.entry(slot)
-                yield Problem(scan.partition, file, slot * 8,
-                              f"entry (offset {offset}, position {position}): {what}")
-        if beyond is not None:
-            yield Problem(scan.partition, file, beyond[0],
-                          f"{beyond[1]} {'entry points' if beyond[1] == 1 else 'entries point'} at "
-                          f"or past byte {scan.valid_end} of the .log, where its whole batches end")
-    finally:
-        index.close()
+        index.sanity_check()
+    except ValueError as e:
+        yield scan.problem(None, str(e), INDEX_SUFFIX)
+    if (tail := _zero_tail(index, "index", scan.active)) is not None:
+        yield scan.problem(index.entries * 8, tail, INDEX_SUFFIX)
+    beyond = None
+    for slot, what in scan.batches.check_offset_index(index.raw_entries(), scan.readable):
+        if what == "beyond":
+            beyond = beyond or (slot * 8, 0)
+            beyond = (beyond[0], beyond[1] + 1)
+        else:
+            offset, position = index.entry(slot)
+            yield scan.problem(slot * 8, f"entry (offset {offset}, position {position}): {what}",
+                               INDEX_SUFFIX)
+    if beyond is not None:
+        yield scan.problem(beyond[0], f"{beyond[1]} {'entry points' if beyond[1] == 1 else 'entries point'} "
+                                      f"at or past byte {scan.valid_end} of the .log, where its "
+                                      "whole batches end", INDEX_SUFFIX)
 
 
-def _check_time_index(scan: _LogScan) -> Iterator[Problem]:
-    path = time_index_file(scan.directory, scan.base)
-    file = path.name
+def _check_time_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
     largest = scan.batches.max_timestamp_and_offset()
-    if not path.exists():
-        yield Problem(scan.partition, file, None,
-                      "missing (Kafka would create it empty and lose the segment's largest "
-                      "timestamp; recovery rebuilds it)")
+    if TIME_INDEX_SUFFIX not in scan.segment.kinds:
+        yield scan.problem(None, scan.files.missing[TIME_INDEX_SUFFIX], TIME_INDEX_SUFFIX)
         return
-    index = TimeIndex(path, scan.base, 0, writable=False)
+    index = segment.time_index
     try:
-        try:
-            index.sanity_check()
-        except ValueError as e:
-            yield Problem(scan.partition, file, None, str(e))
-        if (tail := _zero_tail(index, "time index", scan.active)) is not None:
-            yield Problem(scan.partition, file, index.entries * 12, tail)
-        for slot, what in scan.batches.check_time_index(index.raw_entries(), scan.readable):
-            timestamp, offset = index.entry(slot)
-            yield Problem(scan.partition, file, slot * 12,
-                          f"entry (timestamp {timestamp}, offset {offset}): {what}")
-        if scan.readable and largest[0] >= 0 and not scan.active:
-            # (a running log keeps its largest timestamp in memory until the roll or close)
-            last = index.last_entry if index.entries else None
-            if last is None or last[0] != largest[0]:
-                what = "empty" if last is None else f"last entry (timestamp {last[0]}, offset {last[1]})"
-                yield Problem(scan.partition, file, None,
-                              f"{what}, but the segment's largest timestamp is {largest[0]} (at "
-                              f"offset {largest[1]}): Kafka takes it from the last entry "
-                              "(retention, ListOffsets)")
-    finally:
-        index.close()
+        index.sanity_check()
+    except ValueError as e:
+        yield scan.problem(None, str(e), TIME_INDEX_SUFFIX)
+    if (tail := _zero_tail(index, "time index", scan.active)) is not None:
+        yield scan.problem(index.entries * 12, tail, TIME_INDEX_SUFFIX)
+    for slot, what in scan.batches.check_time_index(index.raw_entries(), scan.readable):
+        timestamp, offset = index.entry(slot)
+        yield scan.problem(slot * 12, f"entry (timestamp {timestamp}, offset {offset}): {what}",
+                           TIME_INDEX_SUFFIX)
+    if scan.readable and largest[0] >= 0 and not scan.active:
+        # (a running log keeps its largest timestamp in memory until the roll or close)
+        last = index.last_entry if index.entries else None
+        if last is None or last[0] != largest[0]:
+            what = "empty" if last is None else f"last entry (timestamp {last[0]}, offset {last[1]})"
+            yield scan.problem(None, f"{what}, but the segment's largest timestamp is "
+                                     f"{largest[0]} (at offset {largest[1]}): Kafka takes it "
+                                     "from the last entry (retention, ListOffsets)",
+                               TIME_INDEX_SUFFIX)
 
 
-def _check_snapshot(path: Path) -> Iterator[Problem]:
+def _check_snapshot(files, name: str) -> Iterator[Problem]:
+    """The producer snapshot ``name`` of ``files`` (anything with ``read(name)``)."""
     try:
-        decode_snapshot(path.read_bytes())
+        decode_snapshot(files.read(name))
     except CorruptSnapshotError as e:
-        yield Problem(path.parent.name, path.name, None,
-                      f"{e} (Kafka deletes it and rebuilds the producer state from the log)")
+        yield files.problem(name, None, f"{e} ({files.bad_snapshot})")
+    except files.read_errors as e:
+        yield files.problem(name, None, f"cannot be read: {e}")
 
 
-def _check_txn_index(scan: _LogScan) -> Iterator[Problem]:
+def _check_txn_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
     """``TransactionIndex.sanityCheck`` (entries' last offsets not below the segment's base),
     strictly increasing last offsets, no partial trailing entry."""
-    path = transaction_index_file(scan.directory, scan.base)
-    if not path.exists():
+    if TXN_INDEX_SUFFIX not in scan.segment.kinds:
         return  # created only when the segment gets an aborted transaction
-    index = TransactionIndex(path, scan.base, writable=False)
+    index = segment.txn_index  # (read through the segment's source)
     try:
-        try:
-            txns = index.all_aborted_txns()
-            index.sanity_check()
-        except CorruptIndexError as e:
-            yield Problem(scan.partition, path.name, None, str(e))
-            return
-        for i in range(1, len(txns)):
-            if txns[i].last_offset <= txns[i - 1].last_offset:
-                yield Problem(scan.partition, path.name, i * AbortedTxn.SIZE,
-                              f"last offset {txns[i].last_offset} does not follow the entry "
-                              f"before ({txns[i - 1].last_offset}): entries must strictly increase")
-        extra = path.stat().st_size % AbortedTxn.SIZE
-        if extra:
-            yield Problem(scan.partition, path.name, len(txns) * AbortedTxn.SIZE,
-                          f"{extra} bytes of a partial entry at the end")
-    finally:
-        index.close()
+        txns = index.all_aborted_txns()
+        index.sanity_check()
+    except CorruptIndexError as e:
+        yield scan.problem(None, str(e), TXN_INDEX_SUFFIX)
+        return
+    for i in range(1, len(txns)):
+        if txns[i].last_offset <= txns[i - 1].last_offset:
+            yield scan.problem(i * AbortedTxn.SIZE,
+                               f"last offset {txns[i].last_offset} does not follow the entry "
+                               f"before ({txns[i - 1].last_offset}): entries must strictly "
+                               "increase", TXN_INDEX_SUFFIX)
+    extra = segment.source.read_index(index.path).length % AbortedTxn.SIZE
+    if extra:
+        yield scan.problem(len(txns) * AbortedTxn.SIZE,
+                           f"{extra} bytes of a partial entry at the end", TXN_INDEX_SUFFIX)
 
 
 # -- repair --------------------------------------------------------------------------------
@@ -665,20 +786,29 @@ def add_parser(sub) -> None:
         description=(
             "Check the partitions of BACKING_DIR (all, or the PARTITIONs named) read-only: batch "
             "sizes and CRCs, offsets, segment base offsets, every .index and .timeindex entry, "
-            "leftover .cleaned/.swap/.deleted files. One line per problem (partition/file:byte: "
+            "leftover .cleaned/.swap/.deleted files. BACKING_DIR may be a URI (s3://bucket/"
+            "prefix, gs://, hdfs://, file://): a log directory copied into an object store, or "
+            "a tiered storage root holding kafka-tiered-storage/ (its segments read with "
+            "ranged requests, never written). One line per problem (partition/file:byte: "
             "what), then a summary. Exit status: 0 clean, 1 problems found, 2 usage error."
         ),
     )
-    p.add_argument("backing_dir", metavar="BACKING_DIR", type=existing_directory)
+    p.add_argument("backing_dir", metavar="BACKING_DIR", type=_directory_or_uri)
     p.add_argument("partitions", metavar="PARTITION", nargs="*",
                    help="partition directories to check, e.g. orders-0 (default: all)")
+    p.add_argument("--remote-path", metavar="URI",
+                   help="the tiered storage root (RemoteStorageManager's, holding "
+                        "kafka-tiered-storage/) of the broker log directory BACKING_DIR: its "
+                        "remote segments are checked too, the live ones as "
+                        "__remote_log_metadata in BACKING_DIR says, and offsets in neither tier "
+                        "(the remote tier ending below the local log) are a problem")
     p.add_argument("--repair", action="store_true",
                    help="when problems are found, say what a repair would cut (files, byte "
                         "ranges, offsets, records) and, with --yes or a yes on a terminal, "
                         "do it: only bytes that are not intact batches go, into the "
                         "quarantine; every intact batch stays (the log keeps an offset gap); "
                         "then the whole directory is recovered (indexes rebuilt, leftovers "
-                        "settled), and verified again")
+                        "settled), and verified again; a local directory only")
     p.add_argument("--yes", action="store_true",
                    help="with --repair: repair without asking")
     p.add_argument("--quarantine", metavar="DIR",
@@ -690,7 +820,30 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run, more_positionals="partitions")
 
 
+def _directory_or_uri(text: str) -> str:
+    """An argparse type: a URI as given, else a backing directory that exists."""
+    from storage.remote.uri import is_uri
+
+    return text if is_uri(text) else existing_directory(text)
+
+
 def run(args: argparse.Namespace) -> int:
+    from storage.remote.uri import is_uri, redact
+
+    if _tiered_root(args.backing_dir):  # LocalTieredStorage's root on a local disk
+        args.backing_dir = Path(args.backing_dir).resolve().as_uri()
+    remote = is_uri(args.backing_dir) or args.remote_path is not None
+    if remote and args.repair:
+        where = redact(args.backing_dir if is_uri(args.backing_dir) else args.remote_path)
+        print(f"kfs verify: error: --repair mends a local directory only, not the object store "
+              f"{where}: verify it without --repair", file=sys.stderr)
+        return 2
+    if args.remote_path is not None and is_uri(args.backing_dir):
+        print("kfs verify: error: --remote-path goes with the broker's local log directory, "
+              f"not {redact(args.backing_dir)}", file=sys.stderr)
+        return 2
+    if remote:
+        return _verify_remote(args)
     from storage.quarantine import check_outside, default_root
 
     try:
@@ -703,8 +856,57 @@ def run(args: argparse.Namespace) -> int:
     return with_stdout(lambda out: _verify_and_repair(out, args, partitions))
 
 
+def _tiered_root(backing_dir: str) -> bool:
+    """Whether the local ``backing_dir`` is a LocalTieredStorage root (it holds
+    ``kafka-tiered-storage/``, ``storage.remote.tiered.TIERED_ROOT``, not read here: it
+    imports pyarrow) and no partition directories."""
+    from storage.remote.uri import is_uri
+
+    return (not is_uri(backing_dir)
+            and os.path.isdir(os.path.join(backing_dir, "kafka-tiered-storage"))
+            and not any(_is_partition_dir(name) for name in os.listdir(backing_dir)))
+
+
+def _is_partition_dir(name: str) -> bool:
+    try:
+        parse_partition_dir_name(name)
+    except InvalidTopicError:
+        return False
+    return True
+
+
+def _verify_remote(args: argparse.Namespace) -> int:
+    """Verify segments in an object store (``kfs.tools.verify_remote``): BACKING_DIR a URI,
+    or a broker log directory with its ``--remote-path``."""
+    from storage.remote.uri import is_uri
+
+    from .verify_remote import OPEN_ERRORS, one_line, open_remote, open_tiers
+
+    local_dir = None
+    try:
+        if args.remote_path is None:
+            partitions, notices, store = open_remote(args.backing_dir, args.partitions)
+        else:
+            remote = args.remote_path if is_uri(args.remote_path) else \
+                os.path.abspath(args.remote_path)
+            partitions, notices, store = open_tiers(args.backing_dir, remote, args.partitions)
+            local_dir = args.backing_dir
+    except OPEN_ERRORS as exc:
+        print(f"kfs verify: error: {one_line(exc, args.backing_dir, args.remote_path)}",
+              file=sys.stderr)
+        return 2
+    try:
+        def verify(out: TextIO) -> int:
+            for notice in notices:
+                out.write(f"{notice}\n")
+            return 1 if _verify_run(out, partitions, args.progress, local_dir) else 0
+        return with_stdout(verify)
+    finally:
+        store.close()
+
+
 def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int:
-    problems = _verify_run(out, partitions, args.progress)
+    problems = _verify_run(out, partitions, args.progress, args.backing_dir)
     if not problems or not args.repair:
         return 1 if problems else 0
     try:
@@ -733,20 +935,21 @@ def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int
         out.write(f"repaired {change}\n")
     out.write(f"repair done ({len(changes)} changed); verifying again\n")
     out.flush()
-    return 1 if _verify_run(out, partitions, args.progress) else 0
+    return 1 if _verify_run(out, partitions, args.progress, args.backing_dir) else 0
 
 
 
 
-def _verify_run(out: TextIO, partitions, progress: bool | None) -> list:
-    """Verify ``partitions``, printing each problem and a summary; returns the problems."""
+def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) -> list:
+    """Verify ``partitions``, printing each problem and a summary; returns the problems.
+    ``local_dir``: the local log directory they are in, if any (a writer may hold it)."""
     from tqdm import tqdm
 
     from storage.file_lock import held_elsewhere
 
-    in_use = bool(partitions) and held_elsewhere(partitions[0].parent)
+    in_use = local_dir is not None and bool(partitions) and held_elsewhere(Path(local_dir))
     if in_use:
-        out.write(f"{partitions[0].parent} is in use (a kfs mount or a Kafka broker holds its "
+        out.write(f"{Path(local_dir)} is in use (a kfs mount or a Kafka broker holds its "
                   ".lock): its active segments are checked as Kafka checks a running log "
                   "(preallocated indexes and a batch being written are not problems)\n")
     total = log_bytes(partitions)
