@@ -185,6 +185,10 @@ class PartitionFiles:
     def problem(self, file: str, position: int | None, what: str) -> Problem:
         return Problem(self.partition, file, position, what, self.directory)
 
+    def unreadable(self, file: str, error: BaseException) -> Problem:
+        """The problem of ``file`` that raised ``error`` (one of ``read_errors``)."""
+        return self.problem(file, None, f"cannot be read: {error}")
+
 
 class LogDirectoryFiles(PartitionFiles):
     """A partition directory as a broker keeps it (``<20-digit base>.<kind>`` files), listed
@@ -335,7 +339,7 @@ def verify_partition(partition: Path | PartitionFiles, stats: VerifyStats | None
     try:
         segments = files.segments()
     except files.read_errors as e:  # (the next partition is still checked)
-        yield files.problem("", None, f"cannot be listed: {e}")
+        yield files.unreadable("", e)
         return None
     yield from files.strays()
     previous_end: int | None = None  # the offset after the last batch of the earlier segments
@@ -351,7 +355,7 @@ def verify_partition(partition: Path | PartitionFiles, stats: VerifyStats | None
         try:
             yield from scan.run()
         except files.read_errors as e:
-            yield files.problem(scan.file, None, f"cannot be read: {e}")
+            yield files.unreadable(scan.file, e)
         stats.bytes += scan.size
         if scan.last_offset is not None:
             previous_end = scan.last_offset + 1
@@ -529,7 +533,7 @@ def _check_snapshot(files, name: str) -> Iterator[Problem]:
     except CorruptSnapshotError as e:
         yield files.problem(name, None, f"{e} ({files.bad_snapshot})")
     except files.read_errors as e:
-        yield files.problem(name, None, f"cannot be read: {e}")
+        yield files.unreadable(name, e)
 
 
 def _check_txn_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:

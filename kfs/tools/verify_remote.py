@@ -60,15 +60,29 @@ _READ_ERRORS = (ObjectStoreError, OSError)
 _TORN = "a truncated object, or a corrupt batch size"
 
 
-class CopiedPartition(LogDirectoryFiles):
-    """Partition directory ``name`` of a log directory copied into ``store`` (layout 1),
-    listed once. Raises ObjectStoreError when listing fails."""
+class _ObjectFiles:
+    """What a partition whose files are objects of ``store`` says of an object it cannot
+    read (the error names the object by its path in the store: the problem names it)."""
 
     read_errors = _READ_ERRORS
     torn = _TORN
 
+    def unreadable(self, file: str, error: BaseException) -> Problem:
+        text = str(error)
+        for prefix in (self.store.path(self.folder, file) if file else "",
+                       self.store.path(self.folder)):
+            if prefix and text.startswith(prefix):
+                text = text[len(prefix):].lstrip(": ")
+                break
+        return self.problem(file, None, f"cannot be {'read' if file else 'listed'}: {text}")
+
+
+class CopiedPartition(_ObjectFiles, LogDirectoryFiles):
+    """Partition directory ``name`` of a log directory copied into ``store`` (layout 1),
+    listed once. Raises ObjectStoreError when listing fails."""
+
     def __init__(self, store: ObjectStore, name: str) -> None:
-        self.store, self.partition = store, name
+        self.store, self.partition, self.folder = store, name, name
         self.directory = store.describe(name)
 
     @functools.cached_property
@@ -88,7 +102,7 @@ class CopiedPartition(LogDirectoryFiles):
         return sum(self._infos[s.name(LOG_SUFFIX)].size for s in self.segments())
 
 
-class TieredPartition(PartitionFiles):
+class TieredPartition(_ObjectFiles, PartitionFiles):
     """The remote segments of partition ``name`` in LocalTieredStorage's ``directory``
     (``<topic>-<N>-<topic id>``) under ``store``'s ``kafka-tiered-storage`` (layout 2).
     ``live``: the ``<base>-<segment id>`` stems ``__remote_log_metadata`` says are live (a
@@ -97,8 +111,6 @@ class TieredPartition(PartitionFiles):
     Raises ObjectStoreError when listing fails."""
 
     contiguous = True
-    read_errors = _READ_ERRORS
-    torn = _TORN
     bad_snapshot = ("a follower that catches up from the remote tier restores its producer "
                     "state from it")
     missing = {
@@ -110,13 +122,15 @@ class TieredPartition(PartitionFiles):
 
     def __init__(self, store: ObjectStore, name: str, directory: str,
                  live: set[str] | None = None) -> None:
-        self.store, self.partition, self.folder, self.live = store, name, directory, live
+        self.store, self.partition, self.live = store, name, live
+        self.folder = f"{TIERED_ROOT}/{directory}"  # (under the store's root)
+        self.tiered_dir = directory
         self.directory = store.describe(TIERED_ROOT, directory)
 
     @functools.cached_property
     def _listing(self) -> tuple[list[Problem], list[SegmentFiles], dict]:
         problems, by_stem, infos = [], defaultdict(set), {}
-        for info in self.store.list(TIERED_ROOT, self.folder):
+        for info in self.store.list(TIERED_ROOT, self.tiered_dir):
             stem, _, kind = info.base_name.partition(".")
             if tiered_base_offset(info.base_name) is None:
                 problems.append(self.problem(info.base_name, None, (
@@ -159,7 +173,7 @@ class TieredPartition(PartitionFiles):
         return _read_object(self.store, self._listing[2][name].path)
 
     def open_segment(self, segment: SegmentFiles) -> LogSegment:
-        return _object_segment(self.store, self.store.path(TIERED_ROOT, self.folder), segment,
+        return _object_segment(self.store, self.store.path(self.folder), segment,
                                self._listing[2])
 
     def log_bytes(self) -> int:

@@ -1,0 +1,304 @@
+"""``kfs verify`` of segments in an object store, run as a command against a real S3 API server
+(S3Proxy, ``s3_server``) holding Kafka-written partitions: a log directory copied into a bucket
+and a LocalTieredStorage root verify clean with the counts of the same files verified locally;
+a flipped byte, a truncated object, a deleted index object, a live segment's lost ``.log`` and
+offsets in neither tier are problems naming the object by its URI; an object cut short while
+it is read is a problem of its segment and the next partition is still checked; ``--repair``
+and a bad bucket are one clear line, exit status 2, no secret."""
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from helpers.kfs import kfs_command, kfs_env
+from helpers.paths import KAFKA_WRITTEN, REPO
+from helpers.remote_metadata import segment_record, update_record
+from helpers.s3 import AWS_VARIABLES, copy_into_bucket
+from helpers.tiered import bases_of, tier
+
+from storage import LogConfig
+from storage.log import Log
+from storage.records import build_batch, iter_batches
+from storage.remote.tiered import TIERED_ROOT
+
+needs_fixtures = pytest.mark.needs_fixture("kafka-written")
+SUMMARY = re.compile(r"^(\d+ partitions?, \d+ segments?, \d+ bytes?) checked in [\d.]+ s: (.*)$")
+
+
+def kfs_verify(s3_server, *args) -> subprocess.CompletedProcess:
+    """``kfs verify ARGS`` with the standard AWS chain pointing at ``s3_server`` only."""
+    env = {k: v for k, v in kfs_env().items() if k not in AWS_VARIABLES}
+    env.update(s3_server.env())
+    return subprocess.run(kfs_command("verify", *map(str, args)), cwd=REPO, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+
+
+def summary(done) -> tuple[str, str]:
+    """(the counts, the verdict) of a run's summary line."""
+    match = SUMMARY.match(done.stdout.splitlines()[-1])
+    assert match, done.stdout + done.stderr
+    return match.group(1), match.group(2)
+
+
+def problems(done) -> list[str]:
+    """The problem lines (not the notices, not the summary)."""
+    return [line for line in done.stdout.splitlines()[:-1] if not line.startswith("no __remote")]
+
+
+def batch_positions(path) -> list[tuple[int, int]]:
+    """(position, base offset) of every batch of a .log."""
+    data, out, position = path.read_bytes(), [], 0
+    for batch in iter_batches(data):
+        out.append((position, batch.base_offset))
+        position += batch.size_in_bytes
+    return out
+
+
+def in_bucket(s3_server, name="rsm"):
+    """A fresh bucket's directory ``name`` on the server's disk, and its URI."""
+    bucket = s3_server.new_bucket()
+    return s3_server.base_dir / bucket, f"s3://{bucket}"
+
+
+# -- layout 1: a log directory copied into a bucket ----------------------------------------
+
+
+@needs_fixtures
+def test_a_clean_bucket_verifies_as_the_same_files_do_locally(s3_server):
+    uri, _ = copy_into_bucket(s3_server, KAFKA_WRITTEN)
+    remote, local = kfs_verify(s3_server, uri), kfs_verify(s3_server, KAFKA_WRITTEN)
+    assert remote.returncode == local.returncode == 0, remote.stdout + remote.stderr
+    assert summary(remote) == summary(local)
+    assert summary(remote)[0].startswith("5 partitions, ")
+    assert summary(remote)[1] == "no problems" and problems(remote) == []
+
+
+@needs_fixtures
+def test_a_flipped_byte_is_a_crc_problem_naming_the_object_and_position(s3_server):
+    uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0", "txn-0"])
+    log = target / "plain-0" / "00000000000000000253.log"
+    position, offset = batch_positions(log)[3]
+    data = bytearray(log.read_bytes())
+    data[position + 80] ^= 0xFF  # (a record's bytes: the size and offsets stay right)
+    log.write_bytes(bytes(data))
+    done = kfs_verify(s3_server, uri)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (line,) = problems(done)
+    assert line.startswith(f"{uri}/plain-0/00000000000000000253.log:{position}: Record batch at "
+                           f"offset {offset} is corrupt (stored crc = ")
+    assert summary(done)[0] == summary(kfs_verify(s3_server, KAFKA_WRITTEN, "plain-0",
+                                                  "txn-0"))[0]  # every segment still checked
+
+
+@needs_fixtures
+def test_a_truncated_object_is_named_with_where_its_whole_batches_end(s3_server):
+    uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    log = target / "plain-0" / "00000000000000000446.log"
+    position, _ = batch_positions(log)[-2]
+    size = log.stat().st_size
+    os.truncate(log, position + 30)  # (in the middle of the last batch but one)
+    done = kfs_verify(s3_server, uri)
+    assert done.returncode == 1
+    assert f"{uri}/plain-0/00000000000000000446.log:{position}: 30 bytes after the last whole " \
+           "batch (a truncated object, or a corrupt batch size)" in problems(done)
+    assert size > position + 30
+
+
+@needs_fixtures
+def test_a_deleted_index_object_is_missing(s3_server):
+    uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    (target / "plain-0" / "00000000000000000692.index").unlink()
+    done = kfs_verify(s3_server, uri, "plain-0")
+    assert done.returncode == 1
+    assert problems(done) == [f"{uri}/plain-0/00000000000000000692.index: missing (Kafka "
+                              "rebuilds it by recovering the segment)"]
+
+
+@needs_fixtures
+def test_an_object_cut_while_read_is_a_problem_and_the_next_partition_is_checked(s3_server):
+    from kfs.tools.verify import VerifyStats, verify_partitions
+    from kfs.tools.verify_remote import CopiedPartition
+    from storage.remote.object_store import ObjectStore
+
+    uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0", "txn-0"])
+    store = ObjectStore(s3_server.filesystem(), uri[len("s3://"):], uri)
+    partitions = [CopiedPartition(store, "plain-0"), CopiedPartition(store, "txn-0")]
+    listed = [p.log_bytes() for p in partitions]  # (listed now: sizes as they are now)
+    log = target / "plain-0" / "00000000000000000253.log"
+    size = log.stat().st_size
+    os.truncate(log, 1000)
+    try:
+        out = list(verify_partitions(partitions))
+    finally:
+        store.close()
+    *found, stats = out
+    assert isinstance(stats, VerifyStats) and stats.partitions == 2
+    (cut,) = [p for p in found if p.file == "00000000000000000253.log"]
+    assert str(cut) == (f"{uri}/plain-0/00000000000000000253.log: cannot be read: 1000 bytes "
+                        f"at byte 0 where {size} were listed (the object changed)")
+    assert not [p for p in found if p.partition == "txn-0"]
+    txn_segments = len(bases_of(KAFKA_WRITTEN / "txn-0"))
+    assert stats.segments == len(bases_of(KAFKA_WRITTEN / "plain-0")) + txn_segments
+    assert stats.bytes == sum(listed)  # txn-0 read whole after plain-0's failure
+
+
+# -- layout 2: a LocalTieredStorage root ------------------------------------------------------
+
+
+@needs_fixtures
+def test_a_tiered_storage_root_verifies_as_the_partition_does_locally(s3_server):
+    disk, uri = in_bucket(s3_server)
+    bases = bases_of(KAFKA_WRITTEN / "txn-0")
+    tier(disk, "txn-0", bases, [])
+    done = kfs_verify(s3_server, f"{uri}/rsm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert summary(done) == summary(kfs_verify(s3_server, KAFKA_WRITTEN, "txn-0"))
+    assert done.stdout.startswith("no __remote_log_metadata at hand: ")
+
+
+@needs_fixtures
+def test_a_tiered_segment_lost_from_the_middle_is_a_gap(s3_server):
+    disk, uri = in_bucket(s3_server)
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    tier(disk, "plain-0", bases[:5], [])
+    (partition,) = (disk / "rsm" / TIERED_ROOT).iterdir()
+    for path in partition.glob(f"{bases[2]:020d}-*"):
+        path.unlink()
+    (index,) = partition.glob(f"{bases[3]:020d}-*.index")
+    index.unlink()
+    (log,) = partition.glob(f"{bases[3]:020d}-*.log")
+    done = kfs_verify(s3_server, f"{uri}/rsm")
+    assert done.returncode == 1
+    where = f"{uri}/rsm/{TIERED_ROOT}/{partition.name}"
+    assert problems(done) == [
+        f"{where}/{log.name}: plain-0: offsets {bases[2]}..{bases[3] - 1} are in no segment "
+        f"(the segment before ends at offset {bases[2] - 1})",
+        f"{where}/{index.name}: missing (a fetch from the remote tier looks offsets up in it: "
+        "Kafka's RemoteIndexCache fails without it)"]
+
+
+# -- layout 3: a broker's local log with its remote tier ----------------------------------
+
+
+@needs_fixtures
+@pytest.mark.parametrize("remote_end", [8, 10])  # the tiers meet, or overlap
+def test_tiers_that_meet_verify_clean(s3_server, remote_end):
+    disk, uri = in_bucket(s3_server)
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    _, local = tier(disk, "plain-0", bases[:remote_end], bases[8:])
+    done = kfs_verify(s3_server, "--remote-path", f"{uri}/rsm", local)
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts, _ = summary(done)
+    assert counts.startswith(f"1 partition, {remote_end + len(bases) - 8} segments, ")
+
+
+@needs_fixtures
+def test_a_gap_between_the_tiers_names_the_partition_and_offsets(s3_server):
+    disk, uri = in_bucket(s3_server)
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    _, local = tier(disk, "plain-0", bases[:5], bases[8:])
+    done = kfs_verify(s3_server, "--remote-path", f"{uri}/rsm", local)
+    assert done.returncode == 1
+    assert problems(done) == [
+        f"plain-0/{bases[8]:020d}.log: plain-0: offsets {bases[5]}..{bases[8] - 1} are in "
+        f"neither the remote tier (which ends at {bases[5] - 1}) nor the local log (which "
+        f"starts at {bases[8]})"]
+
+
+def _write_remote_log_metadata(log_dir, partition_dir, live_stems, started_stems):
+    """A ``__remote_log_metadata-0`` partition in ``log_dir`` saying the segments
+    ``live_stems`` of LocalTieredStorage's ``partition_dir`` were copied
+    (COPY_SEGMENT_FINISHED) and ``started_stems`` are being copied."""
+    def raw(text):
+        return base64.urlsafe_b64decode(text + "==")
+
+    name, topic_id = partition_dir[:-23], partition_dir[-22:]  # <topic>-<N>-<topic id>
+    topic, partition = name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])
+    values = []
+    for stem in [*live_stems, *started_stems]:
+        base, segment_id = int(stem[:20]), stem[21:]
+        values.append(segment_record(raw(topic_id), raw(segment_id), start=base, end=base + 1,
+                                     topic=topic, partition=partition))
+        if stem in live_stems:
+            values.append(update_record(raw(topic_id), raw(segment_id), topic=topic,
+                                        partition=partition))
+    directory = log_dir / "__remote_log_metadata-0"
+    directory.mkdir()
+    log = Log(directory, "__remote_log_metadata", 0, LogConfig())
+    log.append_batches(build_batch(0, values, [None] * len(values), 1_700_000_000_000))
+    log.close()
+
+
+@needs_fixtures
+def test_the_live_segments_are_those_of_the_remote_log_metadata(s3_server):
+    disk, uri = in_bucket(s3_server)
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    _, local = tier(disk, "plain-0", bases[:4], bases[4:])
+    (partition,) = (disk / "rsm" / TIERED_ROOT).iterdir()
+    stems = sorted({p.name.split(".")[0] for p in partition.iterdir()})
+    _write_remote_log_metadata(local, partition.name, stems[:3], stems[3:])
+    (lost,) = partition.glob(f"{stems[1]}.log")
+    lost.unlink()  # a live segment's .log
+    (copying,) = partition.glob(f"{stems[3]}.log")
+    os.truncate(copying, 100)  # a segment still being copied: not live, not checked
+    done = kfs_verify(s3_server, "--remote-path", f"{uri}/rsm", local, "plain-0")
+    assert done.returncode == 1, done.stdout + done.stderr
+    where = f"{uri}/rsm/{TIERED_ROOT}/{partition.name}"
+    assert problems(done) == [
+        f"{where}/{stems[1]}.log: missing: __remote_log_metadata says this segment was copied "
+        "(COPY_SEGMENT_FINISHED) and not deleted",
+        f"{where}/{stems[2]}.log: plain-0: offsets {bases[1]}.."
+        f"{bases[2] - 1} are in no segment (the segment before ends at offset {bases[1] - 1})",
+        f"plain-0/{bases[4]:020d}.log: plain-0: offsets {bases[3]}..{bases[4] - 1} are in "
+        f"neither the remote tier (which ends at {bases[3] - 1}) nor the local log (which "
+        f"starts at {bases[4]})"]
+
+
+# -- refused ---------------------------------------------------------------------------------
+
+
+@needs_fixtures
+@pytest.mark.parametrize("layout", ["bucket", "remote-path"])
+def test_repair_of_an_object_store_is_refused_and_nothing_changes(s3_server, tmp_path, layout):
+    uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    log = target / "plain-0" / "00000000000000000253.log"
+    os.truncate(log, 5000)
+    local = tmp_path / "local"
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", local / "plain-0")
+    args = [uri] if layout == "bucket" else ["--remote-path", uri, local]
+    done = kfs_verify(s3_server, "--repair", "--yes", *args)
+    assert done.returncode == 2
+    assert done.stderr == (f"kfs verify: error: --repair mends a local directory only, not the "
+                           f"object store {uri}: verify it without --repair\n")
+    assert done.stdout == "" and log.stat().st_size == 5000
+
+
+@pytest.mark.parametrize("where", ["unknown bucket", "wrong secret in the URI"])
+def test_a_bad_bucket_is_one_line_without_a_secret(s3_server, where):
+    uri = ("s3://no-such-bucket-kfs/logs" if where == "unknown bucket" else
+           f"s3://{s3_server.access_key}:not-the-secret-1234@{s3_server.new_bucket()}/logs")
+    done = kfs_verify(s3_server, uri)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("kfs verify: error: ") and done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert "not-the-secret-1234" not in done.stderr
+    assert s3_server.secret_key not in done.stderr
+
+
+@needs_fixtures
+def test_no_credentials_is_one_line(s3_server):
+    uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    for path in [target.parent, *target.rglob("*")]:  # (S3Proxy serves world-readable files
+        path.chmod(0o700 if path.is_dir() else 0o600)  # to anyone: these to its identity only)
+    assert kfs_verify(s3_server, uri).returncode == 0
+    env = {k: v for k, v in kfs_env().items() if k not in AWS_VARIABLES}
+    env.update({k: v for k, v in s3_server.env().items()
+                if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
+    done = subprocess.run(kfs_command("verify", uri), cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"kfs verify: error: {uri}") and done.stderr.count("\n") == 1
+    assert "ACCESS_DENIED" in done.stderr and "Traceback" not in done.stderr
