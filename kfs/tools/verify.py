@@ -18,8 +18,12 @@ Per partition directory ``<topic>-<N>``:
 * missing index files, index files without a ``.log``, and leftover ``.cleaned``, ``.swap`` and
   ``.deleted`` files.
 
+The checks read a partition through a :class:`PartitionFiles` (its files listed once, each
+segment opened read-only through its ``SegmentSource``): a local directory here; segments in an
+object store (``kfs verify URI``, ``--remote-path``) in ``kfs.tools.verify_remote``.
+
 Nothing is written. :func:`plan_repair` says what a repair would cut and :func:`repair` does
-it: the damaged bytes only go, into a quarantine outside the backing directory, and every
+it (a local directory only): the damaged bytes only go, into a quarantine outside the backing directory, and every
 intact batch stays (``storage.salvage``); then the engine recovers the directory.
 """
 
