@@ -214,11 +214,12 @@ def _capture_stderr(sink: list[str]):
 
 
 def _object_store_directory(uri: str):
-    """The log directory at ``uri`` in an object store, read-only (storage.remote)."""
+    """The log directory at ``uri`` in an object store, read-only (storage.remote): a log
+    directory copied as it is, or LocalTieredStorage's root (its remote segments)."""
     from storage.remote.object_store import ObjectStore
-    from storage.remote.remote_log import RemoteLogDirectory
+    from storage.remote.tiered import open_object_store_directory
 
-    return RemoteLogDirectory(ObjectStore.from_uri(uri))
+    return open_object_store_directory(ObjectStore.from_uri(uri))
 
 
 def _retention_warnings(mgr) -> list[str]:

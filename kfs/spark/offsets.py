@@ -19,7 +19,12 @@ from storage import Log, LogManager
 from storage.remote.object_store import ObjectStore
 from storage.remote.uri import is_uri
 from storage.remote.remote_log import RemoteLogDirectory
-from storage.remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_segments_of
+from storage.remote.tiered import (
+    TieredLogDirectory,
+    UnifiedLogDirectory,
+    live_segments_of,
+    open_object_store_directory,
+)
 from storage.isolation import IsolationLevel
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
@@ -50,16 +55,17 @@ def open_directory(path: str, partitions=None, endpoint: str | None = None,
                    region: str | None = None, remote_path: str | None = None,
                    fail_on_data_loss: bool = True):
     """The log directory at ``path``, read-only (never changes a byte; safe beside a running
-    mount): a LogManager for a local directory, a RemoteLogDirectory for a URI
-    (``s3://bucket/prefix``, ``gs://…``, ``hdfs://…``, ``file://…``; ``endpoint`` and
-    ``region`` override the environment's). With ``remote_path`` (the RemoteStorageManager's
-    root URI of a tiered topic) each partition is its remote segments below the local log and
-    the local log from there (``storage.remote.tiered.UnifiedLog``; a gap between the tiers
-    is an error unless not ``fail_on_data_loss``). ``partitions(topic, partition)`` keeps only
-    those it accepts."""
-    if is_uri(path):
-        local = RemoteLogDirectory(ObjectStore.from_uri(path, endpoint=endpoint, region=region),
-                                   partitions)
+    mount): a LogManager for a local directory; for a URI (``s3://bucket/prefix``,
+    ``gs://…``, ``hdfs://…``, ``file://…``; ``endpoint`` and ``region`` override the
+    environment's) a RemoteLogDirectory (a log directory copied as it is) or, at
+    LocalTieredStorage's root, a TieredLogDirectory (its remote segments as listed). With
+    ``remote_path`` (the RemoteStorageManager's root URI of a tiered topic) each partition is
+    its remote segments below the local log and the local log from there
+    (``storage.remote.tiered.UnifiedLog``; a gap between the tiers is an error unless not
+    ``fail_on_data_loss``). ``partitions(topic, partition)`` keeps only those it accepts."""
+    if is_uri(path):  # a log directory copied as it is, or LocalTieredStorage's root
+        local = open_object_store_directory(ObjectStore.from_uri(path, endpoint=endpoint,
+                                                                 region=region), partitions)
     else:
         local = LogManager(path, read_only=True, partitions=partitions)
     if remote_path is None:

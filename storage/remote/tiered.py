@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
+from pyarrow.fs import FileType
+
 from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrPartitionError
 from storage.log_files import LOG_SUFFIX
 from storage.log_reader import LogReader
@@ -24,7 +26,7 @@ from storage.log_segments import LogSegments
 from storage.topic_partition import parse_partition_dir_name
 
 from .object_store import INDEX_KINDS, ObjectStore, SegmentObjects
-from .remote_log import RemoteLog
+from .remote_log import RemoteLog, RemoteLogDirectory
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,18 @@ def live_segments_of(log_dir) -> dict[str, set[str]] | None:
     return read_metadata_log_dir(log_dir).live_by_directory()
 
 
+def open_object_store_directory(store: ObjectStore, partitions=None):
+    """The log directory at ``store``'s root, read-only: LocalTieredStorage's root (a
+    ``kafka-tiered-storage`` directory at its top) as a :class:`TieredLogDirectory`, its live
+    segments the listing's (no ``__remote_log_metadata`` at hand: said in its ``notices``);
+    anything else as a log directory copied as it is (``RemoteLogDirectory``). Raises
+    ObjectStoreError."""
+    if any(info.base_name == TIERED_ROOT and info.type == FileType.Directory
+           for info in store.list()):
+        return TieredLogDirectory(store, partitions)
+    return RemoteLogDirectory(store, partitions)
+
+
 def _is_id(text: str) -> bool:
     return len(text) == _ID_CHARS and all(c.isalnum() or c in "-_" for c in text)
 
@@ -158,6 +172,15 @@ class TieredLogDirectory:
                                          segments=objects, directory=(TIERED_ROOT,
                                                                       self._dirs[name]))
         return self._logs[name]
+
+    def catch_up(self, name: str) -> RemoteLog:
+        """The partition ``name`` (a read-only ``LogManager``'s surface): the segments listed
+        when it was opened (remote objects are written once)."""
+        return self.get(name)
+
+    def catch_up_partitions(self) -> bool:
+        """Partitions come and go with the listing made at open: nothing changed."""
+        return False
 
     def close(self) -> None:
         for remote in self._logs.values():
