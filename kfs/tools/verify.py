@@ -23,8 +23,9 @@ segment opened read-only through its ``SegmentSource``): a local directory here;
 object store (``kfs verify URI``, ``--remote-path``) in ``kfs.tools.verify_remote``.
 
 Nothing is written. :func:`plan_repair` says what a repair would cut and :func:`repair` does
-it (a local directory only): the damaged bytes only go, into a quarantine outside the backing directory, and every
-intact batch stays (``storage.salvage``); then the engine recovers the directory.
+it (a local directory only): the damaged bytes only go, into a quarantine outside the
+backing directory, and every intact batch stays (``storage.salvage``); then the engine
+recovers the directory.
 """
 
 from __future__ import annotations
@@ -498,9 +499,9 @@ def _check_offset_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem
             yield scan.problem(slot * 8, f"entry (offset {offset}, position {position}): {what}",
                                INDEX_SUFFIX)
     if beyond is not None:
-        yield scan.problem(beyond[0], f"{beyond[1]} {'entry points' if beyond[1] == 1 else 'entries point'} "
-                                      f"at or past byte {scan.valid_end} of the .log, where its "
-                                      "whole batches end", INDEX_SUFFIX)
+        points = "entry points" if beyond[1] == 1 else "entries point"
+        yield scan.problem(beyond[0], f"{beyond[1]} {points} at or past byte {scan.valid_end} "
+                                      "of the .log, where its whole batches end", INDEX_SUFFIX)
 
 
 def _check_time_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
@@ -523,7 +524,8 @@ def _check_time_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
         # (a running log keeps its largest timestamp in memory until the roll or close)
         last = index.last_entry if index.entries else None
         if last is None or last[0] != largest[0]:
-            what = "empty" if last is None else f"last entry (timestamp {last[0]}, offset {last[1]})"
+            what = ("empty" if last is None else
+                    f"last entry (timestamp {last[0]}, offset {last[1]})")
             yield scan.problem(None, f"{what}, but the segment's largest timestamp is "
                                      f"{largest[0]} (at offset {largest[1]}): Kafka takes it "
                                      "from the last entry (retention, ListOffsets)",
