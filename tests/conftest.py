@@ -233,6 +233,34 @@ def spark_standalone(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def s3_cluster(spark_standalone, s3_server):
+    """A ``helpers.spark_cluster.SparkCluster`` of ``spark_standalone`` whose session was built
+    with ``s3_server``'s AWS_* variables as ``spark.executorEnv.*`` and the ``kfs`` format
+    registered after the build (the credentials given as a user gives them, README); this
+    process's environment (and the driver JVM's) has none of them while the module runs. One
+    per test module, as ``spark_cluster`` (a module cannot use both)."""
+    import time
+
+    import kfs.spark
+    from helpers.s3 import AWS_VARIABLES, spark_executor_env, start_spark_jvm
+    from helpers.spark_cluster import SparkCluster, cluster_session
+
+    saved = {k: os.environ.pop(k) for k in AWS_VARIABLES if k in os.environ}
+    try:
+        start_spark_jvm()  # this module's settings stay out of the later modules' sessions
+        began = time.monotonic()
+        session = cluster_session(spark_standalone, "kfs-s3-cluster-tests",
+                                  spark_executor_env(s3_server))
+        try:
+            kfs.spark.register(session, filter_pushdown=False)
+            yield SparkCluster(session, spark_standalone, time.monotonic() - began)
+        finally:
+            session.stop()
+    finally:
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
 def spark_cluster(spark_standalone):
     """A ``helpers.spark_cluster.SparkCluster``: ``.session``, a SparkSession submitted to
     ``spark_standalone``'s master as the README tells a user (the executors run this

@@ -48,7 +48,7 @@ from helpers.kafka import (
 from helpers.kfs import kfs_command, kfs_env
 from helpers.mounts import Mounter
 from helpers.paths import REPO
-from helpers.s3 import AWS_VARIABLES, copy_into_bucket, spark_executor_env, start_spark_jvm
+from helpers.s3 import copy_into_bucket
 from helpers.waits import DEADLINE_S, wait_until, within
 
 from storage.remote.metadata import RemoteLogSegmentState, read_metadata_log_dir
@@ -196,28 +196,6 @@ def tiered(s3_server, tmp_path_factory):
         print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
 
 
-@pytest.fixture(scope="module")
-def s3_cluster(spark_standalone, s3_server):
-    """A SparkSession of the standalone cluster whose executors have the bucket's AWS_*
-    variables (``spark.executorEnv.*``, ``kfs.spark.register`` after the build); neither this
-    process nor the driver JVM has them (as tests/spark/test_spark_s3_cluster.py)."""
-    import kfs.spark
-    from helpers.spark_cluster import cluster_session
-
-    saved = {k: os.environ.pop(k) for k in AWS_VARIABLES if k in os.environ}
-    try:
-        start_spark_jvm()
-        session = cluster_session(spark_standalone, "kfs-tiered-end-to-end",
-                                  spark_executor_env(s3_server))
-        try:
-            kfs.spark.register(session, filter_pushdown=False)
-            yield session
-        finally:
-            session.stop()
-    finally:
-        os.environ.update(saved)
-
-
 # -- what each reader gives, in one shape -------------------------------------------------
 
 
@@ -296,27 +274,29 @@ def check_shape(records: dict[str, list[tuple]], isolation: str) -> None:
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_spark_over_the_three_layouts_equals_the_consumer(tiered, s3_cluster, s3_server,
                                                           isolation):
-    broker = tiered.broker
+    broker, session = tiered.broker, s3_cluster.session
     want = consumed(broker, isolation)
     check_shape(want, isolation)
     local_starts = {t: broker.local_segment_offsets(t)[0] for t in TOPICS}
     assert all(start > 0 for start in local_starts.values())  # the first offsets remote-only
 
     # 3: the broker's log directory and its remote tier, the live set from the metadata
-    got = spark_records(s3_cluster, str(broker.log_dir), isolation,
-                        **{"remote.path": tiered.remote, "maxRecordsPerPartition": "4000"})
+    got, tasks = s3_cluster.tasks_by_executor(lambda: spark_records(
+        session, str(broker.log_dir), isolation,
+        **{"remote.path": tiered.remote, "maxRecordsPerPartition": "4000"}))
     assert got == want
+    assert len(tasks) == 2 and all(tasks.values()), tasks  # read on both workers
 
     # 2: the remote tier alone (its listing), up to where it ends
     ends = remote_ends(broker)
     assert all(ends[t] >= local_starts[t] for t in TOPICS)
-    got = spark_records(s3_cluster, tiered.remote, isolation)
+    got = spark_records(session, tiered.remote, isolation)
     assert got == below(want, ends)
     assert all(got.values())
 
     # 1: the broker's log directory copied into a bucket as it is, from the local log start
     uri, _ = copy_into_bucket(s3_server, broker.log_dir, [f"{t}-0" for t in TOPICS])
-    got = spark_records(s3_cluster, uri, isolation)
+    got = spark_records(session, uri, isolation)
     assert got == from_offsets(want, local_starts)
     assert all(got.values())
 
@@ -382,8 +362,8 @@ def test_a_stream_of_the_tiered_topic(tiered, s3_cluster):
     """``readStream.format("kfs")``, ``path`` the broker's log directory and ``remote.path``
     the bucket, from the earliest offset: the first micro-batch ends at the broker's high
     watermark; records produced after the query started come in a later micro-batch."""
-    broker = tiered.broker
-    query = (s3_cluster.readStream.format("kfs").option("path", str(broker.log_dir))
+    broker, session = tiered.broker, s3_cluster.session
+    query = (session.readStream.format("kfs").option("path", str(broker.log_dir))
              .option("remote.path", tiered.remote).option("subscribe", HISTORY)
              .option("startingOffsets", "earliest").option("includeHeaders", "true").load()
              .selectExpr("offset", "key", "value")
@@ -402,7 +382,7 @@ def test_a_stream_of_the_tiered_topic(tiered, s3_cluster):
         within(DEADLINE_S, "the micro-batch of the late records", query.processAllAvailable)
         assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {
             HISTORY: {"0": later_high}}
-        rows = s3_cluster.sql("select offset, key, value from tiered_stream").collect()
+        rows = session.sql("select offset, key, value from tiered_stream").collect()
         got = sorted((r.offset, None if r.key is None else bytes(r.key),
                       None if r.value is None else bytes(r.value)) for r in rows)
         want = [(r[0], r[3], r[4]) for r in consume_all(broker, HISTORY, 0, "read_uncommitted")]
@@ -424,7 +404,7 @@ def test_still_equal_after_remote_retention(tiered, s3_cluster):
         ResourceType,
     )
 
-    broker = tiered.broker
+    broker, session = tiered.broker, s3_cluster.session
     first = live_segments(broker, HISTORY)[0].start_offset
     admin = broker.admin()
     resource = ConfigResource(ResourceType.TOPIC, HISTORY, incremental_configs=[ConfigEntry(
@@ -441,9 +421,9 @@ def test_still_equal_after_remote_retention(tiered, s3_cluster):
     for isolation in ISOLATIONS:
         want = consumed(broker, isolation)
         assert want[HISTORY][0][0] >= start > 0
-        got = spark_records(s3_cluster, str(broker.log_dir), isolation,
+        got = spark_records(session, str(broker.log_dir), isolation,
                             **{"remote.path": tiered.remote})
         assert got == want
         assert got[HISTORY][0][0] >= start
-        got = spark_records(s3_cluster, tiered.remote, isolation)
+        got = spark_records(session, tiered.remote, isolation)
         assert got == below(want, remote_ends(broker))

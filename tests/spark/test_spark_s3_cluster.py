@@ -14,38 +14,10 @@ import shutil
 import pytest
 
 from helpers.paths import KAFKA_WRITTEN
-from helpers.s3 import (
-    AWS_VARIABLES,
-    copy_into_bucket,
-    load_kfs,
-    spark_executor_env,
-    start_spark_jvm,
-)
+from helpers.s3 import copy_into_bucket, load_kfs
 from helpers.tiered import bases_of, tier
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
-
-
-@pytest.fixture(scope="module")
-def s3_cluster(spark_standalone, s3_server):
-    """A ``helpers.spark_cluster.SparkCluster`` whose session was built with the S3 server's
-    AWS_* variables as ``spark.executorEnv.*``, the ``kfs`` format registered after the build;
-    this process's environment (and the driver JVM's) has none of them."""
-    import kfs.spark
-    from helpers.spark_cluster import SparkCluster, cluster_session
-
-    saved = {k: os.environ.pop(k) for k in AWS_VARIABLES if k in os.environ}
-    try:
-        start_spark_jvm()  # this module's settings stay out of the later modules' sessions
-        session = cluster_session(spark_standalone, "kfs-s3-cluster-tests",
-                                  spark_executor_env(s3_server))
-        try:
-            kfs.spark.register(session, filter_pushdown=False)
-            yield SparkCluster(session, spark_standalone, 0.0)
-        finally:
-            session.stop()
-    finally:
-        os.environ.update(saved)
 
 
 def rows(collected):
