@@ -324,6 +324,12 @@ class LogManager:
             log_.catch_up(self._checkpointed_start_offsets().get(name, 0))
         return log_
 
+    def checkpointed_log_start_offset(self, name: str) -> int:
+        """The log start offset of ``name`` in ``log-start-offset-checkpoint`` now (0 when it
+        has none; read again when the file changed): a broker's word for where a tiered
+        partition starts, which its local segments cannot say."""
+        return self._checkpointed_start_offsets().get(name, 0)
+
     def _checkpointed_start_offsets(self) -> dict[str, int]:
         try:
             st = os.stat(self.dir / LOG_START_OFFSET_CHECKPOINT)

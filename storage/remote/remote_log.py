@@ -155,6 +155,11 @@ class RemoteLogDirectory:
                                          self._starts.get(name, 0))
         return self._logs[name]
 
+    def checkpointed_log_start_offset(self, name: str) -> int:
+        """The log start offset of ``name`` in the copied ``log-start-offset-checkpoint`` (0
+        when it has none)."""
+        return self._starts.get(name, 0)
+
     def catch_up(self, name: str) -> RemoteLog:
         """The partition ``name`` as a follower of a running writer asks for it: objects are
         written once, so it is :meth:`get`'s (LogManager.catch_up's surface)."""

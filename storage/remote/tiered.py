@@ -196,15 +196,20 @@ class UnifiedLog:
     segment in both tiers is read once, from the local one. A gap between the tiers (offsets in
     neither) raises OffsetGapError naming the topic-partition and the offsets, or with
     ``fail_on_data_loss=False`` is stepped over with a warning (Spark's ``failOnDataLoss``).
-    Offsets: the log start is the remote tier's, the ends (log end, last stable) the local
-    log's."""
+    Offsets: the log start is the remote tier's, or ``log_start_offset`` (the broker's
+    ``log-start-offset-checkpoint`` entry) when that is above it: DeleteRecords and remote
+    retention move the broker's log start before the metadata says the segments below it
+    deleted, and a segment the log start is inside of stays live; the ends (log end, last
+    stable) are the local log's."""
 
     writable = False
     damage = None
     salvaged: tuple[str, ...] = ()
 
-    def __init__(self, remote: RemoteLog | None, local, fail_on_data_loss: bool = True) -> None:
+    def __init__(self, remote: RemoteLog | None, local, fail_on_data_loss: bool = True,
+                 log_start_offset: int = 0) -> None:
         self.local, self.remote = local, remote
+        self._checkpointed = log_start_offset
         self.topic, self.partition, self.config = local.topic, local.partition, local.config
         self.dir = local.dir
         self.fail_on_data_loss = fail_on_data_loss
@@ -222,9 +227,13 @@ class UnifiedLog:
         local_first = self.local.segments.first_base_offset
         if local_first is None:
             local_first = self.local.log_end_offset
-        remote = [] if self.remote is None else [
+        remote = [] if self.remote is None or self._checkpointed >= local_first else [
             s for s in self.remote.segments.all() if s.base_offset < local_first]
-        self._start = remote[0].base_offset if remote else self.local.log_start_offset
+        # (from the segment the broker's log start is in: the ones wholly below are gone)
+        below = [i for i, s in enumerate(remote) if s.base_offset <= self._checkpointed]
+        remote = remote[below[-1]:] if below else remote
+        self._start = (max(remote[0].base_offset, self._checkpointed) if remote
+                       else self.local.log_start_offset)
         if remote:
             remote_end = remote[-1].read_next_offset()
             if remote_end < local_first:
@@ -250,9 +259,13 @@ class UnifiedLog:
     def last_stable_offset(self) -> int:
         return self.local.last_stable_offset
 
-    def catch_up(self) -> UnifiedLog:
-        """Follow the broker's local log (segments rolled, tiered and deleted locally)."""
-        if self.local.segments.version != self._version:
+    def catch_up(self, log_start_offset: int | None = None) -> UnifiedLog:
+        """Follow the broker's local log (segments rolled, tiered and deleted locally) and
+        its checkpointed log start (``log_start_offset``, when given)."""
+        moved = log_start_offset is not None and log_start_offset != self._checkpointed
+        if moved:
+            self._checkpointed = log_start_offset
+        if moved or self.local.segments.version != self._version:
             self._join()
         return self
 
@@ -282,12 +295,13 @@ class UnifiedLogDirectory:
         if name not in self._logs:
             local = self.local.get(name)
             remote = self.remote.get(name) if name in self.remote.partition_names() else None
-            self._logs[name] = UnifiedLog(remote, local, self.fail_on_data_loss)
+            self._logs[name] = UnifiedLog(remote, local, self.fail_on_data_loss,
+                                          self.local.checkpointed_log_start_offset(name))
         return self._logs[name]
 
     def catch_up(self, name: str) -> UnifiedLog:
         self.local.catch_up(name)
-        return self.get(name).catch_up()
+        return self.get(name).catch_up(self.local.checkpointed_log_start_offset(name))
 
     def catch_up_partitions(self) -> bool:
         return self.local.catch_up_partitions()

@@ -176,7 +176,9 @@ def tiered(s3_server, tmp_path_factory):
     rest; ``.remote`` the bucket URI of its remote tier (LocalTieredStorage's root)."""
     root = tmp_path_factory.mktemp("tiered-end-to-end")
     bucket = s3_server.new_bucket("tiered")
+    # the log start offsets checkpointed every second (Kafka's default: every minute)
     broker = KafkaBroker(root / "kafka-logs", root / "broker",
+                         {"log.flush.start.offset.checkpoint.interval.ms": "1000"},
                          remote_storage_dir=s3_server.base_dir / bucket / "rsm")
     try:
         broker.start()
@@ -427,3 +429,43 @@ def test_still_equal_after_remote_retention(tiered, s3_cluster):
         assert got[HISTORY][0][0] >= start
         got = spark_records(session, tiered.remote, isolation)
         assert got == below(want, remote_ends(broker))
+
+
+def checkpointed_log_start(broker: KafkaBroker, name: str) -> int | None:
+    """The broker's ``log-start-offset-checkpoint`` entry of partition ``name`` (None: none)."""
+    try:
+        lines = (broker.log_dir / "log-start-offset-checkpoint").read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines[2:]:
+        topic, partition, offset = line.split()
+        if f"{topic}-{partition}" == name:
+            return int(offset)
+    return None
+
+
+def test_delete_records_inside_a_remote_segment(tiered, s3_cluster):
+    """DeleteRecords (the admin client) up to the middle of the first live remote segment of
+    ``appended``: the broker serves from there while ``__remote_log_metadata`` still has the
+    whole segment live (remote retention deletes a segment only once it is all below the log
+    start). Spark over layout 3 starts where the consumer does: at the log start the broker
+    checkpointed (``log-start-offset-checkpoint``), not at the segment's base."""
+    from confluent_kafka import TopicPartition
+
+    broker, session = tiered.broker, s3_cluster.session
+    segment = live_segments(broker, APPENDED)[0]
+    target = (segment.start_offset + segment.end_offset) // 2
+    admin = broker.admin()
+    for future in admin.delete_records([TopicPartition(APPENDED, 0, target)]).values():
+        future.result(60)
+    assert watermarks(broker, APPENDED)[0] == target
+    wait_until(lambda: checkpointed_log_start(broker, f"{APPENDED}-0") == target,
+               f"the broker checkpointing {APPENDED}-0's log start {target}")
+    assert live_segments(broker, APPENDED)[0].start_offset == segment.start_offset
+    for isolation in ISOLATIONS:
+        want = consumed(broker, isolation)
+        assert want[APPENDED][0][0] == target
+        got = spark_records(session, str(broker.log_dir), isolation,
+                            **{"remote.path": tiered.remote})
+        assert got[APPENDED][0][0] == target
+        assert got == want
