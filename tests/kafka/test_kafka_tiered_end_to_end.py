@@ -26,7 +26,9 @@ What the consumer (confluent-kafka, from the log start, ``read_uncommitted`` and
   broker's high watermark, and records produced after it started come in a later one;
 * after the broker's remote retention deleted the oldest remote segments (``retention.bytes``
   lowered through the admin client): the consumer from the new log start equals Spark over
-  layouts 3 and 2 again.
+  layouts 3 and 2 again;
+* after DeleteRecords up to the middle of a live remote segment: Spark over layout 3 starts
+  where the consumer does, at the log start the broker checkpointed.
 """
 
 from __future__ import annotations
