@@ -190,6 +190,11 @@ class PartitionFiles:
     def problem(self, file: str, position: int | None, what: str) -> Problem:
         return Problem(self.partition, file, position, what, self.directory)
 
+    def audit(self, segment: SegmentFiles, scan: _LogScan) -> Iterator[Problem]:
+        """Problems of a ``.log`` just scanned beyond its bytes' own (what a record of its
+        copy says of it): none here."""
+        return iter(())
+
     def unreadable(self, file: str, error: BaseException) -> Problem:
         """The problem of ``file`` that raised ``error`` (one of ``read_errors``)."""
         return self.problem(file, None, f"cannot be read: {error}")
@@ -415,6 +420,7 @@ class _LogScan:
                 yield self.problem(self.valid_end, f"{self.size - self.valid_end} bytes after "
                                    f"the last whole batch ({self.files.torn})")
             self.on_bytes(self.size - self.valid_end)
+            yield from self.files.audit(self.segment, self)
             yield from _check_offset_index(self, segment)
             yield from _check_time_index(self, segment)
             yield from _check_txn_index(self, segment)

@@ -33,9 +33,13 @@ from pyarrow.fs import FileType
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError
 from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
+from storage.remote.metadata import (
+    REMOTE_LOG_METADATA_TOPIC,
+    RemoteLogSegmentMetadata,
+    read_metadata_log_dir,
+)
 from storage.remote.object_store import INDEX_KINDS, ObjectStore, ObjectStoreError
-from storage.remote.tiered import TIERED_ROOT, live_segments_of, tiered_base_offset, \
-    tiered_partitions
+from storage.remote.tiered import TIERED_ROOT, tiered_base_offset, tiered_partitions
 from storage.remote.uri import redact
 from storage.segment import LogSegment
 from storage.segment_source import ObjectSegmentSource
@@ -105,10 +109,12 @@ class CopiedPartition(_ObjectFiles, LogDirectoryFiles):
 class TieredPartition(_ObjectFiles, PartitionFiles):
     """The remote segments of partition ``name`` in LocalTieredStorage's ``directory``
     (``<topic>-<N>-<topic id>``) under ``store``'s ``kafka-tiered-storage`` (layout 2).
-    ``live``: the ``<base>-<segment id>`` stems ``__remote_log_metadata`` says are live (a
-    live one without its ``.log`` is a problem; the others, being copied or deleted, are not
-    checked); None: the listing's segments (a base offset copied twice: the newest ``.log``).
-    Raises ObjectStoreError when listing fails."""
+    ``live``: the live segments' metadata by ``<base>-<segment id>`` stem, as
+    ``__remote_log_metadata`` says (``RemoteLogSegmentMetadata``): a live one without its
+    ``.log``, of another size than its ``segmentSizeInBytes`` or whose last offset is not its
+    ``endOffset`` is a problem; the others, being copied or deleted, are not checked. None:
+    the listing's segments (a base offset copied twice: the newest ``.log``). Raises
+    ObjectStoreError when listing fails."""
 
     contiguous = True
     bad_snapshot = ("a follower that catches up from the remote tier restores its producer "
@@ -121,7 +127,7 @@ class TieredPartition(_ObjectFiles, PartitionFiles):
     }
 
     def __init__(self, store: ObjectStore, name: str, directory: str,
-                 live: set[str] | None = None) -> None:
+                 live: dict[str, RemoteLogSegmentMetadata] | None = None) -> None:
         self.store, self.partition, self.live = store, name, live
         self.folder = f"{TIERED_ROOT}/{directory}"  # (under the store's root)
         self.tiered_dir = directory
@@ -139,7 +145,7 @@ class TieredPartition(_ObjectFiles, PartitionFiles):
             elif self.live is None or stem in self.live:
                 by_stem[stem].add("." + kind)
                 infos[info.base_name] = info
-        for stem in sorted((self.live or set()) | set(by_stem)):
+        for stem in sorted(set(self.live or ()) | set(by_stem)):
             if LOG_SUFFIX not in by_stem.get(stem, ()):
                 problems.append(self.problem(stem + LOG_SUFFIX, None, self._no_log()))
         newest: dict[int, str] = {}  # base offset -> stem (a copy retried: the newest .log)
@@ -161,6 +167,22 @@ class TieredPartition(_ObjectFiles, PartitionFiles):
 
     def segments(self) -> list[SegmentFiles]:
         return self._listing[1]
+
+    def audit(self, segment: SegmentFiles, scan) -> Iterator[Problem]:
+        """The segment against its ``__remote_log_metadata`` record (a copy cut short at a
+        batch boundary, or another object in its place, has whole batches only)."""
+        metadata = self.live.get(segment.stem) if self.live else None
+        if metadata is None:
+            return
+        log = segment.name(LOG_SUFFIX)
+        if scan.size != metadata.segment_size_in_bytes:
+            yield self.problem(log, None, f"{scan.size} bytes, where __remote_log_metadata "
+                                          f"says {metadata.segment_size_in_bytes} "
+                                          "(segmentSizeInBytes): not the segment copied whole")
+        last = scan.last_offset
+        if scan.readable and last is not None and last != metadata.end_offset:
+            yield self.problem(log, None, f"last offset {last}, where __remote_log_metadata "
+                                          f"says {metadata.end_offset} (endOffset)")
 
     def strays(self) -> Iterator[Problem]:
         problems, segments, infos = self._listing
@@ -269,7 +291,7 @@ def open_tiers(log_dir: str, remote_uri: str, names: Sequence[str] = ()
     notice); the notices; the store (to close). Raises as :func:`open_remote` and
     :func:`kfs.tools.verify.find_partitions`."""
     local = {p.name: LocalPartition(p) for p in find_partitions(log_dir, names)}
-    live = live_segments_of(log_dir)
+    live = _live_metadata(log_dir)
     store = ObjectStore.from_uri(remote_uri)
     try:
         store.check_root()
@@ -285,11 +307,23 @@ def open_tiers(log_dir: str, remote_uri: str, names: Sequence[str] = ()
     return tiers, notices, store
 
 
+def _live_metadata(log_dir: str) -> dict[str, dict[str, RemoteLogSegmentMetadata]] | None:
+    """The live remote segments' metadata by LocalTieredStorage directory and stem, as the
+    ``__remote_log_metadata`` partitions in ``log_dir`` say (``live_segments_of``'s, with the
+    records); None when it holds none (then the listing is all there is)."""
+    if not any(p.name.startswith(REMOTE_LOG_METADATA_TOPIC + "-") and p.is_dir()
+               for p in Path(log_dir).iterdir()):
+        return None
+    return {segments[0].local_tiered_storage_path("").name: {s.file_stem: s for s in segments}
+            for segments in read_metadata_log_dir(log_dir).live().values()}
+
+
 def _tiered(store: ObjectStore, names: Sequence[str],
-            live: dict[str, set[str]] | None) -> list[TieredPartition]:
+            live: dict[str, dict[str, RemoteLogSegmentMetadata]] | None
+            ) -> list[TieredPartition]:
     folders = tiered_partitions(store)
-    return [TieredPartition(store, n, folders[n], None if live is None else live.get(folders[n],
-                                                                                      set()))
+    return [TieredPartition(store, n, folders[n],
+                            None if live is None else live.get(folders[n], {}))
             for n in _chosen(sorted(folders), names, store)]
 
 

@@ -47,14 +47,14 @@ def _frame(api_key: int, version: int = 0) -> bytes:
 
 
 def segment_record(tid, seg, start=0, end=99, epochs=((0, 0),), custom=None, state=0,
-                   txn_empty=None, topic="t\u00fcr", partition=3) -> bytes:
+                   txn_empty=None, topic="t\u00fcr", partition=3, size=4096) -> bytes:
     """A ``RemoteLogSegmentMetadataRecord`` (api key 0) of segment ``seg`` of
-    ``<topic>-<partition>`` (topic id ``tid``); ``txn_empty`` None leaves the tagged field out
-    (its default, false)."""
+    ``<topic>-<partition>`` (topic id ``tid``), its ``.log`` ``size`` bytes; ``txn_empty``
+    None leaves the tagged field out (its default, false)."""
     tagged = b"\0" if txn_empty is None else b"\x01\x00\x01" + bytes([txn_empty])
     return (_frame(0) + _segment_id(topic, tid, partition, seg)
             + struct.pack(">qqiqq", start, end, 1, 1_700_000_000_999, 1_700_000_001_000)
-            + _epochs(epochs) + struct.pack(">i", 4096) + _bytes_field(custom)
+            + _epochs(epochs) + struct.pack(">i", size) + _bytes_field(custom)
             + bytes([state]) + tagged)
 
 

@@ -208,23 +208,25 @@ def test_a_gap_between_the_tiers_names_the_partition_and_offsets(s3_server):
         f"starts at {bases[8]})"]
 
 
-def _write_remote_log_metadata(log_dir, partition_dir, live_stems, started_stems):
+def _write_remote_log_metadata(log_dir, partition, live_stems, started_stems):
     """A ``__remote_log_metadata-0`` partition in ``log_dir`` saying the segments
-    ``live_stems`` of LocalTieredStorage's ``partition_dir`` were copied
-    (COPY_SEGMENT_FINISHED) and ``started_stems`` are being copied."""
+    ``live_stems`` of LocalTieredStorage's directory ``partition`` were copied
+    (COPY_SEGMENT_FINISHED) and ``started_stems`` are being copied; each record with its
+    ``.log``'s size and last offset as they are now."""
     def raw(text):
         return base64.urlsafe_b64decode(text + "==")
 
-    name, topic_id = partition_dir[:-23], partition_dir[-22:]  # <topic>-<N>-<topic id>
-    topic, partition = name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])
+    name, topic_id = partition.name[:-23], partition.name[-22:]  # <topic>-<N>-<topic id>
+    topic, number = name.rsplit("-", 1)
     values = []
     for stem in [*live_stems, *started_stems]:
-        base, segment_id = int(stem[:20]), stem[21:]
-        values.append(segment_record(raw(topic_id), raw(segment_id), start=base, end=base + 1,
-                                     topic=topic, partition=partition))
+        log = partition / f"{stem}.log"
+        end = list(iter_batches(log.read_bytes()))[-1].last_offset
+        ids = raw(topic_id), raw(stem[21:])
+        values.append(segment_record(*ids, start=int(stem[:20]), end=end, topic=topic,
+                                     partition=int(number), size=log.stat().st_size))
         if stem in live_stems:
-            values.append(update_record(raw(topic_id), raw(segment_id), topic=topic,
-                                        partition=partition))
+            values.append(update_record(*ids, topic=topic, partition=int(number)))
     directory = log_dir / "__remote_log_metadata-0"
     directory.mkdir()
     log = Log(directory, "__remote_log_metadata", 0, LogConfig())
@@ -232,29 +234,57 @@ def _write_remote_log_metadata(log_dir, partition_dir, live_stems, started_stems
     log.close()
 
 
-@needs_fixtures
-def test_the_live_segments_are_those_of_the_remote_log_metadata(s3_server):
+def tiered_with_metadata(s3_server, live, started=0):
+    """plain-0's first 4 segments remote, the rest local, ``__remote_log_metadata`` saying
+    the first ``live`` are live and the ``started`` after them being copied: (the root's URI,
+    the local directory, LocalTieredStorage's partition directory, its stems, the bases)."""
     disk, uri = in_bucket(s3_server)
     bases = bases_of(KAFKA_WRITTEN / "plain-0")
     _, local = tier(disk, "plain-0", bases[:4], bases[4:])
     (partition,) = (disk / "rsm" / TIERED_ROOT).iterdir()
     stems = sorted({p.name.split(".")[0] for p in partition.iterdir()})
-    _write_remote_log_metadata(local, partition.name, stems[:3], stems[3:])
-    (lost,) = partition.glob(f"{stems[1]}.log")
-    lost.unlink()  # a live segment's .log
-    (copying,) = partition.glob(f"{stems[3]}.log")
-    os.truncate(copying, 100)  # a segment still being copied: not live, not checked
-    done = kfs_verify(s3_server, "--remote-path", f"{uri}/rsm", local, "plain-0")
+    _write_remote_log_metadata(local, partition, stems[:live], stems[live:live + started])
+    return f"{uri}/rsm", local, partition, stems, bases
+
+
+@needs_fixtures
+def test_the_live_segments_are_those_of_the_remote_log_metadata(s3_server):
+    root, local, partition, stems, bases = tiered_with_metadata(s3_server, 3, 1)
+    # the segment being copied (not live) is not in the remote tier yet: its offsets are in
+    # neither tier
+    gap = (f"plain-0/{bases[4]:020d}.log: plain-0: offsets {bases[3]}..{bases[4] - 1} are in "
+           f"neither the remote tier (which ends at {bases[3] - 1}) nor the local log (which "
+           f"starts at {bases[4]})")
+    assert problems(kfs_verify(s3_server, "--remote-path", root, local, "plain-0")) == [gap]
+    (partition / f"{stems[1]}.log").unlink()  # a live segment's .log
+    os.truncate(partition / f"{stems[3]}.log", 100)  # being copied: not checked
+    done = kfs_verify(s3_server, "--remote-path", root, local, "plain-0")
     assert done.returncode == 1, done.stdout + done.stderr
-    where = f"{uri}/rsm/{TIERED_ROOT}/{partition.name}"
+    where = f"{root}/{TIERED_ROOT}/{partition.name}"
     assert problems(done) == [
         f"{where}/{stems[1]}.log: missing: __remote_log_metadata says this segment was copied "
         "(COPY_SEGMENT_FINISHED) and not deleted",
-        f"{where}/{stems[2]}.log: plain-0: offsets {bases[1]}.."
-        f"{bases[2] - 1} are in no segment (the segment before ends at offset {bases[1] - 1})",
-        f"plain-0/{bases[4]:020d}.log: plain-0: offsets {bases[3]}..{bases[4] - 1} are in "
-        f"neither the remote tier (which ends at {bases[3] - 1}) nor the local log (which "
-        f"starts at {bases[4]})"]
+        f"{where}/{stems[2]}.log: plain-0: offsets {bases[1]}..{bases[2] - 1} are in no "
+        f"segment (the segment before ends at offset {bases[1] - 1})", gap]
+
+
+@needs_fixtures
+def test_a_live_segment_cut_between_batches_differs_from_its_metadata(s3_server):
+    root, local, partition, stems, bases = tiered_with_metadata(s3_server, 4)
+    log = partition / f"{stems[3]}.log"
+    size = log.stat().st_size
+    position, offset = batch_positions(log)[-1]
+    os.truncate(log, position)  # (whole batches only: nothing torn to see)
+    done = kfs_verify(s3_server, "--remote-path", root, local, "plain-0")
+    assert done.returncode == 1, done.stdout + done.stderr
+    where = f"{root}/{TIERED_ROOT}/{partition.name}/{log.name}"
+    assert problems(done)[:2] == [
+        f"{where}: {position} bytes, where __remote_log_metadata says {size} "
+        "(segmentSizeInBytes): not the segment copied whole",
+        f"{where}: last offset {offset - 1}, where __remote_log_metadata says {bases[4] - 1} "
+        "(endOffset)"]
+    assert problems(done)[-1].startswith(f"plain-0/{bases[4]:020d}.log: plain-0: offsets "
+                                         f"{offset}..{bases[4] - 1} are in neither")
 
 
 # -- refused ---------------------------------------------------------------------------------
