@@ -53,6 +53,7 @@ from .verify import (
     UsageError,
     VerifyStats,
     _check_snapshot,
+    _segment_file,
     check_partition_name,
     find_partitions,
     verify_partition,
@@ -273,6 +274,9 @@ def open_remote(uri: str, names: Sequence[str] = ()) -> tuple[list[PartitionFile
             return partitions, [notice], store
         found = sorted(i.base_name for i in top if i.type == FileType.Directory
                        and _is_partition(i.base_name))
+        if not found and any(_segment_file(i.base_name) for i in top):
+            raise UsageError(f"{store.describe()} holds segment files: it is a partition "
+                             "directory; give its parent and the partition name")
         if not found:
             raise UsageError(f"{store.describe()} holds neither partition directories "
                              f"(<topic>-<N>/) nor {TIERED_ROOT}/: not a Kafka log directory "
