@@ -23,11 +23,27 @@ rounds, ratios printed. One sub-command per figure:
   then the group coordinator's load on a broker restart (start to ``describeGroups`` answering
   for every group; the load time from ``server.log``) against the first ``ls consumer-groups``
   of a ``--read-only`` mount of a copy. Checked: every committed offset the same on both.
+* ``tiered``: a topic of ``--size`` bytes (100-byte values, keyed) on a broker with tiered
+  storage on (Kafka's LocalTieredStorage, 64 MiB segments, ``local.retention.bytes`` of two),
+  produced, then waited for until every rolled segment is ``COPY_SEGMENT_FINISHED`` in
+  ``__remote_log_metadata`` and all but the last few are remote-only. S3Proxy serves
+  LocalTieredStorage's directory as a bucket (its filesystem backend's base directory is that
+  directory's parent: no copy). Spark reads the whole topic, interleaved: Spark's Kafka source
+  through the broker (which serves the remote segments), ``format("kfs")`` with ``path`` = the
+  broker's log directory and ``remote.path`` = ``s3://tiered/rsm`` (credentials and endpoint as
+  the standard AWS_* variables), and the same with ``remote.path`` = the directory's
+  ``file://`` URI. Rows checked equal as ``spark`` does. Printed: rows/s and MB/s, the ratios
+  (targets: kfs from the bucket >= 3x Kafka's, >= 0.5x kfs from the local directory),
+  S3Proxy's request counts (its own metrics, by S3 operation) and bytes sent (its ``wchar``)
+  per kfs read from the bucket, the same for a 1% time range, and the peak RSS of the
+  executors' Python workers and of the Spark JVM during the bucket reads (target: <= 400 MB
+  a worker).
 
     .venv/bin/python benchmarks/bench_kafka_peer.py spark [--records 1000000] [--rounds 3]
     .venv/bin/python benchmarks/bench_kafka_peer.py compact [--size 1G] [--keys 1000000]
     .venv/bin/python benchmarks/bench_kafka_peer.py recovery [--size 1G] [--checkpoint]
     .venv/bin/python benchmarks/bench_kafka_peer.py coordinator [--size 1G] [--groups 4]
+    .venv/bin/python benchmarks/bench_kafka_peer.py tiered [--size 1G] [--master local[2]]
     (each also takes --rounds N, --dir DIR, --keep; a quick look: --size 64M, --records 100000)
 
 spark-sql-kafka-0-10 of pyspark's own version is fetched; when Maven Central has no such release
@@ -57,6 +73,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -67,6 +84,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import kafka as kafka_broker  # noqa: E402  (tests/helpers/kafka.py)
 from bench import Mounts, Table, log, med, ratio, spread  # noqa: E402
+from helpers.s3 import S3Server, spark_executor_env  # noqa: E402  (tests/helpers/s3.py)
 
 # kafka-server-start.sh's defaults (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS): a fair peer,
 # where the tests' broker is capped for many brokers at once (512 MiB, SerialGC, C1 only).
@@ -136,8 +154,10 @@ class Broker(kafka_broker.KafkaBroker):
 
     live: list["Broker"] = []
 
-    def __init__(self, log_dir: Path, work_dir: Path, overrides: dict[str, str] | None = None):
-        super().__init__(log_dir, work_dir, overrides, java_opts=KAFKA_JVM, start_timeout_s=600)
+    def __init__(self, log_dir: Path, work_dir: Path, overrides: dict[str, str] | None = None,
+                 remote_storage_dir: Path | None = None):
+        super().__init__(log_dir, work_dir, overrides, java_opts=KAFKA_JVM, start_timeout_s=600,
+                         remote_storage_dir=remote_storage_dir)
 
     def start(self) -> "Broker":
         Broker.live.append(self)
@@ -190,18 +210,21 @@ def produce(p, topic: str, first: int, count: int, keyed) -> None:
             p.poll(0)
 
 
-def produce_until(broker: Broker, topic: str, size: int, keyed, chunk: int = 200_000) -> int:
-    """Produce to ``topic``-0 until its .log files hold ``size`` bytes; the record count."""
+def produce_until(broker: Broker, topic: str, size: int, keyed, chunk: int = 200_000,
+                  size_of=None) -> int:
+    """Produce to ``topic``-0 until its .log files hold ``size`` bytes (``size_of()``, by
+    default those in the broker's log directory); the record count."""
     p = producer(broker)
     n, started = 0, time.perf_counter()
     part = broker.log_dir / f"{topic}-0"
-    while log_bytes(part) < size:
+    size_of = size_of or (lambda: log_bytes(part))
+    while size_of() < size:
         produce(p, topic, n, chunk, keyed)
         n += chunk
         left = p.flush(300)
         if left:
             raise RuntimeError(f"{left} records not acknowledged")
-        log(f"produced {n:,} records, {log_bytes(part) / 1e6:,.0f} MB "
+        log(f"produced {n:,} records, {size_of() / 1e6:,.0f} MB "
             f"({time.perf_counter() - started:.0f} s)")
     return n
 
@@ -861,6 +884,353 @@ def check_kafka_offsets(admin, groups, expected, failures: Failures, request_cls
                    f"({len(got)} vs {len(expected)})")
 
 
+# --------------------------------------------------------------------------- tiered
+
+TIERED_BUCKET = "tiered"  # S3Proxy's bucket: the directory LocalTieredStorage writes under
+
+
+class MeteredS3Server(S3Server):
+    """The tests' S3Proxy (tests/helpers/s3.py) with its own Prometheus metrics on
+    (``s3proxy.metrics.*``: every request it answered, by S3 operation and status), and
+    :meth:`counters` to read them with the bytes it wrote (``wchar`` of ``/proc/<pid>/io``: the
+    responses' bodies and headers, its log lines)."""
+
+    metrics_port = 0
+
+    def _properties(self) -> Path:
+        path = super()._properties()
+        self.metrics_port = kafka_broker.free_port()
+        path.write_text(path.read_text() + "s3proxy.metrics.enabled=true\n"
+                        "s3proxy.metrics.host=127.0.0.1\n"
+                        f"s3proxy.metrics.port={self.metrics_port}\n")
+        return path
+
+    def counters(self) -> dict[str, int]:
+        """``{"<S3 operation>[ <non-2xx status>]": requests answered so far, "bytes out":
+        bytes written}``."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=30) as r:
+            text = r.read().decode()
+        out: dict[str, int] = {}
+        for m in re.finditer(r"^http_server_request_duration_seconds_count\{([^}]*)\} (\S+)$",
+                             text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            code = labels.get("http_response_status_code", "200")
+            key = labels.get("s3_operation", "?") + ("" if code.startswith("2") else f" {code}")
+            out[key] = out.get(key, 0) + int(float(m.group(2)))
+        io = dict(line.split(": ") for line in
+                  Path(f"/proc/{self.proc.pid}/io").read_text().splitlines())
+        out["bytes out"] = int(io["wchar"])
+        return out
+
+
+def counter_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+class PeakRss(threading.Thread):
+    """The peak RSS of the Spark JVM ``root`` and of each Python process under it (the
+    executors' workers, the data source's planning processes) over a phase: ``begin()`` resets
+    every one's high-water mark (``/proc/<pid>/clear_refs`` ← 5) and samples ``VmHWM`` (``VmRSS``
+    where a high-water mark cannot be reset) every ``interval`` s until ``end()``, which returns
+    (the largest Python process's peak, the JVM's peak, Python processes seen), in bytes."""
+
+    def __init__(self, root: int, interval: float = 0.1):
+        super().__init__(daemon=True, name="peak-rss")
+        self.root, self.interval = root, interval
+        self.lock = threading.Lock()
+        self.on, self.done = False, threading.Event()
+        self.python = self.jvm = 0
+        self.seen: set[int] = set()
+        self.resettable = True
+
+    @staticmethod
+    def _status(pid: int) -> dict[str, str]:
+        try:
+            return dict(line.split(":", 1) for line in
+                        Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+        except OSError:
+            return {}
+
+    def _tree(self) -> list[int]:
+        out, i = [self.root], 0
+        while i < len(out):
+            try:
+                for task in os.listdir(f"/proc/{out[i]}/task"):
+                    out += [int(c) for c in
+                            Path(f"/proc/{out[i]}/task/{task}/children").read_text().split()]
+            except OSError:
+                pass
+            i += 1
+        return out
+
+    def _sample(self) -> None:
+        for pid in self._tree():
+            st = self._status(pid)
+            kb = st.get("VmHWM" if self.resettable else "VmRSS", "0 kB").split()[0]
+            rss = int(kb) * 1024
+            with self.lock:
+                if pid == self.root:
+                    self.jvm = max(self.jvm, rss)
+                elif st.get("Name", "").strip().startswith("python"):
+                    self.python = max(self.python, rss)
+                    self.seen.add(pid)
+
+    def begin(self) -> None:
+        for pid in self._tree():
+            try:
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
+            except OSError:
+                self.resettable = False
+        with self.lock:
+            self.python = self.jvm = 0
+            self.seen = set()
+            self.on = True
+
+    def end(self) -> tuple[int, int, int]:
+        self._sample()
+        with self.lock:
+            self.on = False
+            return self.python, self.jvm, len(self.seen)
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
+            if self.on:
+                self._sample()
+
+
+def tiered_sizes(broker: Broker, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+    """(.log bytes by base offset of the partition's remote segments, as __remote_log_metadata
+    says are live; the same of its local segments)."""
+    from storage.remote.metadata import read_metadata_log_dir
+
+    live = read_metadata_log_dir(broker.log_dir).live_by_name(topic, 0)
+    remote = {m.start_offset: m.segment_size_in_bytes for m in live}
+    part = broker.log_dir / f"{topic}-0"
+    local = {}
+    for base in broker.local_segment_offsets(topic):
+        try:
+            local[base] = (part / f"{base:020d}.log").stat().st_size
+        except FileNotFoundError:
+            pass  # (deleted meanwhile)
+    return remote, local
+
+
+def wait_all_but_last_tiered(broker: Broker, topic: str, local_segments: int,
+                             timeout: float = 900) -> tuple[dict[int, int], dict[int, int]]:
+    """Wait until every rolled segment of ``topic``-0 is COPY_SEGMENT_FINISHED in
+    __remote_log_metadata, contiguous from offset 0, and local retention left at most
+    ``local_segments`` local segments; tiered_sizes()."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remote, local = tiered_sizes(broker, topic)
+        live = sorted(tiered_ends(broker, topic))
+        covered = 0
+        for start, end in live:
+            if start == covered:
+                covered = end + 1
+        bases = sorted(local)
+        if bases and covered >= bases[-1] and bases[0] <= covered and \
+                len(bases) <= local_segments:
+            return remote, local
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}-0 not tiered within {timeout:.0f} s: remote segments "
+                               f"cover [0, {covered}), local base offsets {bases}\n"
+                               f"{broker.log_tail()}")
+        time.sleep(1)
+
+
+def tiered_ends(broker: Broker, topic: str) -> list[tuple[int, int]]:
+    from storage.remote.metadata import read_metadata_log_dir
+
+    return [(m.start_offset, m.end_offset) for m in
+            read_metadata_log_dir(broker.log_dir).live_by_name(topic, 0)]
+
+
+def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    rounds, topic = args.rounds, "tiered"
+    jars, kafka_version = spark_kafka_jars(args.spark_kafka_version or pyspark.__version__)
+    print(f"pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {kafka_version} "
+          f"({len(jars)} jars), master {args.master}")
+    if kafka_version != pyspark.__version__:
+        print(f"note: spark-sql-kafka-0-10_2.13:{pyspark.__version__} is not on Maven Central; "
+              f"its {kafka_version} release runs on this Spark {pyspark.__version__}")
+
+    # S3Proxy's base directory holds the bucket LocalTieredStorage writes into: the broker's
+    # remote tier is served as s3://tiered/rsm with no copy, and read as file://…/rsm.
+    s3_base = tmp / "s3"
+    rsm = s3_base / TIERED_BUCKET / "rsm"
+    broker = Broker(tmp / "kafka-logs", tmp / "broker", remote_storage_dir=rsm).start()
+    seg = args.segment_bytes
+    broker.create_topic(topic, 1, {**kafka_broker.TIERED_TOPIC_CONFIG,
+                                   "segment.bytes": str(seg),
+                                   "local.retention.bytes": str(2 * seg)})
+
+    def produced() -> int:  # .log bytes in either tier, each segment once
+        sizes = {int(p.name[:20]): p.stat().st_size
+                 for p in broker.remote_root.glob(f"{topic}-0-*/*.log")}
+        for base in broker.local_segment_offsets(topic):
+            try:
+                sizes[base] = (broker.log_dir / f"{topic}-0" / f"{base:020d}.log").stat().st_size
+            except FileNotFoundError:
+                pass
+        return sum(sizes.values())
+
+    t = time.perf_counter()
+    first_ms = int(time.time() * 1000)
+    n = produce_until(broker, topic, args.size, lambda i: b"key-%d" % i, size_of=produced)
+    last_ms = int(time.time() * 1000)
+    produced_s = time.perf_counter() - t
+    t = time.perf_counter()
+    remote, local = wait_all_but_last_tiered(broker, topic, 3)
+    below = {b: s for b, s in remote.items() if b < min(local)}
+    topic_bytes = sum(below.values()) + sum(local.values())
+    remote_bytes = sum(below.values())
+    print(f"topic {topic}-0: {n:,} records of {VALUE} B values, keyed, produced in "
+          f"{produced_s:.0f} s; {topic_bytes / 1e6:,.1f} MB of .log in {len(below) + len(local)} "
+          f"segments of {seg >> 20} MiB: {len(below)} remote-only ({remote_bytes / 1e6:,.1f} MB, "
+          f"{remote_bytes / topic_bytes:.0%}; COPY_SEGMENT_FINISHED in __remote_log_metadata "
+          f"{time.perf_counter() - t:.0f} s after the last record), {len(local)} local "
+          f"(base offsets {sorted(local)}); the broker keeps running")
+
+    server = MeteredS3Server(s3_base, tmp / "s3proxy")
+    spark = None
+    sampler = None
+    try:
+        server.start()
+        print(f"S3Proxy {server.endpoint} (filesystem backend over {s3_base}) serves "
+              f"s3://{TIERED_BUCKET}/rsm: LocalTieredStorage's own directory, no copy")
+        # The standard chain's variables, exported before the JVM starts: local mode's
+        # workers inherit them; a cluster's executors get them as spark.executorEnv.*.
+        os.environ.update(server.env())
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            q for q in (str(REPO), os.environ.get("PYTHONPATH")) if q)
+        builder = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
+                   .config("spark.sql.session.timeZone", "UTC")
+                   .config("spark.jars", ",".join(jars))
+                   .config("spark.ui.showConsoleProgress", "false"))
+        for key, val in spark_executor_env(server).items():
+            builder = builder.config(key, val)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        sampler = PeakRss(spark.sparkContext._gateway.proc.pid)
+        sampler.start()
+
+        def kfs_read(remote_path: str, **options):
+            reader = (spark.read.format("kfs").option("subscribe", topic)
+                      .option("remote.path", remote_path))
+            for k, v in options.items():
+                reader = reader.option(k, v)
+            return reader.load(str(broker.log_dir))
+
+        bucket = kfs_read(f"s3://{TIERED_BUCKET}/rsm")
+        local_dir = kfs_read(rsm.as_uri())
+        parts = bucket.rdd.getNumPartitions()
+        kafka = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("endingOffsets", "latest").option("minPartitions", str(parts)).load())
+        failures.check(kafka.schema == bucket.schema,
+                       f"schemas differ: kafka {kafka.schema.simpleString()} != kfs "
+                       f"{bucket.schema.simpleString()}")
+        readers = {"kafka": kafka, "bucket": bucket, "local": local_dir}
+        results = {}
+        for name, frame in readers.items():  # warm JVM, workers, consumers, page cache
+            log(f"tiered warm-up: {name}")
+            results[name] = tuple(frame.selectExpr(*AGG).collect()[0])
+        print(f"rows (count, keys, value bytes, min/max offset, hash sums): {results['kafka']}")
+        want = (n, n, VALUE * n, 0, n - 1)
+        failures.check(results["kafka"][:5] == want,
+                       f"kafka read {results['kafka'][:5]}, expected {want}")
+        for name in ("bucket", "local"):
+            failures.check(results[name] == results["kafka"],
+                           f"kfs {name} rows differ from Kafka's: {results[name]} != "
+                           f"{results['kafka']}")
+        times: dict[str, list[float]] = {k: [] for k in readers}
+        requests: list[dict[str, int]] = []
+        peaks: list[tuple[int, int, int]] = []
+        for r in range(rounds):
+            log(f"tiered round {r + 1}/{rounds}")
+            order = list(readers) if r % 2 == 0 else list(reversed(readers))
+            for name in order:
+                if name == "bucket":
+                    before = server.counters()
+                    sampler.begin()
+                t = time.perf_counter()
+                got = tuple(readers[name].selectExpr(*AGG).collect()[0])
+                times[name].append(time.perf_counter() - t)
+                if name == "bucket":
+                    peaks.append(sampler.end())
+                    requests.append(counter_delta(server.counters(), before))
+                failures.check(got == results["kafka"], f"{name} round {r + 1}: {got}")
+                log(f"  {name}: {times[name][-1]:.1f} s")
+
+        # A 1% time range from the bucket: what S3Proxy served for it (planning included).
+        lo = first_ms + (last_ms - first_ms) // 2
+        hi = lo + max((last_ms - first_ms) // 100, 1)
+        before = server.counters()
+        narrow = tuple(kfs_read(f"s3://{TIERED_BUCKET}/rsm", startingTimestamp=str(lo),
+                                endingTimestamp=str(hi)).selectExpr(*AGG[:5]).collect()[0])
+        narrow_req = counter_delta(server.counters(), before)
+    finally:
+        if sampler is not None:
+            sampler.done.set()
+        if spark is not None:
+            spark.stop()
+        server.stop()
+        broker.stop()
+
+    mb = topic_bytes / 1e6
+    rates = {k: [n / s for s in v] for k, v in times.items()}
+    mbs = {k: [mb / s for s in v] for k, v in times.items()}
+    table = Table(f"Spark read of tiered {topic}-0 from earliest to latest: {n:,} records, "
+                  f"{mb:,.0f} MB of .log, {remote_bytes / topic_bytes:.0%} remote-only; {parts} "
+                  f"input partitions each, {args.master}; medians of {rounds} interleaved "
+                  f"rounds", ("what", "rows/s", "MB/s", "ratio"))
+    table.add('kfs    format("kfs"), remote.path=s3:// (S3Proxy)', spread(rates["bucket"]),
+              mbps(mbs["bucket"]), "")
+    table.add(f'Kafka  format("kafka") through the broker (minPartitions={parts})',
+              spread(rates["kafka"]), mbps(mbs["kafka"]),
+              "kfs bucket / it " + ratio(med(rates["bucket"]), med(rates["kafka"])))
+    table.add('kfs    format("kfs"), remote.path=file:// (local dir)', spread(rates["local"]),
+              mbps(mbs["local"]),
+              "kfs bucket / it " + ratio(med(rates["bucket"]), med(rates["local"])))
+    table.print()
+    ops = sorted({k for d in requests for k in d if k != "bytes out"})
+    print("S3Proxy per kfs bucket read (planning and reading; medians): " + ", ".join(
+        f"{k} {med([d.get(k, 0) for d in requests]):,.0f}" for k in ops)
+          + f"; {med([d.get('bytes out', 0) for d in requests]) / 1e6:,.1f} MB sent "
+          f"(remote-only .log: {remote_bytes / 1e6:,.1f} MB)")
+    gets = med([d.get("GetObject", 0) for d in requests])
+    if gets:
+        print(f"  = {med([d.get('bytes out', 0) for d in requests]) / gets / MB:,.2f} MiB "
+              f"per GetObject on average")
+    print(f"1% time range [{lo}, {hi}) from the bucket: {narrow[0]:,} records "
+          f"({narrow[0] / n:.2%} of them); S3Proxy sent {narrow_req.get('bytes out', 0) / 1e6:,.1f} "
+          f"MB = {narrow_req.get('bytes out', 0) / topic_bytes:.2%} of the topic's .log bytes in "
+          + ", ".join(f"{k} {v}" for k, v in sorted(narrow_req.items()) if k != "bytes out")
+          + " (target <= 3%)")
+    py = [p[0] for p in peaks]
+    jvm = [p[1] for p in peaks]
+    print(f"peak RSS during the kfs bucket reads: the largest Python worker "
+          f"{spread([x / MB for x in py], lambda x: f'{x:,.0f} MiB')} "
+          f"({max(p[2] for p in peaks)} Python processes under the JVM), the Spark JVM "
+          f"{spread([x / MB for x in jvm], lambda x: f'{x:,.0f} MiB')}"
+          f"{'' if sampler.resettable else ' (VmRSS samples: high-water marks not resettable)'}")
+    k = med(rates["bucket"]) / med(rates["kafka"])
+    b = med(rates["bucket"]) / med(rates["local"])
+    rss = med(py) / MB
+    print(f"kfs bucket / Kafka: {k:.2f}x (target >= 3x: {'met' if k >= 3 else 'NOT met'}); "
+          f"bucket / local dir: {b:.2f}x (target >= 0.5x: {'met' if b >= 0.5 else 'NOT met'}); "
+          f"Python worker peak {rss:,.0f} MiB (target <= 400 MB: "
+          f"{'met' if rss * MB <= 400e6 else 'NOT met'})")
+
+
 # --------------------------------------------------------------------------- main
 
 def main() -> int:
@@ -902,6 +1272,15 @@ def main() -> int:
     p.add_argument("--groups", type=int, default=4)
     p.add_argument("--topics", type=int, default=2)
     p.add_argument("--partitions", type=int, default=50, help="per topic")
+    p = sub.add_parser("tiered", parents=[shared],
+                       help="a tiered topic: Spark's Kafka source against format('kfs') from "
+                            "the bucket and from a local directory")
+    p.add_argument("--size", type=parse_size, default=1 << 30,
+                   help=".log bytes in both tiers (default 1G)")
+    p.add_argument("--segment-bytes", type=parse_size, default=64 << 20)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--spark-kafka-version", help="spark-sql-kafka-0-10 release (default: "
+                   f"pyspark's own, else {SPARK_KAFKA_FALLBACK})")
     args = parser.parse_args()
     if why := kafka_broker.kafka_missing():
         print(f"bench_kafka_peer: {why}", file=sys.stderr)
@@ -920,7 +1299,7 @@ def main() -> int:
     failures = Failures()
     try:
         {"spark": cmd_spark, "compact": cmd_compact, "recovery": cmd_recovery,
-         "coordinator": cmd_coordinator}[args.cmd](args, tmp, failures)
+         "coordinator": cmd_coordinator, "tiered": cmd_tiered}[args.cmd](args, tmp, failures)
     finally:
         Broker.stop_all()
         if not args.keep:
