@@ -232,8 +232,8 @@ class UnifiedLog:
         # (from the segment the broker's log start is in: the ones wholly below are gone)
         below = [i for i, s in enumerate(remote) if s.base_offset <= self._checkpointed]
         remote = remote[below[-1]:] if below else remote
-        self._start = (max(remote[0].base_offset, self._checkpointed) if remote
-                       else self.local.log_start_offset)
+        self._start = max(remote[0].base_offset if remote else self.local.log_start_offset,
+                          self._checkpointed)
         if remote:
             remote_end = remote[-1].read_next_offset()
             if remote_end < local_first:

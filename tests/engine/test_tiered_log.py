@@ -118,3 +118,56 @@ def test_the_metadata_live_set_leaves_out_segments_being_copied_or_deleted(tmp_p
     assert "listing" in by_listing.notices[0]
     by_metadata.close()
     by_listing.close()
+
+
+@needs_fixtures
+def test_the_broker_log_start_inside_the_remote_tier(tmp_path):
+    """The broker's checkpointed log start (DeleteRecords, remote retention) above the first
+    remote segment: the partition starts there, from the remote segment it is in; at or past
+    the local log's first segment, no remote segment is read."""
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, local_dir = tier(tmp_path, "plain-0", bases[:3], bases[3:])
+    original = LogManager(KAFKA_WRITTEN, read_only=True)
+    try:
+        want = rows(original.get("plain-0"))
+        for start in (bases[1] + 3, bases[1], bases[3] + 2):
+            log, opened = unified(root, local_dir, "plain-0", log_start_offset=start)
+            try:
+                assert log.log_start_offset == start
+                assert rows(log, start=log.log_start_offset) == [r for r in want if r[0] >= start]
+                first = log.segments.all()[0].base_offset
+                assert first == (bases[1] if start < bases[3] else bases[3]), start
+            finally:
+                for manager in opened:
+                    manager.close()
+        log, opened = unified(root, local_dir, "plain-0", log_start_offset=bases[1] + 3)
+        try:  # the checkpoint moving on (catch_up)
+            assert log.catch_up(bases[2] + 1).log_start_offset == bases[2] + 1
+            assert log.segments.all()[0].base_offset == bases[2]
+        finally:
+            for manager in opened:
+                manager.close()
+    finally:
+        original.close()
+
+
+@needs_fixtures
+def test_a_uri_of_the_tiered_root_opens_its_remote_tier(tmp_path):
+    """``open_object_store_directory``: LocalTieredStorage's root is its remote tier (Spark's
+    ``path``, ``kfs mount``), a copied log directory stays one."""
+    from storage.remote.remote_log import RemoteLogDirectory
+    from storage.remote.tiered import open_object_store_directory
+
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, _ = tier(tmp_path, "plain-0", bases[:3], [])
+    tiered = open_object_store_directory(ObjectStore.from_uri(root.as_uri()))
+    copied = open_object_store_directory(ObjectStore.from_uri(KAFKA_WRITTEN.as_uri()))
+    try:
+        assert isinstance(tiered, TieredLogDirectory) and tiered.notices
+        assert tiered.partition_names() == ["plain-0"]
+        assert tiered.catch_up("plain-0").log_end_offset == bases[3]
+        assert isinstance(copied, RemoteLogDirectory)
+        assert "plain-0" in copied.partition_names()
+    finally:
+        tiered.close()
+        copied.close()
