@@ -261,10 +261,16 @@ class LogReader:
             return
         skip = self.skip_aborted(start, end, isolation)
         columns, buffer = RecordColumns(headers), bytearray(_COLUMN_BLOCK)  # (copied out of)
-        for segment in self.segments.from_offset(start):
+        segments = self.segments.from_offset(start)
+        for i, segment in enumerate(segments):
             if segment.base_offset >= end:
                 break
-            blocks = self.blocks(segment, self.position_of(segment, start), buffer=buffer)
+            # Read no further than the batches below ``end`` reach, and say so: an object
+            # store's segment reads ahead that far at once, and no further.
+            whole = i + 1 < len(segments) and segments[i + 1].base_offset <= end
+            stop = segment.size if whole else self.position_after(segment, end)
+            segment.source.read_ahead_until(stop)
+            blocks = self.blocks(segment, self.position_of(segment, start), stop, buffer=buffer)
             for block in blocks:
                 try:
                     consumed, reached_end = columns.add_block(block, start, end, skip)
@@ -295,6 +301,13 @@ class LogReader:
         """Where in ``segment``'s ``.log`` a scan for ``offset`` starts: its offset index's
         floor entry (0 for an offset below the segment)."""
         return segment.offset_index.lookup(offset)[1] if segment.base_offset <= offset else 0
+
+    @staticmethod
+    def position_after(segment: LogSegment, offset: int) -> int:
+        """A position in ``segment``'s ``.log`` that no batch of an offset below ``offset``
+        reaches past (:meth:`OffsetIndex.position_after`), else the segment's size."""
+        position = segment.offset_index.position_after(offset)
+        return segment.size if position is None else position
 
     @staticmethod
     def blocks(segment: LogSegment, position: int, end: int | None = None,

@@ -65,6 +65,14 @@ class OffsetIndex(AbstractIndex):
             return self.base_offset, 0
         return self.entry(slot)
 
+    def position_after(self, target_offset: int) -> int | None:
+        """A position that no batch holding an offset below ``target_offset`` reaches past:
+        that of the second entry after the last one <= target (an entry points at a batch
+        whose last offset it is, so the batch holding ``target_offset - 1`` ends before it),
+        or None when there is no such entry."""
+        slot = self._largest_lower_bound_slot(target_offset - self.base_offset) + 2
+        return self.entry(slot)[1] if slot < self._entries else None
+
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); raises InvalidOffsetError unless offset > last offset, and
         IndexError when full (``OffsetIndex.append``)."""

@@ -61,6 +61,11 @@ class SegmentSource:
         ``.txnindex``), whole; :data:`EMPTY_INDEX` when there is none."""
         raise NotImplementedError
 
+    def read_ahead_until(self, end: int | None) -> None:
+        """A hint from a reader about to read the ``.log`` on from where it reads next: it
+        reads nothing at or past ``end`` (None: it does not know). A source that reads ahead
+        reads ahead that far at once and no further; the default ignores it."""
+
     def close(self) -> None:
         """Release what reading held (descriptors, connections); reads may not follow."""
 
@@ -199,6 +204,9 @@ class ObjectSegmentSource(SegmentSource):
         data = self.read_at(position, len(view))
         view[:len(data)] = data
         return view[:len(data)]
+
+    def read_ahead_until(self, end: int | None) -> None:
+        self._log().read_ahead_until(end)
 
     def read_index(self, path: Path) -> IndexContents:
         where = self._indexes.get(Path(path).suffix)

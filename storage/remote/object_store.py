@@ -189,7 +189,10 @@ class RangedObject:
     window of bytes requested ahead of it, up to ``store.read_ahead`` requests of
     ``store.range_bytes``, all in flight at once on the store's fetch threads; a read elsewhere
     starts over with none. A narrow read thus fetches about what it reads, a full read keeps a
-    few large requests in flight, and the bytes held stay bounded. Raises ObjectStoreError."""
+    few large requests in flight, and the bytes held stay bounded. A reader that says how far
+    it reads (:meth:`read_ahead_until`, e.g. a scan of an offset range) gets the whole window
+    from its first read on, and nothing requested past where it stops. A small read of bytes
+    read ahead is served from them. Raises ObjectStoreError."""
 
     def __init__(self, store: ObjectStore, f, path: str, size: int) -> None:
         self._store, self._f, self._path, self._size = store, f, path, size
@@ -197,17 +200,29 @@ class RangedObject:
         self._ranges: list[tuple[int, int, Future]] = []
         self._last, self._next = -1, -1  # the last bulk read's bytes: where the next follows on
         self._window = 0  # bytes to keep requested ahead of it
+        self._until: int | None = None  # where the bulk reader said it stops (None: unsaid)
         self._lock = threading.Lock()
+
+    def read_ahead_until(self, end: int | None) -> None:
+        """The next bulk reads go on to ``end`` and no further (None: the reader does not
+        know): read ahead up to ``end`` at once, never past it."""
+        with self._lock:
+            self._until = end
 
     def read_at(self, nbytes: int, position: int) -> bytes:
         nbytes = max(min(nbytes, self._size - position), 0)
-        if nbytes < BULK_READ:
-            return self._fetch(position, nbytes)
         end = position + nbytes
         with self._lock:
-            self._follow(position, end)
-            parts = [(start, stop, future) for start, stop, future in self._ranges
-                     if start < end and stop > position]
+            ahead = self._ranges and self._ranges[0][0] <= position and end <= self._ranges[-1][1]
+            if nbytes < BULK_READ and not ahead:
+                parts = None  # a small read outside what was read ahead: its bytes alone
+            else:
+                if nbytes >= BULK_READ:
+                    self._follow(position, end)
+                parts = [(start, stop, future) for start, stop, future in self._ranges
+                         if start < end and stop > position]
+        if parts is None:
+            return self._fetch(position, nbytes)
         data = b"".join(future.result()[max(position - start, 0):min(end, stop) - start]
                         for start, stop, future in parts)
         return data
@@ -218,7 +233,11 @@ class RangedObject:
         sequential = self._last <= position <= self._next
         self._last, self._next = position, end
         limit = self._store.range_bytes * max(self._store.read_ahead, 1)
-        self._window = min(max(2 * self._window, end - position), limit) if sequential else 0
+        until = self._size if self._until is None else max(min(self._until, self._size), end)
+        if self._until is not None and position < self._until:  # a scan to a known end
+            self._window = limit
+        else:
+            self._window = min(max(2 * self._window, end - position), limit) if sequential else 0
         kept = [r for r in self._ranges if r[1] > position]
         if not kept or kept[0][0] > position:  # not read ahead here: start over
             for _, _, future in self._ranges:
@@ -228,10 +247,10 @@ class RangedObject:
             for _, _, future in self._ranges[:len(self._ranges) - len(kept)]:
                 future.cancel()  # behind the reader: not read again
         self._ranges = kept
-        tail, goal = kept[-1][1], min(end + self._window, self._size)
+        tail, goal = kept[-1][1], min(end + self._window, until)
         chunk = min(self._store.range_bytes, max(self._window, end - position))
         while tail < goal:  # (requests of the window's size, at most range_bytes)
-            size = min(chunk, self._size - tail)
+            size = min(chunk, until - tail)
             self._ranges.append((tail, tail + size, self._store.submit(self._fetch, tail, size)))
             tail += size
 

@@ -153,3 +153,38 @@ def test_a_bulk_read_is_served_from_ranges_fetched_ahead(tmp_path):
     finally:
         blob.close()
         store.close()
+
+
+def test_a_range_read_fetches_nothing_past_its_end(tmp_path, monkeypatch):
+    """``read_columns`` of the first quarter of a segment tells the store where it stops: the
+    ranges read ahead (the whole window from the first read on) end there, not a window past
+    it (a Spark task's 32 MiB of a 64 MiB segment fetched up to 24 MiB more)."""
+    mgr = LogManager(tmp_path)
+    (tmp_path / "t.topic.properties").write_text(f"segment.bytes={64 << 20}\n")
+    log = mgr.create("t-0")
+    for i in range(80):
+        log.append([b"%0100d" % (i * 1000 + j) for j in range(1000)])
+    mgr.close()
+    fetched = []
+    fetch = RangedObject._fetch
+
+    def counting_fetch(self, position, nbytes):
+        fetched.append((position, nbytes))
+        return fetch(self, position, nbytes)
+    monkeypatch.setattr(RangedObject, "_fetch", counting_fetch)
+    store = ObjectStore.from_uri(tmp_path.as_uri())
+    store.range_bytes, store.read_ahead = 1 << 20, 3
+    remote = RemoteLogDirectory(store)
+    try:
+        got = remote.get("t-0")
+        (segment,) = got.segments.all()
+        end = got.log_end_offset // 4
+        fetched.clear()  # (opening read the last batch, for the log end offset)
+        rows_read = sum(t.num_rows for t in got.reader.read_columns(0, end))
+        assert rows_read == end
+        stop = got.reader.position_after(segment, end)
+        assert segment.size // 4 < stop < segment.size // 4 + (64 << 10)
+        assert max(p + n for p, n in fetched) <= stop, sorted(fetched)
+        assert sum(n for _, n in fetched) <= stop
+    finally:
+        remote.close()
