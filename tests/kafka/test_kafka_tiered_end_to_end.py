@@ -162,7 +162,10 @@ def settled(broker: KafkaBroker, topic: str) -> bool:
     local = broker.local_segment_offsets(topic)
     if not local or segments[-1].end_offset + 1 != local[-1]:
         return False
-    sizes = [(directory / f"{base:020d}.log").stat().st_size for base in local]
+    try:
+        sizes = [(directory / f"{base:020d}.log").stat().st_size for base in local]
+    except FileNotFoundError:  # (a segment deleted since the listing: not at rest)
+        return False
     return len(sizes) == 1 or sum(sizes) - LOCAL_RETENTION_BYTES < sizes[0]
 
 
