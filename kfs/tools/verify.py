@@ -431,6 +431,7 @@ class _LogScan:
         """Feed the .log to the scan a block at a time, as the engine's reader gives them
         (``LogReader.blocks``)."""
         scan = self.batches
+        segment.source.read_ahead_until(self.size)  # (all of it: a store's reads ahead at once)
         blocks = LogReader.blocks(segment, 0, self.size, block_size=min(_BLOCK, self.size))
         for block in blocks:
             consumed = scan.scan(block, blocks.position)
