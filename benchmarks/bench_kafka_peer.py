@@ -32,7 +32,8 @@ rounds, ratios printed. One sub-command per figure:
   through the broker (which serves the remote segments), ``format("kfs")`` with ``path`` = the
   broker's log directory and ``remote.path`` = ``s3://tiered/rsm`` (credentials and endpoint as
   the standard AWS_* variables), and the same with ``remote.path`` = the directory's
-  ``file://`` URI. Rows checked equal as ``spark`` does. Printed: rows/s and MB/s, the ratios
+  ``file://`` URI; Parquet of the same rows beside them (what the aggregate costs the JVM
+  alone). Rows checked equal as ``spark`` does. Printed: rows/s and MB/s, the ratios
   (targets: kfs from the bucket >= 3x Kafka's, >= 0.5x kfs from the local directory),
   S3Proxy's request counts (its own metrics, by S3 operation) and bytes sent (its ``wchar``)
   per kfs read from the bucket, the same for a 1% time range, and the peak RSS of the
@@ -1138,7 +1139,11 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
         failures.check(kafka.schema == bucket.schema,
                        f"schemas differ: kafka {kafka.schema.simpleString()} != kfs "
                        f"{bucket.schema.simpleString()}")
-        readers = {"kafka": kafka, "bucket": bucket, "local": local_dir}
+        # Parquet of the same rows: what the aggregate costs the JVM with no decoding to do
+        parquet_dir = str(tmp / "parquet")
+        local_dir.write.parquet(parquet_dir)
+        readers = {"kafka": kafka, "bucket": bucket, "local": local_dir,
+                   "parquet": spark.read.parquet(parquet_dir)}
         results = {}
         for name, frame in readers.items():  # warm JVM, workers, consumers, page cache
             log(f"tiered warm-up: {name}")
@@ -1147,9 +1152,9 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
         want = (n, n, VALUE * n, 0, n - 1)
         failures.check(results["kafka"][:5] == want,
                        f"kafka read {results['kafka'][:5]}, expected {want}")
-        for name in ("bucket", "local"):
+        for name in ("bucket", "local", "parquet"):
             failures.check(results[name] == results["kafka"],
-                           f"kfs {name} rows differ from Kafka's: {results[name]} != "
+                           f"{name} rows differ from Kafka's: {results[name]} != "
                            f"{results['kafka']}")
         times: dict[str, list[float]] = {k: [] for k in readers}
         requests: list[dict[str, int]] = []
@@ -1200,6 +1205,9 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
     table.add('kfs    format("kfs"), remote.path=file:// (local dir)', spread(rates["local"]),
               mbps(mbs["local"]),
               "kfs bucket / it " + ratio(med(rates["bucket"]), med(rates["local"])))
+    table.add("Parquet of the same rows (the aggregate alone, no decoding)",
+              spread(rates["parquet"]), mbps(mbs["parquet"]),
+              "kfs bucket / it " + ratio(med(rates["bucket"]), med(rates["parquet"])))
     table.print()
     ops = sorted({k for d in requests for k in d if k != "bytes out"})
     print("S3Proxy per kfs bucket read (planning and reading; medians): " + ", ".join(
