@@ -1,10 +1,11 @@
 """``kfs verify`` of segments in an object store, run as a command against a real S3 API server
 (S3Proxy, ``s3_server``) holding Kafka-written partitions: a log directory copied into a bucket
 and a LocalTieredStorage root verify clean with the counts of the same files verified locally;
-a flipped byte, a truncated object, a deleted index object, a live segment's lost ``.log`` and
-offsets in neither tier are problems naming the object by its URI; an object cut short while
-it is read is a problem of its segment and the next partition is still checked; ``--repair``
-and a bad bucket are one clear line, exit status 2, no secret."""
+a flipped byte, a truncated object, a deleted index object, a lost segment, a live segment's
+lost ``.log`` or one cut between batches (against ``__remote_log_metadata``) and offsets in
+neither tier are problems naming the object by its URI; an object cut short while it is read
+is a problem of its segment and the next partition is still checked; ``--repair``, a bad
+bucket, a wrong secret and no credentials are one clear line, exit status 2, no secret."""
 
 import base64
 import os
@@ -57,8 +58,8 @@ def batch_positions(path) -> list[tuple[int, int]]:
     return out
 
 
-def in_bucket(s3_server, name="rsm"):
-    """A fresh bucket's directory ``name`` on the server's disk, and its URI."""
+def in_bucket(s3_server):
+    """A fresh bucket: its directory on the server's disk, its URI."""
     bucket = s3_server.new_bucket()
     return s3_server.base_dir / bucket, f"s3://{bucket}"
 
@@ -98,13 +99,11 @@ def test_a_truncated_object_is_named_with_where_its_whole_batches_end(s3_server)
     uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
     log = target / "plain-0" / "00000000000000000446.log"
     position, _ = batch_positions(log)[-2]
-    size = log.stat().st_size
     os.truncate(log, position + 30)  # (in the middle of the last batch but one)
     done = kfs_verify(s3_server, uri)
     assert done.returncode == 1
     assert f"{uri}/plain-0/00000000000000000446.log:{position}: 30 bytes after the last whole " \
            "batch (a truncated object, or a corrupt batch size)" in problems(done)
-    assert size > position + 30
 
 
 @needs_fixtures
