@@ -14,17 +14,20 @@ import os
 import threading
 from pathlib import Path
 
+from storage.records._c.scan import largest_lower_bound
 from storage.segment_source import IndexContents, read_local_index
 
 
 class AbstractIndex:
     """Base of :class:`OffsetIndex` and :class:`TimeIndex`.
 
-    Subclasses set ``ENTRY_SIZE`` and implement ``_key(slot)`` (the value binary searches run on).
+    Subclasses set ``ENTRY_SIZE`` and ``KEY_FIELD`` and implement ``_key(slot)`` (the value
+    binary searches run on).
     Mutations are serialized by the owning log; lookups may run concurrently with appends.
     """
 
     ENTRY_SIZE = 0
+    KEY_FIELD = (0, 0)  # (byte offset in an entry, size) of the big-endian key lookups search
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool,
                  contents: IndexContents | None = None):
@@ -185,10 +188,16 @@ class AbstractIndex:
         raise NotImplementedError
 
     def _largest_lower_bound_slot(self, target: int, key=None) -> int:
-        """The last slot whose key is <= target, or -1 (``largestLowerBoundSlotFor``).
+        """The last slot whose key (``key(slot)``, by default the entry's ``KEY_FIELD``) is
+        <= target, or -1 (``largestLowerBoundSlotFor``).
 
-        Kafka searches a warm tail first to stay in the page cache; the result is the same."""
-        key = key or self._key
+        Kafka searches a warm tail first to stay in the page cache; the result is the same.
+        Lookups run the compiled search (a lookup per record read by the mount)."""
+        if key is None:
+            if not self._entries:
+                return -1
+            return largest_lower_bound(self._mmap, self._entries, self.ENTRY_SIZE,
+                                       *self.KEY_FIELD, target)
         hi = self._entries - 1
         if hi < 0 or key(0) > target:
             return -1

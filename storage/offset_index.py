@@ -27,6 +27,7 @@ class OffsetIndex(AbstractIndex):
     """Maps offsets to .log byte positions for one segment."""
 
     ENTRY_SIZE = 8
+    KEY_FIELD = (0, 4)  # the relative offset
 
     def _key(self, slot: int) -> int:
         return _ENTRY.unpack_from(self._mmap, slot * 8)[0]
@@ -60,10 +61,14 @@ class OffsetIndex(AbstractIndex):
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """The entry with the largest offset <= target as (offset, position), or
         (base offset, 0) when there is none (``OffsetIndex.lookup``)."""
-        slot = self._largest_lower_bound_slot(target_offset - self.base_offset)
+        slot = self.slot_for(target_offset)
         if slot < 0:
             return self.base_offset, 0
         return self.entry(slot)
+
+    def slot_for(self, target_offset: int) -> int:
+        """The slot of :meth:`lookup`'s entry (the largest offset <= target), -1 if none."""
+        return self._largest_lower_bound_slot(target_offset - self.base_offset)
 
     def position_after(self, target_offset: int) -> int | None:
         """A position that no batch holding an offset below ``target_offset`` reaches past:

@@ -373,10 +373,35 @@ class LogSegment:
     def find_batch(self, offset: int, nowait: bool = False) -> tuple[int, Batch] | None:
         """(position, batch) of the first batch whose last offset >= ``offset``, found by
         the offset index then a forward scan (``LogSegment.translateOffset``); None if none."""
-        start_position = self.offset_index.lookup(offset)[1]
+        index = self.offset_index
+        slot = index.slot_for(offset)  # the last entry at or below offset; -1: none
+        exact = slot >= 0 and index.entry(slot)[0] == offset
+        found = self._indexed_batch(slot if exact else slot + 1, offset, nowait)
+        if found is not None:
+            return found
+        start_position = index.entry(slot)[1] if slot >= 0 else 0
         for position, batch in self.scan_batches(start_position, nowait=nowait):
             if batch.last_offset >= offset:
                 return position, batch
+        return None
+
+    def _indexed_batch(self, slot: int, offset: int, nowait: bool) -> tuple[int, Batch] | None:
+        """The scan's answer read alone when index entry ``slot`` (the first whose offset, a
+        batch's last, is >= ``offset``) names the batch holding ``offset``: always so when
+        every batch is indexed (batches of index.interval.bytes or more, the usual case), as
+        offsets only grow. None to scan instead: no such entry, or batches between."""
+        index = self.offset_index
+        if slot >= index.entries:
+            return None
+        position = index.entry(slot)[1]
+        end = index.entry(slot + 1)[1] if slot + 1 < index.entries else position + _SCAN_BLOCK
+        end = min(end, self.size)
+        if end - position <= HEADER_SIZE_UP_TO_MAGIC:
+            return None
+        block = self.read_at(position, end - position, nowait)
+        batch = whole_batch_at(block, 0, self.size - position)
+        if isinstance(batch, RecordBatch) and batch.base_offset <= offset <= batch.last_offset:
+            return position, batch
         return None
 
     def read_batch(self, position: int, header: Batch, nowait: bool = False) -> Batch:

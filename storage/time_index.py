@@ -21,6 +21,7 @@ class TimeIndex(AbstractIndex):
     """Maps timestamps to offsets for one segment."""
 
     ENTRY_SIZE = 12
+    KEY_FIELD = (0, 8)  # the timestamp
 
     def _key(self, slot: int) -> int:
         return _TIMESTAMP.unpack_from(self._mmap, slot * 12)[0]

@@ -146,6 +146,26 @@ def test_offset_index_entry_rule(tmp_path):
     assert got == expected and expected
 
 
+
+@pytest.mark.parametrize("interval", [1, 1000, 4096], ids=["every batch indexed", "sparse",
+                                                          "sparser"])
+def test_find_batch_answers_as_a_scan_from_the_segment_start(tmp_path, interval):
+    # find_batch reads the batch the next index entry names alone when it holds the offset;
+    # whatever the index's density, the answer is the scan's (LogSegment.translateOffset).
+    log = open_log(tmp_path / "t-0", index_interval_bytes=interval)
+    offset = 0
+    for n in (3, 1, 12, 1, 20, 2, 7, 1, 30, 5):
+        log.append_batches(batch(offset, n, 1000 + offset))
+        offset += n
+    segment = log.segments.floor(0)
+    assert segment.offset_index.entries > (1 if interval > 1 else 8)
+    scan = list(segment.scan_batches(0))
+    for target in range(-1, offset + 1):
+        want = next(((p, b.base_offset) for p, b in scan if b.last_offset >= target), None)
+        found = segment.find_batch(target)
+        assert (found and (found[0], found[1].base_offset)) == (want or None), target
+    log.close()
+
 def test_time_index_tracks_max_timestamp_so_far(tmp_path):
     # §6.2: entries (max timestamp so far, last offset of the first batch carrying it), only
     # at offset-index points, strictly increasing; a final entry on close.

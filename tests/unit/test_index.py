@@ -141,3 +141,21 @@ def test_sanity_check_detects_bad_length(tmp_path):
     path.write_bytes(b"\0" * 12)
     with pytest.raises(ValueError):
         OffsetIndex(path, 0, 4096, writable=False).sanity_check()
+
+
+def test_compiled_search_is_the_largest_lower_bound_of_either_key_width():
+    from storage.records._c.scan import largest_lower_bound
+
+    offsets = b"".join(struct.pack(">ii", rel, 7) for rel in (0, 5, 9, 20))
+    assert [largest_lower_bound(offsets, 4, 8, 0, 4, t) for t in (-1, 0, 4, 5, 19, 20, 99)] == \
+        [-1, 0, 0, 1, 2, 3, 3]
+    assert largest_lower_bound(offsets, 2, 8, 0, 4, 99) == 1  # only the first 2 count
+    assert largest_lower_bound(offsets, 0, 8, 0, 4, 99) == -1
+    times = b"".join(struct.pack(">qi", ts, rel) for ts, rel in ((-5, 0), (2**40, 1), (2**62, 2)))
+    assert [largest_lower_bound(times, 3, 12, 0, 8, t) for t in (-6, -5, 2**40 - 1, 2**63 - 1)] \
+        == [-1, 0, 0, 2]
+    assert largest_lower_bound(times, 3, 12, 8, 4, 1) == 1  # the offset field of a time entry
+    for bad in ((offsets, 5, 8, 0, 4), (offsets, 4, 8, 6, 4), (offsets, 4, 8, 0, 3),
+                (offsets, -1, 8, 0, 4)):
+        with pytest.raises(ValueError):
+            largest_lower_bound(*bad, 0)

@@ -12,6 +12,12 @@ def batch_ends(buf: _Buffer, pos: int = 0, end: int = -1) -> tuple[list[int], in
     their batchLength fields alone, and where the walk stopped (``end``, a partial batch, or a
     size below the smallest entry). Raises ValueError for a negative ``pos``."""
 
+def largest_lower_bound(entries: _Buffer, count: int, entry_size: int, key_at: int,
+                        key_size: int, target: int) -> int:
+    """The last of the first ``count`` index entries (``entry_size`` bytes each) whose
+    big-endian key of ``key_size`` bytes (4 or 8) at ``key_at`` is <= ``target``, or -1
+    (``AbstractIndex.largestLowerBoundSlotFor``). Raises ValueError when they do not fit."""
+
 def producer_batches(buf: Any) -> tuple[list[int], int]:
     """``(positions, consumed)``: the v2 batches at the front of ``buf`` that carry a producer id
     or are control batches (``UnifiedLog.loadProducersFromRecords``' only ones), and the bytes of

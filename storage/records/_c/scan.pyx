@@ -38,6 +38,35 @@ def batch_ends(const uint8_t[::1] buf, Py_ssize_t pos=0, Py_ssize_t end=-1):
 
 
 
+
+def largest_lower_bound(const uint8_t[::1] entries, Py_ssize_t count, Py_ssize_t entry_size,
+                        Py_ssize_t key_at, int key_size, int64_t target):
+    """The last of the first ``count`` index entries of ``entry_size`` bytes whose key, a
+    big-endian signed int of ``key_size`` bytes (4 or 8) at ``key_at`` in the entry, is
+    <= ``target``, or -1 (Kafka's ``AbstractIndex.largestLowerBoundSlotFor``; keys strictly
+    increase). Raises ValueError when ``count`` entries do not fit ``entries``."""
+    if count < 0 or key_size not in (4, 8) or key_at < 0 or key_at + key_size > entry_size \
+            or count * entry_size > entries.shape[0]:
+        raise ValueError(f"{count} entries of {entry_size} bytes (key {key_size} bytes at "
+                         f"{key_at}) do not fit {entries.shape[0]} bytes")
+    if count == 0:
+        return -1
+    cdef const uint8_t* p = &entries[0] + key_at
+    cdef Py_ssize_t lo = 0, hi = count - 1, mid
+    if _key(p, key_size) > target:
+        return -1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if _key(p + mid * entry_size, key_size) <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+cdef inline int64_t _key(const uint8_t* p, int size) noexcept nogil:
+    return be32(p) if size == 4 else be64(p)
+
 cdef inline Py_ssize_t search(const int64_t* a, Py_ssize_t n, int64_t x, bint right) noexcept nogil:
     # bisect_left (right False) / bisect_right (right True) of x in the sorted a[:n]
     cdef Py_ssize_t lo = 0, hi = n, mid
