@@ -5,7 +5,8 @@ a flipped byte, a truncated object, a deleted index object, a lost segment, a li
 lost ``.log`` or one cut between batches (against ``__remote_log_metadata``) and offsets in
 neither tier are problems naming the object by its URI; an object cut short while it is read
 is a problem of its segment and the next partition is still checked; ``--repair``, a bad
-bucket, a wrong secret and no credentials are one clear line, exit status 2, no secret."""
+bucket, a wrong secret and no credentials are one clear line, exit status 2, no secret. What
+a real Kafka 4.1.1 broker tiered (``tiered_broker``) verifies clean, metadata and all."""
 
 import base64
 import os
@@ -331,3 +332,52 @@ def test_no_credentials_is_one_line(s3_server):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"kfs verify: error: {uri}") and done.stderr.count("\n") == 1
     assert "ACCESS_DENIED" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- a real broker's remote tier -----------------------------------------------------------
+
+
+@pytest.mark.kafka
+def test_a_brokers_tiered_topic_verifies_clean_and_a_flipped_byte_is_named(tiered_broker):
+    """What a Kafka 4.1.1 broker wrote (LocalTieredStorage, __remote_log_metadata, local
+    retention), at rest: clean in both tiers and against the metadata; then a byte flipped in
+    a remote .log is a CRC problem naming it."""
+    from confluent_kafka import Producer
+    from helpers.kafka import SEGMENT_BYTES, TIERED_TOPIC_CONFIG, flushed
+    from helpers.waits import wait_until
+
+    broker = tiered_broker
+    broker.create_topic("audited", 1, TIERED_TOPIC_CONFIG)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0,
+                         "linger.ms": 5, "compression.type": "lz4"})
+    for i in range(5 * SEGMENT_BYTES // 300):
+        producer.produce("audited", key=b"k%d" % (i % 17), value=os.urandom(150).hex().encode())
+    flushed(producer)
+    broker.wait_tiered("audited", 0, segments=3)
+    partition = broker.log_dir / "audited-0"
+    wait_until(lambda: not list(partition.glob("*.deleted")),
+               "local retention's deletions done (file.delete.delay.ms)")
+    broker.stop()  # (at rest: no copy, deletion or append in flight)
+    env = kfs_env()
+    root = broker.remote_storage_dir.as_uri()
+
+    def verify(*args):
+        return subprocess.run(kfs_command("verify", *map(str, args)), cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    done = verify("--remote-path", root, broker.log_dir, "audited-0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    remote = sorted(broker.remote_root.glob("audited-0-*/*.log"))
+    local = broker.local_segment_offsets("audited", 0)
+    assert summary(done)[0].startswith(f"1 partition, {len(remote) + len(local)} segments, ")
+    assert verify(root).returncode == 0  # (the root alone: its listing)
+    log = remote[1]
+    position, offset = batch_positions(log)[-1]
+    data = bytearray(log.read_bytes())
+    data[position + 70] ^= 0xFF
+    log.write_bytes(bytes(data))
+    done = verify("--remote-path", root, broker.log_dir, "audited-0")
+    assert done.returncode == 1
+    assert problems(done)[0].startswith(
+        f"{root}/kafka-tiered-storage/{log.parent.name}/{log.name}:{position}: Record batch at "
+        f"offset {offset} is corrupt")
