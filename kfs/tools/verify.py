@@ -76,11 +76,16 @@ from storage.transaction_index import AbortedTxn
 from kfs.args import confirm, count, existing_directory, with_stdout
 
 __all__ = [
+    "LocalPartition",
+    "LogDirectoryFiles",
+    "PartitionFiles",
     "Problem",
     "RepairError",
     "RepairPlan",
+    "SegmentFiles",
     "UsageError",
     "VerifyStats",
+    "check_partition_name",
     "describe_plan",
     "find_partitions",
     "plan_repair",
