@@ -89,6 +89,9 @@ RECORD_TIMEOUT = 3600.0
 # Directory names and attributes are fixed for the mount's life (see KafkaFs._fixed_attr);
 # caching them saves a LOOKUP and a GETATTR per directory on every path walk.
 DIR_TIMEOUT = 3600.0
+# st_blksize of the stream files: cat and cp size their reads by it (coreutils' io_blksize),
+# so one read request carries 1 MiB instead of 128 KiB (the kernel's max_pages allows 256)
+STREAM_BLKSIZE = 1 << 20
 # A read-only mount catches a partition up with its directory at most this often (seconds).
 FOLLOW_INTERVAL_S = 0.1
 # by-time/ names remembered per partition so retention can invalidate them (bounds memory).
@@ -504,6 +507,7 @@ class KafkaFs(pyfuse3.Operations):
         appended (``tar``, ``rsync`` and ``make`` compare them)."""
         attr = self._attr(ino, stat.S_IFREG | 0o444, 0, size, mtime_ns)
         attr.entry_timeout = DIR_TIMEOUT
+        attr.st_blksize = STREAM_BLKSIZE
         return attr
 
     def _window_attr(self, pid: int, start: int) -> pyfuse3.EntryAttributes:

@@ -71,6 +71,14 @@ def test_values_and_records_read_by_unix_tools(orders):
         assert name in listing
 
 
+
+def test_stream_files_are_read_a_mib_at_a_time(orders):
+    # st_blksize 1 MiB: cat sizes its reads by it (coreutils' io_blksize), one request a MiB
+    for name in ("values", "keyed-values", "records.jsonl", "from/2990/values"):
+        assert os.stat(orders / name).st_blksize == 1 << 20, name
+    assert sh("stat -c %o values", orders).out.strip() == str(1 << 20)
+    assert os.stat(orders / "by-offset" / "7").st_blksize == 4096  # records: one page
+
 def test_windows_start_at_an_offset_the_last_n_or_a_time(orders):
     assert sh("cat from/2990/values", orders).out == expected_values(2990)
     assert sh("cat from/-4/values", orders).out == expected_values(2996)
