@@ -113,11 +113,7 @@ def kafka_broker(tmp_path):
         yield start
     finally:
         for broker in brokers:
-            try:
-                broker.stop()
-            finally:
-                broker.kill()
-            print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
+            broker.tear_down()
 
 
 @pytest.fixture
@@ -136,11 +132,7 @@ def tiered_broker(tmp_path):
         broker.start()
         yield broker
     finally:
-        try:
-            broker.stop()
-        finally:
-            broker.kill()
-        print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
+        broker.tear_down()
 
 
 @pytest.fixture(scope="session")

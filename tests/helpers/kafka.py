@@ -237,6 +237,15 @@ class KafkaBroker:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
 
+    def tear_down(self) -> None:
+        """A fixture's teardown: a controlled shutdown, killed if that fails or hangs, then the
+        log's tail printed (pytest shows it with a failure)."""
+        try:
+            self.stop()
+        finally:
+            self.kill()
+        print(f"----- broker log {self.work_dir} -----\n{self.log_tail(40)}")
+
     # -- the admin client's few calls the tests need ------------------------------------------
 
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None

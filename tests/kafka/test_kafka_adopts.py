@@ -496,9 +496,7 @@ def adopted(tmp_path_factory):
         result.refused_while_running = refused
         yield result
     finally:
-        broker.stop()
-        broker.kill()
-        print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
+        broker.tear_down()
 
 
 NAMES = [f"{t}-0" for t in CLUSTER_CONFIG]

@@ -196,11 +196,7 @@ def tiered(s3_server, tmp_path_factory):
         wait_settled(broker)
         yield types.SimpleNamespace(broker=broker, remote=f"s3://{bucket}/rsm")
     finally:
-        try:
-            broker.stop()
-        finally:
-            broker.kill()
-        print(f"----- broker log {broker.work_dir} -----\n{broker.log_tail(40)}")
+        broker.tear_down()
 
 
 # -- what each reader gives, in one shape -------------------------------------------------
