@@ -163,18 +163,19 @@ class ObjectSegmentSource(SegmentSource):
     """A segment whose files are objects of an object store (S3, GCS, HDFS, or local files
     through the same API), read with ranged requests through ``pyarrow.fs``: ``store`` (a
     ``storage.remote.object_store.ObjectStore``) gives the file system and the bounded cache
-    of index objects; ``log`` is the ``.log`` object's listing entry (a ``pyarrow.fs.FileInfo``:
-    path, size and mtime; objects never grow) and ``indexes`` the paths of its index objects
-    by kind (``.index``, ``.timeindex``, ``.txnindex``; a missing one reads as empty), which
-    :meth:`read_index` serves by the suffix of the path the segment asks for.
+    of index objects; ``log`` is the ``.log`` object's entry (a ``pyarrow.fs.FileInfo``: path,
+    size, and mtime when listed; objects never grow) and ``indexes`` the entries of its index
+    objects by kind (``.index``, ``.timeindex``, ``.txnindex``; a missing one reads as empty),
+    which :meth:`read_index` serves by the suffix of the path the segment asks for.
     Only the bytes asked for are fetched. ``nowait`` reads raise BlockingIOError (every read
     is a request: an event loop sends it to a worker thread). Raises OSError (pyarrow's
     errors for the store: access denied, no such object, connection lost)."""
 
-    def __init__(self, store, log, indexes: dict[str, str]) -> None:
+    def __init__(self, store, log, indexes: dict) -> None:
         self._store = store
         self._path = log.path
         self._size = log.size
+        self._mtime_ns = log.mtime_ns
         self._mtime_ms = log.mtime_ns // 1_000_000 if log.mtime_ns else 0
         self._indexes = indexes
         self._file = None  # the .log opened on first read (pyarrow's reads at are thread-safe)
@@ -191,7 +192,7 @@ class ObjectSegmentSource(SegmentSource):
 
     def _log(self):
         if self._file is None:
-            self._file = self._store.open(self._path, self._size)
+            self._file = self._store.open(self._path, self._size, self._mtime_ns)
         return self._file
 
     def read_at(self, position: int, size: int, nowait: bool = False) -> bytes:
@@ -201,9 +202,8 @@ class ObjectSegmentSource(SegmentSource):
         return self._log().read_at(size, position) if size else b""
 
     def read_into(self, view: memoryview, position: int) -> memoryview:
-        data = self.read_at(position, len(view))
-        view[:len(data)] = data
-        return view[:len(data)]
+        view = view[:max(min(len(view), self._size - position), 0)]
+        return self._log().read_into(view, position) if len(view) else view
 
     def read_ahead_until(self, end: int | None) -> None:
         self._log().read_ahead_until(end)

@@ -22,7 +22,7 @@ from storage.remote.remote_log import RemoteLogDirectory
 from storage.remote.tiered import (
     TieredLogDirectory,
     UnifiedLogDirectory,
-    live_segments_of,
+    live_metadata_of,
     open_object_store_directory,
 )
 from storage.isolation import IsolationLevel
@@ -62,17 +62,24 @@ def open_directory(path: str, partitions=None, endpoint: str | None = None,
     ``remote_path`` (the RemoteStorageManager's root URI of a tiered topic) each partition is
     its remote segments below the local log and the local log from there
     (``storage.remote.tiered.UnifiedLog``; a gap between the tiers is an error unless not
-    ``fail_on_data_loss``). ``partitions(topic, partition)`` keeps only those it accepts."""
+    ``fail_on_data_loss``). ``partitions(topic, partition)`` keeps only those it accepts.
+
+    What opening costs is paid once per process where it can be (Spark reuses a Python worker
+    for the next task): object stores are the process's (``ObjectStore.shared``: connections
+    and index objects kept, never listings) and ``__remote_log_metadata`` is folded again only
+    when its files changed (``live_metadata_of``); with it, a remote tier is not listed and no
+    remote segment is read to find where it ends. Every task still sees the log as it is when
+    it opens it."""
     if is_uri(path):  # a log directory copied as it is, or LocalTieredStorage's root
-        local = open_object_store_directory(ObjectStore.from_uri(path, endpoint=endpoint,
-                                                                 region=region), partitions)
+        local = open_object_store_directory(ObjectStore.shared(path, endpoint=endpoint,
+                                                               region=region), partitions)
     else:
         local = LogManager(path, read_only=True, partitions=partitions)
     if remote_path is None:
         return local
-    live = None if is_uri(path) else live_segments_of(path)  # (__remote_log_metadata's word)
-    remote = TieredLogDirectory(ObjectStore.from_uri(remote_path, endpoint=endpoint,
-                                                     region=region), partitions, live)
+    live = None if is_uri(path) else live_metadata_of(path)  # (__remote_log_metadata's word)
+    remote = TieredLogDirectory(ObjectStore.shared(remote_path, endpoint=endpoint,
+                                                   region=region), partitions, live)
     return UnifiedLogDirectory(local, remote, fail_on_data_loss)
 
 

@@ -547,6 +547,14 @@ class RemoteLogMetadataCache:
         return {m[0].local_tiered_storage_path("").name: {s.file_stem for s in m}
                 for m in self.live().values()}
 
+    def live_metadata_by_directory(self) -> dict[str, dict[str, RemoteLogSegmentMetadata]]:
+        """:meth:`live_by_directory` with each live segment's metadata by file stem, the
+        partitions in the order their latest records came (of a topic deleted and created
+        again, the current one last)."""
+        live = self.live()
+        return {live[tp][0].local_tiered_storage_path("").name: {m.file_stem: m for m in live[tp]}
+                for tp in sorted(live, key=self._last_applied.__getitem__)}
+
     def live_by_name(self, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
         """The live segments of ``<topic>-<partition>`` under its current topic id (the one
         whose records came last, when a topic of that name was deleted and created again)."""

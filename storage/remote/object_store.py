@@ -6,16 +6,19 @@ Credentials, region and endpoint come from the library's standard chain (``AWS_A
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``~/.aws/…``, instance
 metadata); ``endpoint`` and ``region`` override them. Nothing here prints or logs a secret.
 Reads fetch only what they ask for: ranged reads of a ``.log``; index objects whole, through a
-cache bounded in bytes.
+cache bounded in bytes. A ``.log`` object, once opened (pyarrow's S3 file system asks the store
+its size then), stays open for the next reader of it, as objects are written once.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from storage.errors import KafkaStorageError
@@ -23,6 +26,8 @@ from storage.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 
 from .uri import redact
 
+SHARED_STORES = 4  # process-wide stores kept (ObjectStore.shared), the least recently used go
+OPEN_OBJECTS = 128  # .log objects a store keeps open (ObjectStore.open), the least recently used go
 INDEX_CACHE_BYTES = 64 << 20  # index objects kept, in bytes (a 1 GiB segment's are ~2.5 MiB)
 SMALL_OBJECT_BYTES = 64 << 20  # an index object larger than this is not a Kafka index
 RANGE_BYTES = 8 << 20  # one ranged request of a bulk read
@@ -35,13 +40,17 @@ INDEX_KINDS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 @dataclass(frozen=True)
 class SegmentObjects:
-    """Where one segment's objects are: ``log`` the ``.log``'s listing entry (path, size,
-    mtime), ``indexes`` the path of each index object there is, by kind (``.index``,
-    ``.timeindex``, ``.txnindex``: a missing one reads as empty, as Kafka's)."""
+    """Where one segment's objects are: ``log`` the ``.log``'s entry (path and size; mtime
+    when listed), ``indexes`` the entry of each index object there is, by kind (``.index``,
+    ``.timeindex``, ``.txnindex``: a missing one reads as empty, as Kafka's), its size and
+    mtime known when listed. ``next_offset``: the offset after the segment's last one when
+    known without reading it (``endOffset`` + 1 of its ``__remote_log_metadata`` record), else
+    None (read from its last batch)."""
 
     base_offset: int
     log: pafs.FileInfo
-    indexes: dict[str, str]
+    indexes: dict[str, pafs.FileInfo]
+    next_offset: int | None = None
 
 
 class ObjectStoreError(KafkaStorageError):
@@ -64,6 +73,8 @@ class ObjectStore:
         self._lock = threading.Lock()
         self.range_bytes, self.read_ahead = range_bytes, read_ahead
         self._pool: ThreadPoolExecutor | None = None
+        self._opened: OrderedDict[tuple, object] = OrderedDict()  # open(), by (path, size, mtime)
+        self._shared = False  # one of the process's stores (shared): close keeps it going
 
     @classmethod
     def from_uri(cls, uri: str, *, endpoint: str | None = None,
@@ -71,6 +82,8 @@ class ObjectStore:
         """The store ``uri`` names. ``endpoint`` (``http://host:port``) and ``region`` override
         an S3 store's from the environment. Raises ObjectStoreError for a URI pyarrow cannot
         open (an unknown scheme, a missing bucket's region lookup failing)."""
+        if uri.startswith("s3://"):
+            _skip_response_checksums()
         try:
             if uri.startswith("s3://") and (endpoint or region):
                 bucket_path = uri[len("s3://"):]
@@ -84,6 +97,32 @@ class ObjectStore:
         except (OSError, ValueError, TypeError) as e:
             raise ObjectStoreError(f"{redact(uri)}: {e}") from None
         return cls(fs, root, uri)
+
+    @classmethod
+    def shared(cls, uri: str, *, endpoint: str | None = None,
+               region: str | None = None) -> ObjectStore:
+        """The process's store for ``uri`` (:meth:`from_uri`'s), made on first use and kept
+        (the ``SHARED_STORES`` last used): its connections and cached index objects serve
+        every later reader in this process, e.g. the next Spark tasks a reused Python worker
+        runs. Safe to share because what it keeps never goes stale: cached objects are keyed
+        by their listing entry's size and mtime, or are written once (LocalTieredStorage's
+        objects are named by segment id: a copy retried gets another), and listings are not
+        kept. Its :meth:`close` leaves it open for the next reader. Raises as :meth:`from_uri`."""
+        key = (uri, endpoint, region)
+        with _SHARED_LOCK:
+            store = _SHARED.get(key)
+            if store is not None:
+                _SHARED.move_to_end(key)
+                return store
+        store = cls.from_uri(uri, endpoint=endpoint, region=region)
+        store._shared = True
+        with _SHARED_LOCK:
+            store = _SHARED.setdefault(key, store)
+            _SHARED.move_to_end(key)
+            while len(_SHARED) > SHARED_STORES:
+                _, old = _SHARED.popitem(last=False)
+                old._stop()  # (a reader still holding it starts them again)
+        return store
 
     def path(self, *names: str) -> str:
         """The store path of ``names`` under the root."""
@@ -116,17 +155,38 @@ class ObjectStore:
         """How messages name ``names`` of the store (its URI, without credentials)."""
         return "/".join([redact(self.uri).rstrip("/"), *names])
 
-    def open(self, path: str, size: int) -> RangedObject:
-        """The object ``path`` of ``size`` bytes for ranged reads. Raises ObjectStoreError."""
-        try:
-            return RangedObject(self, self.fs.open_input_file(path), path, size)
-        except (OSError, ValueError) as e:
-            raise ObjectStoreError(f"{path}: {e}") from None
+    def open(self, path: str, size: int, mtime_ns: int | None = None) -> RangedObject:
+        """The object ``path`` of ``size`` bytes (``mtime_ns``: its listing's, when listed) for
+        ranged reads. The store keeps the file it opens (the ``OPEN_OBJECTS`` last used; a
+        request for its size, HEAD on S3, made once) for the next reader of the same object:
+        safe as objects are written once, and one replaced in a synced log directory is
+        listed with another size or mtime, so it is opened again. Raises ObjectStoreError."""
+        key = (path, size, mtime_ns)
+        with self._lock:
+            f = self._opened.get(key)
+            if f is not None:
+                self._opened.move_to_end(key)
+        if f is None:
+            try:
+                f = self.fs.open_input_file(path)
+            except (OSError, ValueError) as e:
+                raise ObjectStoreError(f"{path}: {e}") from None
+            with self._lock:
+                f = self._opened.setdefault(key, f)
+                while len(self._opened) > OPEN_OBJECTS:
+                    self._opened.popitem(last=False)  # (closed when its last reader is done)
+        return RangedObject(self, f, path, size)
 
     def close(self) -> None:
-        """Stop the fetch threads (after the readers are closed)."""
+        """Stop the fetch threads (after the readers are closed); a shared store's stay for
+        the next reader (idle threads, stopped at exit)."""
+        if not self._shared:
+            self._stop()
+
+    def _stop(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
+            self._opened.clear()  # (pyarrow closes a file when its last reference goes)
         if pool is not None:
             pool.shutdown(cancel_futures=True)
 
@@ -138,35 +198,66 @@ class ObjectStore:
                                                 thread_name_prefix="kfs-fetch")
         return self._pool.submit(fn, *args)
 
-    def read_small_object(self, path: str) -> bytes | None:
-        """The whole object ``path`` (an index or checkpoint), from the cache when it is there;
-        None when there is no such object. Raises ObjectStoreError."""
+    def read_small_object(self, target: str | pafs.FileInfo) -> bytes | None:
+        """The whole object ``target`` (an index object: its path, or its entry), from the
+        cache when it is there; None when there is no such object. An entry is cached under
+        its size and mtime, so an object replaced since (a log directory synced again) is
+        read again (one listed as 0 bytes is not requested); a path alone is cached as
+        written once (LocalTieredStorage's objects: named by segment id). Raises
+        ObjectStoreError."""
+        info = target if isinstance(target, pafs.FileInfo) else None
+        path = target if info is None else info.path
+        size = None if info is None or info.size is None or info.size < 0 else info.size
+        key = (path, size, None if info is None else info.mtime_ns)
         with self._lock:
-            data = self._cache.get(path)
+            data = self._cache.get(key)
             if data is not None:
-                self._cache.move_to_end(path)
+                self._cache.move_to_end(key)
                 return data
+        if size is not None and size > SMALL_OBJECT_BYTES:
+            raise ObjectStoreError(f"{path}: {size} bytes, not an index object")
+        data = b"" if size == 0 else self.read_object(path, SMALL_OBJECT_BYTES)
+        if data is not None:
+            self._keep(key, data)
+        return data
+
+    def read_object(self, path: str, limit: int | None = None) -> bytes | None:
+        """The whole object ``path``, never cached (a checkpoint that changes); None when
+        there is no such object. Raises ObjectStoreError, also for an object larger than
+        ``limit`` bytes."""
         try:
             with self.fs.open_input_file(path) as f:
-                if f.size() > SMALL_OBJECT_BYTES:
+                if limit is not None and f.size() > limit:
                     raise ObjectStoreError(f"{path}: {f.size()} bytes, not an index object")
-                data = f.readall()
+                return f.readall()
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
             raise ObjectStoreError(f"{path}: {e}") from None
-        self._keep(path, data)
-        return data
 
-    def _keep(self, path: str, data: bytes) -> None:
+    def _keep(self, key: tuple, data: bytes) -> None:
         with self._lock:
-            if path in self._cache:
+            if key in self._cache:
                 return
-            self._cache[path] = data
+            self._cache[key] = data
             self._cached_bytes += len(data)
             while self._cached_bytes > self._max_bytes and len(self._cache) > 1:
                 _, old = self._cache.popitem(last=False)
                 self._cached_bytes -= len(old)
+
+
+_SHARED: OrderedDict[tuple, ObjectStore] = OrderedDict()  # ObjectStore.shared's, by (uri, ...)
+_SHARED_LOCK = threading.Lock()
+
+
+def _skip_response_checksums() -> None:
+    """Unless the environment says otherwise, the AWS SDK checks a response's checksum only
+    where the operation requires one (``AWS_RESPONSE_CHECKSUM_VALIDATION=WHEN_REQUIRED``; read
+    when a client is made): by default it runs a checksum over every GET's body, about 0.4 s
+    of CPU per GB read (measured against S3Proxy), which a ranged read of a part of an object
+    mostly has no stored checksum to compare with, and a ``.log``'s bytes are checked anyway:
+    every batch read is checked against its own CRC-32C, as a Kafka consumer checks it."""
+    os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_REQUIRED")
 
 
 def object_at(uri: str) -> tuple[ObjectStore, pafs.FileInfo]:
@@ -180,6 +271,12 @@ def object_at(uri: str) -> tuple[ObjectStore, pafs.FileInfo]:
     if info.type == pafs.FileType.Directory:
         raise IsADirectoryError(f"{redact(uri)}: a directory, not an object")
     return store, info
+
+
+def _view(buffer: pa.Buffer) -> memoryview:
+    """``buffer``'s bytes as unsigned bytes, what a bytearray's view takes (a Buffer's own
+    view is of signed chars)."""
+    return memoryview(buffer).cast("B")
 
 
 class RangedObject:
@@ -210,6 +307,25 @@ class RangedObject:
             self._until = end
 
     def read_at(self, nbytes: int, position: int) -> bytes:
+        """``nbytes`` from ``position`` (fewer at the object's end)."""
+        parts = self._parts(nbytes, position)
+        if isinstance(parts, pa.Buffer):
+            return parts.to_pybytes()
+        return b"".join(parts)
+
+    def read_into(self, view: memoryview, position: int) -> memoryview:
+        """Up to ``len(view)`` bytes from ``position`` copied into ``view`` once (no bytes
+        object made on the way); the part of ``view`` filled."""
+        parts = self._parts(len(view), position)
+        filled = 0
+        for part in [_view(parts)] if isinstance(parts, pa.Buffer) else parts:
+            view[filled:filled + len(part)] = part
+            filled += len(part)
+        return view[:filled]
+
+    def _parts(self, nbytes: int, position: int):
+        """[position, position + nbytes) as a Buffer fetched for it alone, or as views of the
+        ranges read ahead, in order."""
         nbytes = max(min(nbytes, self._size - position), 0)
         end = position + nbytes
         with self._lock:
@@ -223,9 +339,8 @@ class RangedObject:
                          if start < end and stop > position]
         if parts is None:
             return self._fetch(position, nbytes)
-        data = b"".join(future.result()[max(position - start, 0):min(end, stop) - start]
-                        for start, stop, future in parts)
-        return data
+        return [_view(future.result())[max(position - start, 0):min(end, stop) - start]
+                for start, stop, future in parts]
 
     def _follow(self, position: int, end: int) -> None:
         """The ranges covering [position, end) and the window ahead of it (lock held)."""
@@ -254,11 +369,12 @@ class RangedObject:
             self._ranges.append((tail, tail + size, self._store.submit(self._fetch, tail, size)))
             tail += size
 
-    def _fetch(self, position: int, nbytes: int) -> bytes:
+    def _fetch(self, position: int, nbytes: int) -> pa.Buffer:
         if not nbytes:
-            return b""
+            return pa.py_buffer(b"")
         try:
-            data = self._f.read_at(nbytes, position)
+            # (a Buffer of the response's bytes: read_at would copy them into a bytes object)
+            data = self._f.get_stream(position, nbytes).read_buffer(nbytes)
         except (OSError, ValueError) as e:
             raise ObjectStoreError(f"{self._path} at byte {position}: {e}") from None
         if len(data) < nbytes:  # the object is shorter than listed: replaced or cut meanwhile
@@ -267,8 +383,8 @@ class RangedObject:
         return data
 
     def close(self) -> None:
+        """Stop reading ahead (the file stays open in the store for the next reader)."""
         with self._lock:
             for _, _, future in self._ranges:
                 future.cancel()
             self._ranges = []
-        self._f.close()

@@ -42,10 +42,28 @@ def copied_segments(store: ObjectStore, name: str) -> list[SegmentObjects]:
         if parsed is None or parsed.kind != LOG_SUFFIX or parsed.extra:
             continue
         prefix = file_name[:-len(LOG_SUFFIX)]
-        indexes = {kind: infos[prefix + kind].path for kind in INDEX_KINDS
-                   if prefix + kind in infos}
+        indexes = {kind: infos[prefix + kind] for kind in INDEX_KINDS if prefix + kind in infos}
         segments.append(SegmentObjects(parsed.offset, info, indexes))
     return sorted(segments, key=lambda s: s.base_offset)
+
+
+class RemoteLogSegment(LogSegment):
+    """A read-only segment whose objects are in an object store (``source``). ``next_offset``,
+    when known without reading the segment (``endOffset`` + 1 of its
+    ``__remote_log_metadata`` record, which Kafka's ``RemoteLogManager`` writes as the next
+    segment's base offset - 1), is what :meth:`read_next_offset` answers with no request, as
+    Kafka's remote reads take a remote segment's end from its metadata; None: read from its
+    last batch (``LogSegment.readNextOffset``)."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, clock: Clock,
+                 source: ObjectSegmentSource, next_offset: int | None = None) -> None:
+        super().__init__(directory, base_offset, config, False, clock, source=source)
+        self._next_offset = next_offset
+
+    def read_next_offset(self) -> int:
+        if self._next_offset is not None:
+            return self._next_offset
+        return super().read_next_offset()
 
 
 class RemoteLog:
@@ -70,8 +88,8 @@ class RemoteLog:
         self.dir = Path(store.path(*(directory or (name,))))
         self.store = store
         objects = copied_segments(store, name) if segments is None else segments
-        segments = [LogSegment(self.dir, s.base_offset, self.config, False, clock,
-                               source=ObjectSegmentSource(store, s.log, s.indexes))
+        segments = [RemoteLogSegment(self.dir, s.base_offset, self.config, clock,
+                                     ObjectSegmentSource(store, s.log, s.indexes), s.next_offset)
                     for s in objects]
         self.segments = LogSegments(self.dir, self.config, clock, segments)
         self.reader = LogReader(self)
@@ -136,7 +154,8 @@ class RemoteLogDirectory:
         self.notices: list[str] = []  # (a LogManager's warnings at open: none here)
 
     def _log_start_offsets(self) -> dict[str, int]:
-        data = self.store.read_small_object(self.store.path(LOG_START_OFFSET_CHECKPOINT))
+        # (read whole each time: the checkpoint changes, a shared store's cache is for indexes)
+        data = self.store.read_object(self.store.path(LOG_START_OFFSET_CHECKPOINT))
         if data is None:
             return {}
         return parse_offsets(data.decode("utf-8", "replace"),

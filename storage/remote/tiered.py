@@ -7,24 +7,31 @@ The layout is that of Kafka's reference RemoteStorageManager, ``LocalTieredStora
 ``kafka-tiered-storage/<topic>-<N>-<topic id, base64url>/<20-digit base offset>-<segment id,
 base64url>.{log,index,timeindex,snapshot,leader_epoch_checkpoint[,txnindex]}`` (a
 ``.txnindex`` only when not empty). Which segments are live is what ``__remote_log_metadata``
-says (``COPY_SEGMENT_FINISHED`` and not deleted); where only the bucket is at hand, the listing
-is the fallback (:func:`listed_segments`), which may also hold segments being copied or
-deleted. Plugins that chunk or encrypt segments write other layouts: they are refused, named.
+says (``COPY_SEGMENT_FINISHED`` and not deleted), and with it where each segment's objects are,
+how large its ``.log`` is and where it ends (:func:`metadata_segments`: nothing is listed, as
+Kafka's ``RemoteLogManager`` reads a remote segment by its metadata); where only the bucket is at
+hand, the listing is the fallback (:func:`listed_segments`), which may also hold segments being
+copied or deleted. Plugins that chunk or encrypt segments write other layouts: they are refused,
+named.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+import os
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Mapping
 
-from pyarrow.fs import FileType
+from pyarrow.fs import FileInfo, FileType
 
 from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrPartitionError
-from storage.log_files import LOG_SUFFIX
+from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from storage.log_reader import LogReader
 from storage.log_segments import LogSegments
 from storage.topic_partition import parse_partition_dir_name
 
+from .metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogSegmentMetadata, read_metadata_log_dir
 from .object_store import INDEX_KINDS, ObjectStore, SegmentObjects
 from .remote_log import RemoteLog, RemoteLogDirectory
 
@@ -32,6 +39,7 @@ log = logging.getLogger(__name__)
 
 TIERED_ROOT = "kafka-tiered-storage"  # LocalTieredStorage's directory under its storage root
 _ID_CHARS = 22  # a UUID in base64url without padding (Kafka's Uuid.toString)
+METADATA_FOLDS_KEPT = 4  # broker log directories whose folded __remote_log_metadata is kept
 
 
 class UnsupportedRemoteLayoutError(KafkaStorageError):
@@ -66,13 +74,13 @@ def tiered_partitions(store: ObjectStore) -> dict[str, str]:
 
 def listed_segments(store: ObjectStore, directory: str,
                     live: set[str] | None = None) -> list[SegmentObjects]:
-    """The segments in a LocalTieredStorage partition ``directory``: with ``live`` (the
-    ``<base offset>-<segment id>`` stems ``__remote_log_metadata`` says are
+    """The segments in a LocalTieredStorage partition ``directory`` as listed: with ``live``
+    (the ``<base offset>-<segment id>`` stems ``__remote_log_metadata`` says are
     ``COPY_SEGMENT_FINISHED`` and not deleted: ``RemoteLogMetadataCache.live_by_directory``)
     those only; without, from the listing alone (the fallback: it may include a segment being
     copied, or one being deleted; a base offset with two segment ids, a copy retried, takes
-    the newest ``.log``). Raises UnsupportedRemoteLayoutError for files that are not segment
-    files."""
+    the newest ``.log``). Where each ends is read from its last batch when asked. Raises
+    UnsupportedRemoteLayoutError for files that are not segment files."""
     files: dict[tuple[int, str], dict[str, object]] = defaultdict(dict)
     for info in store.list(TIERED_ROOT, directory):
         stem, dot, kind = info.base_name.partition(".")
@@ -89,8 +97,7 @@ def listed_segments(store: ObjectStore, directory: str,
         logfile = kinds.get(LOG_SUFFIX)
         if logfile is None:
             continue  # (being deleted, or not copied yet)
-        objects = SegmentObjects(base, logfile, {k: kinds[k].path for k in INDEX_KINDS
-                                                 if k in kinds})
+        objects = SegmentObjects(base, logfile, {k: kinds[k] for k in INDEX_KINDS if k in kinds})
         if base not in by_base or logfile.mtime_ns > by_base[base].log.mtime_ns:
             by_base[base] = objects
     return [by_base[b] for b in sorted(by_base)]
@@ -105,19 +112,88 @@ def tiered_base_offset(file_name: str) -> int | None:
         else None
 
 
+def metadata_segments(store: ObjectStore, directory: str,
+                      live: Mapping[str, RemoteLogSegmentMetadata]) -> list[SegmentObjects]:
+    """The segments of LocalTieredStorage partition ``directory`` that ``live`` names (their
+    ``__remote_log_metadata`` records by ``<base offset>-<segment id>`` stem:
+    ``live_metadata_of``), located as LocalTieredStorage names their files, with no request:
+    the ``.log`` of ``segmentSizeInBytes`` bytes, its ``.index`` and ``.timeindex``, its
+    ``.txnindex`` unless ``txnIdxEmpty`` (LocalTieredStorage writes none then), and where it
+    ends (``endOffset`` + 1). By base offset; of two live segments with one base offset, the
+    one ending last."""
+    by_base: dict[int, SegmentObjects] = {}
+    for stem, m in sorted(live.items(), key=lambda kv: (kv[1].start_offset, kv[1].end_offset)):
+        path = store.path(TIERED_ROOT, directory, stem)
+        # (the copy's finishing time for an mtime: the object was written just before it)
+        log_info = FileInfo(path + LOG_SUFFIX, FileType.File, size=m.segment_size_in_bytes,
+                            mtime=m.event_timestamp_ms / 1000)
+        kinds = (INDEX_SUFFIX, TIME_INDEX_SUFFIX) + (() if m.txn_index_empty
+                                                     else (TXN_INDEX_SUFFIX,))
+        indexes = {kind: FileInfo(path + kind, FileType.File) for kind in kinds}
+        by_base[m.start_offset] = SegmentObjects(m.start_offset, log_info, indexes,
+                                                 m.end_offset + 1)
+    return [by_base[b] for b in sorted(by_base)]
+
+
 def live_segments_of(log_dir) -> dict[str, set[str]] | None:
     """The live remote segments by LocalTieredStorage directory, as the
     ``__remote_log_metadata`` partitions in the broker log directory ``log_dir`` say
     (``RemoteLogMetadataCache.live_by_directory``); None when it holds none (then a remote
     tier's listing is all there is)."""
-    from pathlib import Path
+    live = live_metadata_of(log_dir)
+    return None if live is None else {d: set(stems) for d, stems in live.items()}
 
-    from .metadata import REMOTE_LOG_METADATA_TOPIC, read_metadata_log_dir
 
-    if not any(p.name.startswith(REMOTE_LOG_METADATA_TOPIC + "-") and p.is_dir()
-               for p in Path(log_dir).iterdir()):
+_FOLDS: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()  # live_metadata_of's, by log dir
+_FOLDS_LOCK = threading.Lock()
+
+
+def live_metadata_of(log_dir) -> dict[str, dict[str, RemoteLogSegmentMetadata]] | None:
+    """The live remote segments' ``__remote_log_metadata`` records by LocalTieredStorage
+    directory and stem (``RemoteLogMetadataCache.live_metadata_by_directory``: a recreated
+    topic's current directory last), as the metadata partitions in the broker log directory
+    ``log_dir`` say; None when it holds none (then a remote tier's listing is all there is).
+
+    The fold is kept for the process (the last ``METADATA_FOLDS_KEPT`` log directories), with
+    the name, inode, size and mtime of every file of those partitions taken before it was
+    read: while none of them changed, no record came or went (the broker only appends to
+    them, rolls new ones and deletes old ones), so a later call, e.g. the next Spark task in a
+    reused Python worker, is answered from it; any change reads them again. Raises OSError
+    when ``log_dir`` cannot be read."""
+    key = os.path.abspath(log_dir)
+    signature = _metadata_signature(key)
+    if signature is None:
         return None
-    return read_metadata_log_dir(log_dir).live_by_directory()
+    with _FOLDS_LOCK:
+        kept = _FOLDS.get(key)
+        if kept is not None and kept[0] == signature:
+            _FOLDS.move_to_end(key)
+            return kept[1]
+    live = read_metadata_log_dir(key).live_metadata_by_directory()
+    with _FOLDS_LOCK:
+        _FOLDS[key] = (signature, live)
+        _FOLDS.move_to_end(key)
+        while len(_FOLDS) > METADATA_FOLDS_KEPT:
+            _FOLDS.popitem(last=False)
+    return live
+
+
+def _metadata_signature(log_dir: str) -> tuple | None:
+    """(name, inode, size, mtime) of every file of the ``__remote_log_metadata`` partitions
+    in ``log_dir``, sorted; None when there is no such partition."""
+    directories = [e for e in os.scandir(log_dir)
+                   if e.name.startswith(REMOTE_LOG_METADATA_TOPIC + "-") and e.is_dir()]
+    if not directories:
+        return None
+    files = []
+    for directory in directories:
+        for entry in os.scandir(directory.path):
+            try:
+                st = entry.stat()
+            except FileNotFoundError:  # (deleted by retention meanwhile: not a record source)
+                continue
+            files.append((directory.name, entry.name, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(files))
 
 
 def open_object_store_directory(store: ObjectStore, partitions=None):
@@ -138,17 +214,23 @@ def _is_id(text: str) -> bool:
 
 class TieredLogDirectory:
     """The remote tier of a LocalTieredStorage root in ``store``, its partitions served as
-    read-only :class:`RemoteLog` (the surface of a read-only ``LogManager``), each made of the
-    listed segments (:func:`listed_segments`; ``segments_of(name)`` may give them instead,
-    from ``__remote_log_metadata``). Raises ObjectStoreError, UnsupportedRemoteLayoutError."""
+    read-only :class:`RemoteLog` (the surface of a read-only ``LogManager``). Raises
+    ObjectStoreError, UnsupportedRemoteLayoutError."""
 
     def __init__(self, store: ObjectStore, partitions=None,
-                 live: dict[str, set[str]] | None = None) -> None:
+                 live: Mapping[str, Mapping[str, RemoteLogSegmentMetadata] | set[str]] | None
+                 = None) -> None:
         """``live``: the live segments by directory, from ``__remote_log_metadata``
-        (``storage.remote.metadata``); None: the listing is the fallback (said in
-        ``notices``)."""
+        (``storage.remote.metadata``): their records by stem (``live_metadata_of``: the
+        partitions and segments are theirs, nothing is listed, :func:`metadata_segments`) or
+        their stems alone (``live_segments_of``: the listing's segments of those stems,
+        :func:`listed_segments`); None: the listing is the fallback (said in ``notices``)."""
         self.store = store
-        self._dirs = {name: d for name, d in tiered_partitions(store).items()
+        self._by_metadata = live is not None and all(isinstance(v, Mapping)
+                                                     for v in live.values())
+        found = ({d[:-_ID_CHARS - 1]: d for d in live} if self._by_metadata
+                 else tiered_partitions(store))
+        self._dirs = {name: d for name, d in found.items()
                       if partitions is None or partitions(*parse_partition_dir_name(name))}
         self._live = live
         self._logs: dict[str, RemoteLog] = {}
@@ -165,8 +247,11 @@ class TieredLogDirectory:
                 raise UnknownTopicOrPartitionError(
                     f"{name} has no remote segments in {self.store.describe(TIERED_ROOT)}")
             directory = self._dirs[name]
-            objects = listed_segments(self.store, directory, None if self._live is None
-                                      else self._live.get(directory, set()))
+            if self._by_metadata:
+                objects = metadata_segments(self.store, directory, self._live[directory])
+            else:
+                objects = listed_segments(self.store, directory, None if self._live is None
+                                          else self._live.get(directory, set()))
             first = objects[0].base_offset if objects else 0
             self._logs[name] = RemoteLog(self.store, name, log_start_offset=first,
                                          segments=objects, directory=(TIERED_ROOT,

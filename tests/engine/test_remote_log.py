@@ -188,3 +188,33 @@ def test_a_range_read_fetches_nothing_past_its_end(tmp_path, monkeypatch):
         assert sum(n for _, n in fetched) <= stop
     finally:
         remote.close()
+
+
+def test_an_object_replaced_since_it_was_read_is_read_again(tmp_path):
+    """A store keeps index objects and opened ``.log`` objects by their listing entry (path,
+    size, mtime): one replaced in place (a log directory synced again) is listed anew and read
+    anew, never served from what was kept; one listed as empty is not requested."""
+    import os
+
+    store = ObjectStore.from_uri(tmp_path.as_uri())
+    index, log = tmp_path / "x.index", tmp_path / "x.log"
+    index.write_bytes(b"a" * 8)
+    log.write_bytes(b"old")
+    (tmp_path / "e.index").write_bytes(b"")
+
+    def entries():
+        return {info.base_name: info for info in store.list()}
+
+    before = entries()
+    assert store.read_small_object(before["x.index"]) == b"a" * 8
+    assert store.open(before["x.log"].path, 3, before["x.log"].mtime_ns).read_at(3, 0) == b"old"
+    index.write_bytes(b"b" * 16)
+    log.write_bytes(b"newer")
+    os.utime(log, ns=(before["x.log"].mtime_ns + 10**9,) * 2)
+    after = entries()
+    assert store.read_small_object(after["x.index"]) == b"b" * 16
+    assert store.open(after["x.log"].path, 5, after["x.log"].mtime_ns).read_at(5, 0) == b"newer"
+    store.fs = None  # (any request now fails)
+    assert store.read_small_object(after["e.index"]) == b""
+    assert store.read_small_object(after["x.index"]) == b"b" * 16
+    store.close()

@@ -15,7 +15,12 @@ from helpers.kafka import SEGMENT_BYTES, TIERED_TOPIC_CONFIG, consume_all, flush
 
 from storage import LogManager
 from storage.remote.object_store import ObjectStore
-from storage.remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_segments_of
+from storage.remote.tiered import (
+    TieredLogDirectory,
+    UnifiedLogDirectory,
+    live_metadata_of,
+    live_segments_of,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -63,3 +68,23 @@ def test_a_tiered_topic_read_directly_equals_the_consumer(tiered_broker, isolati
         assert got == consumed
     finally:
         logs.close()
+    assert_ends_from_metadata_are_the_segments(broker)
+
+
+def assert_ends_from_metadata_are_the_segments(broker) -> None:
+    """The live remote segments located from their metadata alone (nothing listed, each end
+    its ``endOffset`` + 1, each size its ``segmentSizeInBytes``) are the listed segments of the
+    same live set, whose ends are read from their last batches."""
+    metadata = live_metadata_of(broker.log_dir)
+    stems = {directory: set(segments) for directory, segments in metadata.items()}
+    uri = broker.remote_storage_dir.as_uri()
+    by_metadata = TieredLogDirectory(ObjectStore.from_uri(uri), live=metadata)
+    by_listing = TieredLogDirectory(ObjectStore.from_uri(uri), live=stems)
+    try:
+        ends = [[(s.base_offset, s.size, s.read_next_offset()) for s in d.get("history-0")
+                 .segments.all()] for d in (by_metadata, by_listing)]
+        assert len(ends[1]) >= 3
+        assert ends[0] == ends[1]
+    finally:
+        by_metadata.close()
+        by_listing.close()
