@@ -325,6 +325,17 @@ AGG = ["count(*)", "count(key)", "sum(length(value))", "min(offset)", "max(offse
        "sum(hash(timestamp, timestampType, topic, partition))"]
 
 
+def kafka_source(spark, broker: Broker, topic: str, kfs, failures: Failures):
+    """Spark's Kafka source over ``topic`` from earliest to latest, in as many input partitions
+    as the kfs DataFrame ``kfs`` has; its schema checked to be kfs's."""
+    kafka = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("endingOffsets", "latest")
+             .option("minPartitions", str(kfs.rdd.getNumPartitions())).load())
+    failures.check(kafka.schema == kfs.schema, f"schemas differ: kafka "
+                   f"{kafka.schema.simpleString()} != kfs {kfs.schema.simpleString()}")
+    return kafka
+
 def cmd_spark(args, tmp: Path, failures: Failures) -> None:
     import pyspark
     from pyspark.sql import SparkSession
@@ -361,12 +372,7 @@ def cmd_spark(args, tmp: Path, failures: Failures) -> None:
         kfs = (spark.read.format("kfs").option("subscribe", topic)
                .load(str(broker.log_dir)))
         parts = kfs.rdd.getNumPartitions()
-        kafka = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
-                 .option("subscribe", topic).option("startingOffsets", "earliest")
-                 .option("endingOffsets", "latest").option("minPartitions", str(parts)).load())
-        failures.check(kafka.schema == kfs.schema,
-                       f"schemas differ: kafka {kafka.schema.simpleString()} != kfs "
-                       f"{kfs.schema.simpleString()}")
+        kafka = kafka_source(spark, broker, topic, kfs, failures)
         parquet_dir = str(tmp / "parquet")
         kfs.write.parquet(parquet_dir)
         pq = spark.read.parquet(parquet_dir)
@@ -1133,12 +1139,7 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
         bucket = kfs_read(f"s3://{TIERED_BUCKET}/rsm")
         local_dir = kfs_read(rsm.as_uri())
         parts = bucket.rdd.getNumPartitions()
-        kafka = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
-                 .option("subscribe", topic).option("startingOffsets", "earliest")
-                 .option("endingOffsets", "latest").option("minPartitions", str(parts)).load())
-        failures.check(kafka.schema == bucket.schema,
-                       f"schemas differ: kafka {kafka.schema.simpleString()} != kfs "
-                       f"{bucket.schema.simpleString()}")
+        kafka = kafka_source(spark, broker, topic, bucket, failures)
         # Parquet of the same rows: what the aggregate costs the JVM with no decoding to do
         parquet_dir = str(tmp / "parquet")
         local_dir.write.parquet(parquet_dir)
