@@ -33,13 +33,14 @@ from pyarrow.fs import FileType
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError
 from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
-from storage.remote.metadata import (
-    REMOTE_LOG_METADATA_TOPIC,
-    RemoteLogSegmentMetadata,
-    read_metadata_log_dir,
-)
+from storage.remote.metadata import RemoteLogSegmentMetadata
 from storage.remote.object_store import INDEX_KINDS, ObjectStore, ObjectStoreError
-from storage.remote.tiered import TIERED_ROOT, tiered_base_offset, tiered_partitions
+from storage.remote.tiered import (
+    TIERED_ROOT,
+    live_metadata_of,
+    tiered_base_offset,
+    tiered_partitions,
+)
 from storage.remote.uri import redact
 from storage.segment import LogSegment
 from storage.segment_source import ObjectSegmentSource
@@ -295,7 +296,7 @@ def open_tiers(log_dir: str, remote_uri: str, names: Sequence[str] = ()
     notice); the notices; the store (to close). Raises as :func:`open_remote` and
     :func:`kfs.tools.verify.find_partitions`."""
     local = {p.name: LocalPartition(p) for p in find_partitions(log_dir, names)}
-    live = _live_metadata(log_dir)
+    live = live_metadata_of(log_dir)
     store = ObjectStore.from_uri(remote_uri)
     try:
         store.check_root()
@@ -309,17 +310,6 @@ def open_tiers(log_dir: str, remote_uri: str, names: Sequence[str] = ()
         "its listing's, which may hold a segment being copied or deleted"]
     tiers = [Tiers(remote.get(n), local.get(n)) for n in sorted(local.keys() | remote.keys())]
     return tiers, notices, store
-
-
-def _live_metadata(log_dir: str) -> dict[str, dict[str, RemoteLogSegmentMetadata]] | None:
-    """The live remote segments' metadata by LocalTieredStorage directory and stem, as the
-    ``__remote_log_metadata`` partitions in ``log_dir`` say (``live_segments_of``'s, with the
-    records); None when it holds none (then the listing is all there is)."""
-    if not any(p.name.startswith(REMOTE_LOG_METADATA_TOPIC + "-") and p.is_dir()
-               for p in Path(log_dir).iterdir()):
-        return None
-    return {segments[0].local_tiered_storage_path("").name: {s.file_stem: s for s in segments}
-            for segments in read_metadata_log_dir(log_dir).live().values()}
 
 
 def _tiered(store: ObjectStore, names: Sequence[str],
