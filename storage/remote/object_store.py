@@ -23,6 +23,7 @@ import pyarrow.fs as pafs
 
 from storage.errors import KafkaStorageError
 from storage.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from storage.record_cache import RecordCache
 
 from .uri import redact
 
@@ -68,8 +69,7 @@ class ObjectStore:
         how many are in flight ahead of it (memory: about ``(read_ahead + 1) * range_bytes`` per
         bulk reader)."""
         self.fs, self.root, self.uri = fs, root.rstrip("/"), uri
-        self._cache: OrderedDict[str, bytes] = OrderedDict()
-        self._cached_bytes, self._max_bytes = 0, index_cache_bytes
+        self._cache = RecordCache(1 << 20, index_cache_bytes, len)  # index objects, by bytes
         self._lock = threading.Lock()
         self.range_bytes, self.read_ahead = range_bytes, read_ahead
         self._pool: ThreadPoolExecutor | None = None
@@ -209,16 +209,14 @@ class ObjectStore:
         path = target if info is None else info.path
         size = None if info is None or info.size is None or info.size < 0 else info.size
         key = (path, size, None if info is None else info.mtime_ns)
-        with self._lock:
-            data = self._cache.get(key)
-            if data is not None:
-                self._cache.move_to_end(key)
-                return data
+        data = self._cache.get(key)
+        if data is not None:
+            return data
         if size is not None and size > SMALL_OBJECT_BYTES:
             raise ObjectStoreError(f"{path}: {size} bytes, not an index object")
         data = b"" if size == 0 else self.read_object(path, SMALL_OBJECT_BYTES)
         if data is not None:
-            self._keep(key, data)
+            self._cache.put(key, data)
         return data
 
     def read_object(self, path: str, limit: int | None = None) -> bytes | None:
@@ -234,16 +232,6 @@ class ObjectStore:
             return None
         except (OSError, ValueError) as e:
             raise ObjectStoreError(f"{path}: {e}") from None
-
-    def _keep(self, key: tuple, data: bytes) -> None:
-        with self._lock:
-            if key in self._cache:
-                return
-            self._cache[key] = data
-            self._cached_bytes += len(data)
-            while self._cached_bytes > self._max_bytes and len(self._cache) > 1:
-                _, old = self._cache.popitem(last=False)
-                self._cached_bytes -= len(old)
 
 
 _SHARED: OrderedDict[tuple, ObjectStore] = OrderedDict()  # ObjectStore.shared's, by (uri, ...)

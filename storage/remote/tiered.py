@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 
 from pyarrow.fs import FileInfo, FileType
@@ -29,6 +28,7 @@ from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrP
 from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from storage.log_reader import LogReader
 from storage.log_segments import LogSegments
+from storage.record_cache import RecordCache
 from storage.topic_partition import parse_partition_dir_name
 
 from .metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogSegmentMetadata, read_metadata_log_dir
@@ -135,17 +135,8 @@ def metadata_segments(store: ObjectStore, directory: str,
     return [by_base[b] for b in sorted(by_base)]
 
 
-def live_segments_of(log_dir) -> dict[str, set[str]] | None:
-    """The live remote segments by LocalTieredStorage directory, as the
-    ``__remote_log_metadata`` partitions in the broker log directory ``log_dir`` say
-    (``RemoteLogMetadataCache.live_by_directory``); None when it holds none (then a remote
-    tier's listing is all there is)."""
-    live = live_metadata_of(log_dir)
-    return None if live is None else {d: set(stems) for d, stems in live.items()}
-
-
-_FOLDS: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()  # live_metadata_of's, by log dir
-_FOLDS_LOCK = threading.Lock()
+# live_metadata_of's (signature, fold), by log directory: bounded by count alone
+_FOLDS = RecordCache(METADATA_FOLDS_KEPT, 0, lambda kept: 0)
 
 
 def live_metadata_of(log_dir) -> dict[str, dict[str, RemoteLogSegmentMetadata]] | None:
@@ -164,17 +155,11 @@ def live_metadata_of(log_dir) -> dict[str, dict[str, RemoteLogSegmentMetadata]] 
     signature = _metadata_signature(key)
     if signature is None:
         return None
-    with _FOLDS_LOCK:
-        kept = _FOLDS.get(key)
-        if kept is not None and kept[0] == signature:
-            _FOLDS.move_to_end(key)
-            return kept[1]
+    kept = _FOLDS.get(key)
+    if kept is not None and kept[0] == signature:
+        return kept[1]
     live = read_metadata_log_dir(key).live_metadata_by_directory()
-    with _FOLDS_LOCK:
-        _FOLDS[key] = (signature, live)
-        _FOLDS.move_to_end(key)
-        while len(_FOLDS) > METADATA_FOLDS_KEPT:
-            _FOLDS.popitem(last=False)
+    _FOLDS.put(key, (signature, live))
     return live
 
 
@@ -223,8 +208,8 @@ class TieredLogDirectory:
         """``live``: the live segments by directory, from ``__remote_log_metadata``
         (``storage.remote.metadata``): their records by stem (``live_metadata_of``: the
         partitions and segments are theirs, nothing is listed, :func:`metadata_segments`) or
-        their stems alone (``live_segments_of``: the listing's segments of those stems,
-        :func:`listed_segments`); None: the listing is the fallback (said in ``notices``)."""
+        their stems alone (the listing's segments of those stems, :func:`listed_segments`);
+        None: the listing is the fallback (said in ``notices``)."""
         self.store = store
         self._by_metadata = live is not None and all(isinstance(v, Mapping)
                                                      for v in live.values())

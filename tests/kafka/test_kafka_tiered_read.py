@@ -19,7 +19,6 @@ from storage.remote.tiered import (
     TieredLogDirectory,
     UnifiedLogDirectory,
     live_metadata_of,
-    live_segments_of,
 )
 
 pytestmark = pytest.mark.kafka
@@ -55,7 +54,7 @@ def test_a_tiered_topic_read_directly_equals_the_consumer(tiered_broker, isolati
     broker.wait_tiered("history", 0, segments=3)
     assert broker.local_segment_offsets("history")[0] > 0  # the first offsets are remote-only
     consumed = consume_all(broker, "history", 0, isolation)
-    live = live_segments_of(broker.log_dir)
+    live = live_metadata_of(broker.log_dir)
     assert live, "no live remote segments in __remote_log_metadata"
     logs = UnifiedLogDirectory(LogManager(broker.log_dir, read_only=True),
                                TieredLogDirectory(ObjectStore.from_uri(
