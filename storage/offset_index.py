@@ -75,7 +75,7 @@ class OffsetIndex(AbstractIndex):
         that of the second entry after the last one <= target (an entry points at a batch
         whose last offset it is, so the batch holding ``target_offset - 1`` ends before it),
         or None when there is no such entry."""
-        slot = self._largest_lower_bound_slot(target_offset - self.base_offset) + 2
+        slot = self.slot_for(target_offset) + 2
         return self.entry(slot)[1] if slot < self._entries else None
 
     def append(self, offset: int, position: int) -> None:
