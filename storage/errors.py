@@ -21,7 +21,12 @@ class InvalidRecordError(KafkaStorageError):
 
 class KeySeparatorMissingError(InvalidRecordError):
     """A keyed line without the key separator (``Log.append_lines``; the console producer's
-    "No key separator found"). Nothing of that append is stored."""
+    "No key separator found"). Nothing of that append is stored. ``line``: the first such
+    line's number in the append, from 1."""
+
+    def __init__(self, message: str, line: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 class KeylessRecordError(InvalidRecordError):

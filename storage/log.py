@@ -203,9 +203,11 @@ class Log:
                 lines, max(min(config.batch_size, limit) - RECORD_BATCH_OVERHEAD, 1), first,
                 timestamp, config.timestamp_type == TimestampType.LOG_APPEND_TIME,
                 self.leader_epoch, crc32c, key_separator, compress_section, codec)
-            if batches is None:
+            if batches is None:  # (the codec names the first line of the batch it refused)
+                line = largest + next(i for i, text in enumerate(
+                    bytes(lines).split(b"\n")[largest - 1:]) if key_separator not in text)
                 raise KeySeparatorMissingError(
-                    f"no key separator {bytes(key_separator)!r} in line {largest}")
+                    f"no key separator {bytes(key_separator)!r} in line {line}", line)
             if largest + RECORD_BATCH_OVERHEAD > limit:  # only a record alone gets here
                 raise RecordTooLargeError(
                     f"a line is {largest + RECORD_BATCH_OVERHEAD} bytes as a batch, more than"

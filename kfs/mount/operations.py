@@ -1031,11 +1031,9 @@ class KafkaFs(pyfuse3.Operations):
                 handle.abandon_errno = errno_for(exc)
                 if handle.kind is not Kind.APPEND_BATCHES:
                     detail = ""
-                    if isinstance(exc, serr.KeySeparatorMissingError):  # (the engine counts
-                        bad = next((number for number, line in enumerate(  # within the write)
-                            lines.split(b"\n")[:-1], handle.lines_seen + 1)
-                            if self._sep not in line), None)
-                        detail = f": line {bad} has no key separator {self._sep!r}"
+                    if isinstance(exc, serr.KeySeparatorMissingError):  # (counted in the write)
+                        detail = (f": line {handle.lines_seen + exc.line} has no key separator "
+                                  f"{self._sep!r}")
                     log.warning("%s", handle.refusal(count, handle.abandon_errno, detail))
                 raise _fail(handle.abandon_errno) from None
             finally:

@@ -805,6 +805,15 @@ def test_split_keys_without_separator_is_an_error(tmp_path):
         split_keys(tmp_path / "b", [b"k:v"])
 
 
+
+@pytest.mark.parametrize("batch_size", [16384, 64], ids=["one batch", "a batch a line"])
+def test_a_keyed_line_without_separator_is_named_by_its_number(tmp_path, batch_size):
+    log = open_log(tmp_path / "t-0", batch_size=batch_size)
+    with pytest.raises(KeySeparatorMissingError, match="in line 4$") as info:
+        log.append_lines(b"a\t1\nb\t2\nc\t3\noops\nd\t4\nno\n", b"\t")
+    assert info.value.line == 4 and log.log_end_offset == 0
+    log.close()
+
 def test_split_keys_all_or_nothing(tmp_path):
     assert split_keys(tmp_path / "a", [b"a\t1", b"b\t2"]) == ([b"a", b"b"], [b"1", b"2"])
     assert split_keys(tmp_path / "b", []) == ([], [])
