@@ -683,8 +683,7 @@ def _index_contents(path: str) -> IndexContents | None:
     index reads itself)."""
     if not is_uri(path):
         return None
-    store, info = _object(path)
-    data = store.read_small_object(info.path) or b""
+    data = _whole_file(path)
     return IndexContents(data, len(data))
 
 
