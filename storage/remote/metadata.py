@@ -540,17 +540,12 @@ class RemoteLogMetadataCache:
                 out[tp] = segments
         return out
 
-    def live_by_directory(self) -> dict[str, set[str]]:
-        """The live segments as LocalTieredStorage names them: ``{"<topic>-<N>-<topic id>":
-        {"<20-digit start offset>-<segment id>", ...}}`` (a listing's files whose name before
-        the suffix is not there are segments being copied or deleted)."""
-        return {m[0].local_tiered_storage_path("").name: {s.file_stem for s in m}
-                for m in self.live().values()}
-
     def live_metadata_by_directory(self) -> dict[str, dict[str, RemoteLogSegmentMetadata]]:
-        """:meth:`live_by_directory` with each live segment's metadata by file stem, the
-        partitions in the order their latest records came (of a topic deleted and created
-        again, the current one last)."""
+        """The live segments' metadata as LocalTieredStorage names them:
+        ``{"<topic>-<N>-<topic id>": {"<20-digit start offset>-<segment id>": metadata, ...}}``
+        (a listing's files whose name before the suffix is not there are segments being copied
+        or deleted), the partitions in the order their latest records came (of a topic deleted
+        and created again, the current one last)."""
         live = self.live()
         return {live[tp][0].local_tiered_storage_path("").name: {m.file_stem: m for m in live[tp]}
                 for tp in sorted(live, key=self._last_applied.__getitem__)}

@@ -76,7 +76,7 @@ def listed_segments(store: ObjectStore, directory: str,
                     live: set[str] | None = None) -> list[SegmentObjects]:
     """The segments in a LocalTieredStorage partition ``directory`` as listed: with ``live``
     (the ``<base offset>-<segment id>`` stems ``__remote_log_metadata`` says are
-    ``COPY_SEGMENT_FINISHED`` and not deleted: ``RemoteLogMetadataCache.live_by_directory``)
+    ``COPY_SEGMENT_FINISHED`` and not deleted: ``live_metadata_of``'s stems)
     those only; without, from the listing alone (the fallback: it may include a segment being
     copied, or one being deleted; a base offset with two segment ids, a copy retried, takes
     the newest ``.log``). Where each ends is read from its last batch when asked. Raises
