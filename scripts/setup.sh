@@ -108,27 +108,22 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   took
 fi
 
-# The tests' Kafka peer: the pinned release's jars (scripts/kafka/pom.xml) and their dependencies,
-# fetched once into .cache/kafka (ignored by git); again only when the pom changes.
+# fetch_jars NAME WHAT SIZE: the jars of scripts/NAME/pom.xml and their dependencies, fetched with
+# Maven once into .cache/NAME (ignored by git, Maven's repository beside them); again only when
+# the pom changes.
+fetch_jars() {
+  local dir=".cache/$1" pom="scripts/$1/pom.xml"
+  if [ ! -f "$dir/.fetched" ] || [ "$pom" -nt "$dir/.fetched" ]; then
+    say "fetching $2 with Maven into $dir ($3)"
+    rm -rf "$dir/lib"
+    mvn -q -B -f "$pom" dependency:copy-dependencies \
+      -DoutputDirectory="$PWD/$dir/lib" -Dmaven.repo.local="$PWD/$dir/m2" >&2
+    touch "$dir/.fetched"
+    took
+  fi
+}
 if [ "$extras" = test ]; then
-  kafka=.cache/kafka
-  if [ ! -f "$kafka/.fetched" ] || [ scripts/kafka/pom.xml -nt "$kafka/.fetched" ]; then
-    say "fetching Kafka's jars with Maven into $kafka (about 55 MB, and the first time Maven's own plugins: a minute or two)"
-    rm -rf "$kafka/lib"
-    mvn -q -B -f scripts/kafka/pom.xml dependency:copy-dependencies \
-      -DoutputDirectory="$PWD/$kafka/lib" -Dmaven.repo.local="$PWD/$kafka/m2" >&2
-    touch "$kafka/.fetched"
-    took
-  fi
-  # The tests' S3 API server: S3Proxy's self-contained jar (scripts/s3proxy/pom.xml), fetched once
-  # into .cache/s3proxy (ignored by git); again only when the pom changes.
-  s3proxy=.cache/s3proxy
-  if [ ! -f "$s3proxy/.fetched" ] || [ scripts/s3proxy/pom.xml -nt "$s3proxy/.fetched" ]; then
-    say "fetching S3Proxy's jar with Maven into $s3proxy (one jar of about 50 MB)"
-    rm -rf "$s3proxy/lib"
-    mvn -q -B -f scripts/s3proxy/pom.xml dependency:copy-dependencies \
-      -DoutputDirectory="$PWD/$s3proxy/lib" -Dmaven.repo.local="$PWD/$s3proxy/m2" >&2
-    touch "$s3proxy/.fetched"
-    took
-  fi
+  # the tests' Kafka peer, the pinned release; the tests' S3 API server, one self-contained jar
+  fetch_jars kafka "Kafka's jars" "about 55 MB, and the first time Maven's own plugins: a minute or two"
+  fetch_jars s3proxy "S3Proxy's jar" "one jar of about 50 MB"
 fi
