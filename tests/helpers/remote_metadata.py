@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["partition_delete_record", "segment_record", "snapshot_record", "update_record"]
+__all__ = ["partition_delete_record", "segment_record", "snapshot_record", "update_record",
+           "uvarint"]
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """``n`` as an unsigned varint (Kafka's ByteUtils.writeUnsignedVarint)."""
     out = b""
     while n >= 0x80:
         out += bytes([n & 0x7F | 0x80])
@@ -22,11 +24,11 @@ def _uvarint(n: int) -> bytes:
 
 def _string(text: str) -> bytes:
     data = text.encode()
-    return _uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def _bytes_field(data: bytes | None) -> bytes:
-    return b"\0" if data is None else _uvarint(len(data) + 1) + data
+    return b"\0" if data is None else uvarint(len(data) + 1) + data
 
 
 def _topic_id_partition(topic: str, topic_id: bytes, partition: int) -> bytes:
@@ -38,12 +40,12 @@ def _segment_id(topic: str, topic_id: bytes, partition: int, segment: bytes) -> 
 
 
 def _epochs(entries) -> bytes:
-    return _uvarint(len(entries) + 1) + b"".join(struct.pack(">iq", e, o) + b"\0"
+    return uvarint(len(entries) + 1) + b"".join(struct.pack(">iq", e, o) + b"\0"
                                                  for e, o in entries)
 
 
 def _frame(api_key: int, version: int = 0) -> bytes:
-    return _uvarint(1) + _uvarint(api_key) + _uvarint(version)
+    return uvarint(1) + uvarint(api_key) + uvarint(version)
 
 
 def segment_record(tid, seg, start=0, end=99, epochs=((0, 0),), custom=None, state=0,

@@ -43,6 +43,7 @@ from helpers.kafka import KafkaBroker, flushed, kafka_missing, run_tool
 from helpers.kfs import kfs_command, kfs_env
 from helpers.needs import unavailable
 from helpers.paths import KAFKA_WRITTEN, REPO
+from helpers.remote_metadata import uvarint
 from helpers.waits import DEADLINE_S, Deadline
 
 from storage.records import CompressionType, build_batch
@@ -475,21 +476,13 @@ def test_text_that_is_not_utf8_prints_as_java_decodes_it(tmp_path):
     assert_same([part / "00000000000000000000.log"], "--print-data-log")
 
 
-def _uvarint(n: int) -> bytes:
-    out = b""
-    while n >= 0x80:
-        out += bytes([n & 0x7F | 0x80])
-        n >>= 7
-    return out + bytes([n])
-
-
 def _compact(items: list[bytes]) -> bytes:
-    return _uvarint(len(items) + 1) + b"".join(items)
+    return uvarint(len(items) + 1) + b"".join(items)
 
 
 def _cstring(text: str) -> bytes:
     data = text.encode()
-    return _uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def test_kraft_control_records(tmp_path):
