@@ -336,17 +336,28 @@ def kafka_source(spark, broker: Broker, topic: str, kfs, failures: Failures):
                    f"{kafka.schema.simpleString()} != kfs {kfs.schema.simpleString()}")
     return kafka
 
-def cmd_spark(args, tmp: Path, failures: Failures) -> None:
-    import pyspark
-    from pyspark.sql import SparkSession
 
-    n, rounds, topic = args.records, args.rounds, "bench"
+def spark_kafka_jars_told(args, list_jars: bool = False) -> list[str]:
+    """The spark-sql-kafka jars of ``args.spark_kafka_version`` (default: this pyspark's),
+    printed with the versions and the master (``list_jars``: each jar's name too), and a note
+    when the connector's release is not this Spark's."""
+    import pyspark
+
     jars, kafka_version = spark_kafka_jars(args.spark_kafka_version or pyspark.__version__)
+    names = f": {', '.join(Path(j).name for j in jars)}" if list_jars else ""
     print(f"pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {kafka_version} "
-          f"({len(jars)} jars: {', '.join(Path(j).name for j in jars)}), master {args.master}")
+          f"({len(jars)} jars{names}), master {args.master}")
     if kafka_version != pyspark.__version__:
         print(f"note: spark-sql-kafka-0-10_2.13:{pyspark.__version__} is not on Maven Central; "
               f"its {kafka_version} release runs on this Spark {pyspark.__version__}")
+    return jars
+
+
+def cmd_spark(args, tmp: Path, failures: Failures) -> None:
+    from pyspark.sql import SparkSession
+
+    n, rounds, topic = args.records, args.rounds, "bench"
+    jars = spark_kafka_jars_told(args, list_jars=True)
 
     broker = Broker(tmp / "kafka-logs", tmp / "broker").start()
     broker.create_topic(topic, 1)
@@ -1057,16 +1068,10 @@ def tiered_ends(broker: Broker, topic: str) -> list[tuple[int, int]]:
 
 
 def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
-    import pyspark
     from pyspark.sql import SparkSession
 
     rounds, topic = args.rounds, "tiered"
-    jars, kafka_version = spark_kafka_jars(args.spark_kafka_version or pyspark.__version__)
-    print(f"pyspark {pyspark.__version__}, spark-sql-kafka-0-10_2.13 {kafka_version} "
-          f"({len(jars)} jars), master {args.master}")
-    if kafka_version != pyspark.__version__:
-        print(f"note: spark-sql-kafka-0-10_2.13:{pyspark.__version__} is not on Maven Central; "
-              f"its {kafka_version} release runs on this Spark {pyspark.__version__}")
+    jars = spark_kafka_jars_told(args)
 
     # S3Proxy's base directory holds the bucket LocalTieredStorage writes into: the broker's
     # remote tier is served as s3://tiered/rsm with no copy, and read as file://…/rsm.
