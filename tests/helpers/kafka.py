@@ -18,8 +18,6 @@ their peer (benchmarks/bench_kafka_peer.py, bench_dump.py).
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -27,6 +25,7 @@ from pathlib import Path
 
 from storage.isolation import IsolationLevel
 
+from .java_server import JavaServer, free_port
 from .paths import REPO
 from .waits import DEADLINE_S, wait_until
 
@@ -91,13 +90,7 @@ def run_tool(main_class: str, *args: str, timeout: float = 300, check: bool = Tr
     return subprocess.run(cmd, capture_output=True, timeout=timeout, check=check, **kwargs)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class KafkaBroker:
+class KafkaBroker(JavaServer):
     """One broker+controller process over ``log_dir``; ``work_dir`` holds its config, its
     metadata log (``__cluster_metadata-0`` lives in ``log_dir`` as a broker keeps it) and its
     own log (``server.log``). ``overrides`` are more ``server.properties`` settings.
@@ -108,7 +101,17 @@ class KafkaBroker:
 
     With ``remote_storage_dir`` tiered storage is on (:func:`tiered_storage_settings`, before
     ``overrides``): :attr:`remote_root` is where LocalTieredStorage writes.
+
+    ``stop()`` is a controlled shutdown (SIGTERM, as ``kafka-server-stop`` does), SIGKILL if it
+    hangs 120 s; ``kill()``, ``tear_down()``, ``log_tail()`` (``broker.out`` and
+    ``server.log``): :class:`helpers.java_server.JavaServer`'s.
     """
+
+    what = "the broker"
+    output_name = "broker.out"
+    log_names = ("server.log",)
+    stop_timeout_s = 120.0
+    poll_s = 0.0  # the probe's list_topics waits 0.5 s itself
 
     def __init__(self, log_dir: Path, work_dir: Path, overrides: dict[str, str] | None = None,
                  java_opts: list[str] = JAVA_OPTS, start_timeout_s: float = START_TIMEOUT_S,
@@ -126,6 +129,10 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def address(self) -> str:
+        return self.bootstrap
 
     @property
     def server_log(self) -> Path:
@@ -170,6 +177,7 @@ class KafkaBroker:
         return None if self.remote_storage_dir is None else self.remote_storage_dir / TIERED_STORAGE_DIR
 
     def start(self) -> "KafkaBroker":
+        began = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if self.remote_storage_dir is not None:
@@ -179,13 +187,9 @@ class KafkaBroker:
             run_tool("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(props),
                      "--ignore-formatted")
         env = {**os.environ, "KAFKA_HEAP_OPTS": ""}
-        out = open(self.work_dir / "broker.out", "ab")
-        self.proc = subprocess.Popen(
-            ["java", *self.java_opts, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
-             f"-Dkafka.logs.dir={self.work_dir}", "-cp", classpath(), "kafka.Kafka", str(props)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        out.close()
-        self._wait_serving()
+        self._run(["java", *self.java_opts, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+                   f"-Dkafka.logs.dir={self.work_dir}", "-cp", classpath(), "kafka.Kafka",
+                   str(props)], env=env, began=began)
         return self
 
     def admin(self, **config):
@@ -197,54 +201,17 @@ class KafkaBroker:
     def _wait_serving(self) -> None:
         # librdkafka's reconnect backoff kept short: its default grows to 10 s, which would
         # delay seeing the broker up (and be timed as its start by the benchmarks)
-        deadline = time.monotonic() + self.start_timeout_s
-        admin = self.admin(**{"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50})
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the broker exited ({self.proc.returncode}) while starting:\n"
-                                   f"{self.log_tail()}")
-            try:
-                if admin.list_topics(timeout=0.5).brokers:
-                    return
-            except Exception:  # KafkaException while it is not up yet
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the broker did not serve within {self.start_timeout_s} s:\n"
-                                   f"{self.log_tail()}")
-
-    def log_tail(self, lines: int = 60) -> str:
-        text = ""
-        for name in ("broker.out", "server.log"):
-            try:
-                text += "".join((self.work_dir / name).read_text(errors="replace")
-                                .splitlines(keepends=True)[-lines:])
-            except OSError:
-                pass
-        return text
-
-    def stop(self, timeout: float = 120.0) -> None:
-        """Controlled shutdown (SIGTERM), as ``kafka-server-stop`` does; SIGKILL if it hangs."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
+        self._probe = self.admin(**{"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50})
         try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-
-    def tear_down(self) -> None:
-        """A fixture's teardown: a controlled shutdown, killed if that fails or hangs, then the
-        log's tail printed (pytest shows it with a failure)."""
-        try:
-            self.stop()
+            super()._wait_serving()
         finally:
-            self.kill()
-        print(f"----- broker log {self.work_dir} -----\n{self.log_tail(40)}")
+            self._probe = None
+
+    def _answers(self) -> bool:
+        try:
+            return bool(self._probe.list_topics(timeout=0.5).brokers)
+        except Exception:  # KafkaException while it is not up yet
+            return False
 
     # -- the admin client's few calls the tests need ------------------------------------------
 

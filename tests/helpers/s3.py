@@ -25,18 +25,15 @@ run. Nothing here is used by kfs itself.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .kafka import free_port
+from .java_server import JavaServer, free_port
 from .paths import REPO
-from .waits import POLL_S
 
 S3PROXY_LIB = REPO / ".cache" / "s3proxy" / "lib"
 S3PROXY_JAR = "s3proxy-*-jar-with-dependencies.jar"
@@ -65,9 +62,11 @@ def s3proxy_missing() -> str | None:
     return None
 
 
-class S3Server:
+class S3Server(JavaServer):
     """One S3Proxy process serving ``base_dir`` (made if missing) as buckets; ``work_dir``
-    holds its properties and its output (``s3proxy.out``).
+    holds its properties and its output (``s3proxy.out``). ``stop()`` sends SIGTERM (Jetty
+    stops), SIGKILL if it has not ended within 30 s; ``kill()``, ``tear_down()``,
+    ``log_tail()``: :class:`helpers.java_server.JavaServer`'s.
 
     ``endpoint`` (``http://127.0.0.1:PORT``), ``access_key``, ``secret_key``, ``region``;
     ``filesystem()`` a ``pyarrow.fs.S3FileSystem`` of it; ``env()`` the AWS_* variables a
@@ -76,6 +75,8 @@ class S3Server:
     """
 
     _buckets = itertools.count()
+    what = "S3Proxy"
+    output_name = "s3proxy.out"
 
     def __init__(self, base_dir: Path, work_dir: Path, access_key: str = ACCESS_KEY,
                  secret_key: str = SECRET_KEY, region: str = REGION,
@@ -92,8 +93,12 @@ class S3Server:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def address(self) -> str:
+        return self.endpoint
+
+    @property
     def output(self) -> Path:
-        return self.work_dir / "s3proxy.out"
+        return self.work_dir / self.output_name
 
     def _properties(self) -> Path:
         settings = {
@@ -116,18 +121,8 @@ class S3Server:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         props = self._properties()
-        out = open(self.output, "ab")
-        self.proc = subprocess.Popen(
-            ["java", *self.java_opts, "-jar", str(jar), "--properties", str(props)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        out.close()
-        try:
-            self._wait_serving()
-        except BaseException:
-            self.stop()
-            raise
-        self.started_in = time.monotonic() - began
+        self._run(["java", *self.java_opts, "-jar", str(jar), "--properties", str(props)],
+                  began=began)
         return self
 
     def _answers(self) -> bool:
@@ -140,39 +135,6 @@ class S3Server:
             return e.code == 403 and b"<Code>AccessDenied</Code>" in e.read()
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False  # not listening yet
-
-    def _wait_serving(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        while not self._answers():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"S3Proxy exited ({self.proc.returncode}) while starting:\n"
-                                   f"{self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"S3Proxy did not serve {self.endpoint} within "
-                                   f"{self.start_timeout_s:g} s:\n{self.log_tail()}")
-            time.sleep(POLL_S)
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "".join(self.output.read_text(errors="replace")
-                           .splitlines(keepends=True)[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (Jetty stops), SIGKILL if it has not ended within ``timeout`` s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
 
     def __enter__(self) -> "S3Server":
         return self.start()
