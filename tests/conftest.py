@@ -157,11 +157,7 @@ def s3_server(tmp_path_factory):
     try:
         yield server.start()
     finally:
-        try:
-            server.stop()
-        finally:
-            server.kill()
-        print(f"----- S3Proxy output {server.output} -----\n{server.log_tail(40)}")
+        server.tear_down()
 
 
 @pytest.fixture

@@ -225,10 +225,7 @@ def broker_logs(tmp_path_factory) -> Path:
         broker.start()
         produce_everything(broker)
     finally:
-        try:
-            broker.stop()  # a clean shutdown: the files are final, every .snapshot written
-        finally:
-            broker.kill()
+        broker.tear_down()  # a clean shutdown: the files are final, every .snapshot written
     assert (root / "logs" / ".kafka_cleanshutdown").exists(), broker.log_tail()
     return root / "logs"
 
