@@ -129,6 +129,15 @@ def tier_topics(broker: KafkaBroker) -> None:
     wait_until(lambda: not any(p.is_file() for p in broker.remote_root.glob("doomed-0-*/*")),
                "doomed-0's remote segment files deleted", timeout=180)
 
+    # (the broker records DELETE_SEGMENT_FINISHED after deleting a segment's files)
+    def doomed_deleted() -> bool:
+        cache = read_metadata_log_dir(broker.log_dir)
+        doomed = [tp for tp in cache.partitions if tp.topic == "doomed"]
+        return bool(doomed) and all(cache.segments(tp) == [] for tp in doomed)
+
+    wait_until(doomed_deleted, "doomed-0's remote segments DELETE_SEGMENT_FINISHED in "
+               "__remote_log_metadata", timeout=180)
+
 
 # -- what LocalTieredStorage holds --------------------------------------------------------
 
