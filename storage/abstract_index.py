@@ -160,13 +160,22 @@ class AbstractIndex:
 
     def append_entries(self, data: bytes, spare: int = 0) -> None:
         """Append entries already encoded as on disk, each above the one before (recovery's
-        entries, from ``SegmentScan.index_entries``), leaving ``spare`` slots free. Raises
-        IndexError when they do not fit."""
+        entries, from ``SegmentScan.index_entries``; an append's, from
+        ``append_index_entries``), leaving ``spare`` slots free. Raises IndexError when they do
+        not fit, ValueError when the first key is not above the last entry's (keys only rise)."""
         count = len(data) // self.ENTRY_SIZE
         if self._entries + count > self.max_entries - spare:
             raise IndexError(f"{count} entries do not fit {self.path} ({self._entries} of "
                              f"{self.max_entries} slots used)")
         start = self._entries * self.ENTRY_SIZE
+        if count and self._entries:
+            at, size = self.KEY_FIELD
+            first = int.from_bytes(data[at:at + size], "big", signed=True)
+            last = int.from_bytes(self._mmap[start - self.ENTRY_SIZE + at:
+                                             start - self.ENTRY_SIZE + at + size], "big", signed=True)
+            if first <= last:
+                raise ValueError(f"an entry with key {first} cannot follow key {last} in "
+                                 f"{self.path}: keys only rise")
         if start + len(data) > self._allocated:
             self._allocate(start + len(data))
         self._mmap[start:start + len(data)] = data

@@ -180,12 +180,13 @@ class Log:
         not stored), as ``kafka-console-producer`` does, otherwise as :meth:`append`. With
         ``key_separator`` each line is ``key<separator>value``, split at the first separator
         (``parse.key=true``). The whole write becomes sealed batches in one call of the compiled
-        codec, straight from ``lines``. Returns the first offset. Raises ValueError when
+        codec, straight from ``lines``. Returns the offsets assigned, one per line, as a
+        ``range`` (``.start`` the first; ``len`` the lines stored). Raises ValueError when
         ``lines`` does not end with a newline; KeySeparatorMissingError (nothing written) for a
         keyed line without the separator; otherwise as :meth:`append`."""
         self._check_writable()
         if not lines:
-            return self._leo
+            return range(self._leo, self._leo)
         if self.config.compact and key_separator is None:
             self._refuse_keyless()
         if lines[-1] != 0x0A:
@@ -217,7 +218,8 @@ class Log:
             for batch, count in zip(batches, counts):
                 offset += count
                 appends.append((batch, offset - 1, timestamp, offset - 1))
-            return self._append_sealed(appends, first, nowait)
+            self._append_sealed(appends, first, nowait)
+            return range(first, offset)
         finally:
             self._lock.release()
 

@@ -73,10 +73,11 @@ class LineFramer:
         """True while the rest of an abandoned line is being refused."""
         return self._abandoned
 
-    def feed(self, chunk: bytes) -> bytes:
-        """The complete lines ``chunk`` finishes, as one bytes object ending in ``\\n`` (empty
-        when none), ready for ``Log.append_lines``. AbandonedLineError (chunk dropped) while an
-        abandoned line is being refused."""
+    def feed(self, chunk: bytes) -> bytes | memoryview:
+        """The complete lines ``chunk`` finishes, as one bytes-like object ending in ``\\n``
+        (empty when none; a view of ``chunk`` when no partial line was held: no copy), ready
+        for ``Log.append_lines``. AbandonedLineError (chunk dropped) while an abandoned line is
+        being refused."""
         if type(chunk) is not bytes:  # memoryview/bytearray; bytes(b) of bytes would be free anyway
             chunk = bytes(chunk)
         if self._abandoned:
@@ -88,11 +89,10 @@ class LineFramer:
                 self._parts.append(chunk)
                 self._pending_len += len(chunk)
             return b""
+        lines = chunk if last == len(chunk) else memoryview(chunk)[:last]
         if self._parts:
-            self._parts.append(chunk[:last])
+            self._parts.append(lines)
             lines = b"".join(self._parts)
-        else:
-            lines = chunk if last == len(chunk) else chunk[:last]
         tail = chunk[last:]
         self._parts = [tail] if tail else []
         self._pending_len = len(tail)

@@ -1017,19 +1017,21 @@ class KafkaFs(pyfuse3.Operations):
             except ValueError:  # append-batches: a declared batch size that cannot be right
                 handle.abandon_errno = errno.EINVAL
                 raise _fail(errno.EINVAL) from None
-            count = lines.count(b"\n") if handle.kind is not Kind.APPEND_BATCHES else 0
+            count = 0  # lines stored (the append counts them: no second pass over the bytes)
             try:
                 if handle.kind is not Kind.APPEND_BATCHES and framer.pending_len > handle.max_line:
                     # Refuse early: this line can never fit a batch, and must not fill memory.
                     raise serr.RecordTooLargeError(f"line longer than {handle.max_line} bytes")
                 if lines:
-                    first = await self._store_soon(handle, lines)
+                    offsets = await self._store_soon(handle, lines)
+                    count = len(offsets)
                     if count:
-                        handle.stored(first, count)
+                        handle.stored(offsets.start, count)
             except Exception as exc:
                 framer.abandon(buf)
                 handle.abandon_errno = errno_for(exc)
                 if handle.kind is not Kind.APPEND_BATCHES:
+                    count = bytes(lines).count(b"\n")
                     detail = ""
                     if isinstance(exc, serr.KeySeparatorMissingError):  # (counted in the write)
                         detail = (f": line {handle.lines_seen + exc.line} has no key separator "
@@ -1040,11 +1042,12 @@ class KafkaFs(pyfuse3.Operations):
                 handle.lines_seen += count
         return len(buf)
 
-    async def _store_soon(self, handle: _AppendHandle, lines) -> int:
+    async def _store_soon(self, handle: _AppendHandle, lines) -> range:
         """Lines are appended on the trio thread when that only means writing into the page
         cache (a worker-thread hop costs more than the append of a 128 KiB write); when the
         append would wait (the log's lock, a roll, a flush) and for ``append-batches``, in a
-        worker thread. Returns the first offset stored."""
+        worker thread. Returns the offsets of the lines stored (empty for ``append-batches``,
+        whose records are not lines)."""
         if handle.kind is not Kind.APPEND_BATCHES and handle.kind is not Kind.APPEND_JSONL:
             try:
                 return handle.log.append_lines(lines, self._sep if handle.keyed else None,
@@ -1053,19 +1056,22 @@ class KafkaFs(pyfuse3.Operations):
                 log.debug("%s: appending in a worker thread: %s", handle.log.name, exc)
         return await trio.to_thread.run_sync(self._store, handle, lines)
 
-    def _store(self, handle: _AppendHandle, lines) -> int:
+    def _store(self, handle: _AppendHandle, lines) -> range:
         """Runs in a worker thread: key splitting (append-keyed) and the append itself;
         ``append-batches`` appends whole producer batches as a broker does (offsets assigned,
         transactions tracked: ``Log.append_as_leader``); ``append.jsonl`` parses its lines
         (InvalidJsonLineError, naming the line counted from the open: none stored) and appends
         their keys, values, headers and timestamps (``Log.append``)."""
         if handle.kind is Kind.APPEND_JSONL:
-            return handle.log.append(*json_records(lines, handle.lines_seen + 1))
+            records = json_records(bytes(lines), handle.lines_seen + 1)
+            first = handle.log.append(*records)
+            return range(first, first + len(records.values))
         if handle.kind is Kind.APPEND_BATCHES:
             try:
-                return handle.log.append_as_leader(lines)[0]
+                handle.log.append_as_leader(lines)
             except _PRODUCER_INPUT_ERRORS as exc:
                 raise InvalidBatchesError(str(exc)) from exc
+            return range(0)
         return handle.log.append_lines(lines, self._sep if handle.keyed else None)
 
     @_fuse_errors
@@ -1084,7 +1090,7 @@ class KafkaFs(pyfuse3.Operations):
             tail = handle.framer.finish()
             if tail is not None:  # on failure the tail is dropped: never stored in pieces
                 try:
-                    handle.stored(await self._store_soon(handle, tail + b"\n"), 1)
+                    handle.stored((await self._store_soon(handle, tail + b"\n")).start, 1)
                 except Exception as exc:
                     code = errno_for(exc)
                     log.warning("%s", handle.refusal(1, code))

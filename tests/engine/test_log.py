@@ -782,7 +782,7 @@ def split_keys(tmp_path, lines, sep=b"\t"):
     """Keys and values of keyed lines as ``Log.append_lines`` stores them."""
     log = open_log(tmp_path)
     try:
-        first = log.append_lines(b"".join(line + b"\n" for line in lines), sep)
+        first = log.append_lines(b"".join(line + b"\n" for line in lines), sep).start
         records = log.reader.records_from(first, len(lines))
         assert log.log_end_offset == first + len(lines)
         return [r.key for r in records], [r.value for r in records]
@@ -833,12 +833,12 @@ def test_split_keys_on_a_128k_chunk(tmp_path):
 
 def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path):
     log = open_log(tmp_path / "a", segment_bytes=2000)
-    assert log.append_lines(b"a\nb\n", nowait=True) == 0  # page cache only: done in place
+    assert log.append_lines(b"a\nb\n", nowait=True) == range(0, 2)  # page cache only: done in place
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     with pytest.raises(BlockingIOError):  # it would roll
         log.append_lines(b"x" * 1900 + b"\n", nowait=True)
     assert log.log_end_offset == 2 and sorted(p.name for p in (tmp_path / "a").iterdir()) == files
-    assert log.append_lines(b"x" * 1900 + b"\n") == 2 and len(log.segments) == 2  # it waits
+    assert log.append_lines(b"x" * 1900 + b"\n") == range(2, 3) and len(log.segments) == 2  # it waits
     log.close()
 
     log = open_log(tmp_path / "b", flush_messages=3)
@@ -862,7 +862,7 @@ def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path)
     finally:
         done.set()
         joined(holder)
-    assert log.append_lines(b"2\n3\n") == 1 and log.recovery_point == 3
+    assert log.append_lines(b"2\n3\n") == range(1, 3) and log.recovery_point == 3
     log.close()
 
 
@@ -877,7 +877,7 @@ def test_short_writes_are_continued(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0", batch_size=1000)
     monkeypatch.setattr(segment_module.os, "pwritev", short_pwritev)
     lines = [b"line %d " % i + b"x" * (i % 50) for i in range(300)]
-    assert log.append_lines(b"".join(line + b"\n" for line in lines)) == 0
+    assert log.append_lines(b"".join(line + b"\n" for line in lines)) == range(len(lines))
     monkeypatch.undo()
     assert [r.value for r in log.reader.records_from(0, 1000)] == lines
     log.close()

@@ -9,8 +9,10 @@ from kfs.mount.append import (AbandonedLineError, BatchFramer, InvalidJsonLineEr
                               PartialBatchError, json_records, parse_separator)
 
 
-def lines_of(fed: bytes) -> list[bytes]:
-    """The lines of what ``LineFramer.feed`` returns (whole lines, each ending in a newline)."""
+def lines_of(fed) -> list[bytes]:
+    """The lines of what ``LineFramer.feed`` returns (bytes-like: whole lines, each ending in
+    a newline)."""
+    fed = bytes(fed)
     assert fed == b"" or fed.endswith(b"\n")
     return fed.split(b"\n")[:-1]
 

@@ -57,6 +57,17 @@ def test_offset_index_rejects_non_increasing_and_overflowing_offsets(tmp_path):
         index.append(2**31, 20)
 
 
+def test_encoded_entries_must_rise_above_the_last_entry(tmp_path):
+    # append_entries takes an append's entries as bytes (LogSegment.append_each): the order
+    # check OffsetIndex.append makes per entry is made for the first of them
+    index = OffsetIndex(tmp_path / "a.index", 0, 4096, writable=True)
+    index.append(5, 0)
+    with pytest.raises(ValueError, match="keys only rise"):
+        index.append_entries((5).to_bytes(4, "big") + (10).to_bytes(4, "big"))
+    index.append_entries((6).to_bytes(4, "big") + (10).to_bytes(4, "big"))
+    assert index.entries == 2 and index.lookup(6) == (6, 10)
+
+
 def test_offset_index_full_at_max_entries(tmp_path):
     index = OffsetIndex(tmp_path / "a.index", 0, 20, writable=True)  # 20 -> 16 bytes, 2 slots
     index.append(1, 0)

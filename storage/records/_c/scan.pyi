@@ -12,6 +12,15 @@ def batch_ends(buf: _Buffer, pos: int = 0, end: int = -1) -> tuple[list[int], in
     their batchLength fields alone, and where the walk stopped (``end``, a partial batch, or a
     size below the smallest entry). Raises ValueError for a negative ``pos``."""
 
+def append_index_entries(batches: list[_Buffer], base_offset: int, position: int,
+                         since_entry: int, interval: int, max_timestamp: int,
+                         max_timestamp_offset: int, last_time_entry: int
+                         ) -> tuple[bytes, bytes, int, int, int]:
+    """The offset- and time-index entries (as on disk) an append of ``batches`` from .log
+    ``position`` makes, batch by batch as Kafka 4.1's ``LogSegment.append``, and the state after
+    it: ``(offset entries, time entries, bytes since the last entry, largest timestamp so far,
+    its offset)``. Raises ValueError when a buffer does not hold whole batches."""
+
 def largest_lower_bound(entries: _Buffer, count: int, entry_size: int, key_at: int,
                         key_size: int, target: int) -> int:
     """The last of the first ``count`` index entries (``entry_size`` bytes each) whose

@@ -64,6 +64,67 @@ def largest_lower_bound(const uint8_t[::1] entries, Py_ssize_t count, Py_ssize_t
     return lo
 
 
+def append_index_entries(batches, int64_t base_offset, Py_ssize_t position,
+                         Py_ssize_t since_entry, Py_ssize_t interval, int64_t max_timestamp,
+                         int64_t max_timestamp_offset, int64_t last_time_entry):
+    """The index entries an append of ``batches`` (a list of buffers, each whole v2 batches,
+    written one after the other from .log ``position``) makes, batch by batch as Kafka 4.1's
+    ``LogSegment.append``: the largest timestamp so far rises to a batch's maxTimestamp (with
+    its last offset); when more than ``interval`` bytes (``index.interval.bytes``) went since
+    the last entry (``since_entry``), the offset index gets (the batch's last offset, its
+    position) and the time index (largest timestamp so far, its offset) when that is above
+    its last entry's timestamp ``last_time_entry`` (``TimeIndex.maybeAppend``).
+
+    Returns ``(offset entries, time entries, bytes since the last entry, largest timestamp,
+    its offset)``, the entries as on disk (offsets relative to ``base_offset``, big-endian).
+    Raises ValueError when a buffer does not hold whole batches."""
+    cdef Growable offsets, times
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t at, size
+    cdef int64_t last
+    cdef uint8_t entry[12]
+    memset(&offsets, 0, sizeof(Growable))
+    memset(&times, 0, sizeof(Growable))
+    try:
+        for data in batches:
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            try:
+                p = <const uint8_t*>view.buf
+                at = 0
+                while at < view.len:
+                    if view.len - at < RECORD_BATCH_OVERHEAD:
+                        raise ValueError(f"{view.len - at} bytes at {at} are not a whole batch")
+                    size = LOG_OVERHEAD + be32(p + at + LENGTH_OFFSET)
+                    if size < RECORD_BATCH_OVERHEAD or size > view.len - at:
+                        raise ValueError(f"a {size}-byte batch at {at} of {view.len} bytes")
+                    last = be64(p + at) + be32(p + at + LAST_OFFSET_DELTA_OFFSET)
+                    if be64(p + at + MAX_TIMESTAMP_OFFSET) > max_timestamp:
+                        max_timestamp = be64(p + at + MAX_TIMESTAMP_OFFSET)
+                        max_timestamp_offset = last
+                    if since_entry > interval:
+                        put_be32(entry, <int32_t>(last - base_offset))
+                        put_be32(entry + 4, <int32_t>position)
+                        put_bytes(&offsets, entry, 8)
+                        if max_timestamp > last_time_entry:
+                            put_be64(entry, max_timestamp)
+                            put_be32(entry + 8, <int32_t>(max_timestamp_offset - base_offset))
+                            put_bytes(&times, entry, 12)
+                            last_time_entry = max_timestamp
+                        since_entry = 0
+                    since_entry += size
+                    position += size
+                    at += size
+            finally:
+                PyBuffer_Release(&view)
+        return (PyBytes_FromStringAndSize(<char*>offsets.data, offsets.length),
+                PyBytes_FromStringAndSize(<char*>times.data, times.length),
+                since_entry, max_timestamp, max_timestamp_offset)
+    finally:
+        release(&offsets)
+        release(&times)
+
+
 cdef inline int64_t _key(const uint8_t* p, int size) noexcept nogil:
     return be32(p) if size == 4 else be64(p)
 
