@@ -234,6 +234,26 @@ class _RecordHandle:
         self.value = memoryview(value)
 
 
+class _FifoLock:
+    """A ``trio.Lock`` (waiters served in arrival order) whose ``async with`` takes a free lock
+    at once: trio's own passes through the scheduler twice even then, about 5% of an append's
+    time in the mount."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
+
+    async def __aenter__(self) -> None:
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
 class _AppendHandle:
     """One open ``append``/``append-keyed``/``append-batches``/``append.jsonl`` file: its own
     framer (lines, or record batches), writes serialized in order."""
@@ -246,7 +266,7 @@ class _AppendHandle:
         self.kind = kind
         self.keyed = kind is Kind.APPEND_KEYED
         self.framer = BatchFramer(max_line) if kind is Kind.APPEND_BATCHES else LineFramer()
-        self.lock = trio.Lock()  # FIFO: requests are stored in the order they arrived
+        self.lock = _FifoLock()  # requests are stored in the order they arrived
         self.max_line = max_line
         self.abandon_errno = errno.EIO  # what refused continuations of an abandoned line get
         # Lines counted from the open (what a refusal names, not a line of one write): newlines
