@@ -16,6 +16,13 @@ varint, then per header a key (varint length >= 0, UTF-8) and a value (varint le
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF
+
+cdef extern from "Python.h":
+    # a bytes object still owned by its maker alone may be cut in place (one reference)
+    PyObject* new_bytes "PyBytes_FromStringAndSize"(const char* v, Py_ssize_t n) except NULL
+    int resize_bytes "_PyBytes_Resize"(PyObject** b, Py_ssize_t n) except -1
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
@@ -336,58 +343,78 @@ def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
     cdef const uint8_t* sep = NULL
     cdef const uint8_t* nl
-    cdef Py_ssize_t sep_len = 0, start = pos, total = 0, line_end, size, key_len = 0
-    cdef Py_ssize_t longest = 0, count = 0, value_at, i
+    cdef Py_ssize_t sep_len = 0, total = 0, line_end, size, body, key_len = 0
+    cdef Py_ssize_t longest = 0, count = 0, room
+    cdef PyObject* out
+    cdef uint8_t* w
     if pos < 0 or head < 0:
         raise ValueError(f"negative position {pos} or head {head}")
     if separator is not None and separator.shape[0]:
         sep = &separator[0]
         sep_len = separator.shape[0]
     end = min(end, buf.shape[0])
-    while pos < end and count < max_records:  # first pass: which lines, how many bytes
-        nl = <const uint8_t*>memchr(p + pos, 10, end - pos)
-        if nl == NULL:
-            break
+    # One pass: each line is sized and written at once, into room for max_bytes of records
+    # (or the first record alone when it is larger), the unused end cut off afterwards.
+    nl = <const uint8_t*>memchr(p + pos, 10, end - pos) if pos < end else NULL
+    if nl == NULL or max_records <= 0:
+        return bytes(head), 0, pos, 0
+    body = line_record_body(p, pos, nl - p, sep, sep_len, 0, &key_len)
+    if body < 0:
+        return None, -1, pos, 0
+    room = max(max_bytes, body + varint_size(body))
+    out = new_bytes(NULL, head + room)
+    w = <uint8_t*>PyBytes_AS_STRING(<object>out) + head
+    while True:
         line_end = nl - p
-        size = line_record_body(p, pos, line_end, sep, sep_len, count, &key_len)
-        if size < 0:
-            if count == 0:
-                return None, -1, pos, 0
+        size = body + varint_size(body)
+        if count and total + size > room:
             break
-        size += varint_size(size)
-        if count and total + size > max_bytes:
-            break
+        w = write_line_record(w, p, pos, line_end, body, count, sep, sep_len, key_len)
         total += size
         longest = max(longest, size)
         count += 1
         pos = line_end + 1
-    end = pos
-    out = PyBytes_FromStringAndSize(NULL, head + total)
-    cdef uint8_t* w = <uint8_t*>PyBytes_AS_STRING(out) + head
-    pos = start
-    for i in range(count):
-        line_end = <const uint8_t*>memchr(p + pos, 10, end - pos) - p
-        w += write_varint(w, line_record_body(p, pos, line_end, sep, sep_len, i, &key_len))
-        w[0] = 0  # attributes
-        w[1] = 0  # timestamp delta
-        w += 2
-        w += write_varint(w, i)
-        if sep == NULL:
-            w[0] = 1  # null key
-            w += 1
-            value_at = pos
-        else:
-            w += write_varint(w, key_len)
-            memcpy(w, p + pos, key_len)
-            w += key_len
-            value_at = pos + key_len + sep_len
-        w += write_varint(w, line_end - value_at)
-        memcpy(w, p + value_at, line_end - value_at)
-        w += line_end - value_at
-        w[0] = 0  # no headers
+        if pos >= end or count >= max_records:
+            break
+        nl = <const uint8_t*>memchr(p + pos, 10, end - pos)
+        if nl == NULL:
+            break
+        body = line_record_body(p, pos, nl - p, sep, sep_len, count, &key_len)
+        if body < 0:
+            break
+    if head + total < PyBytes_GET_SIZE(<object>out):
+        resize_bytes(&out, head + total)
+    records = <object>out
+    Py_DECREF(records)  # (the reference new_bytes made; ``records`` holds its own)
+    return records, count, pos, longest
+
+
+cdef inline uint8_t* write_line_record(uint8_t* w, const uint8_t* p, Py_ssize_t pos,
+                                       Py_ssize_t line_end, Py_ssize_t body, Py_ssize_t delta,
+                                       const uint8_t* sep, Py_ssize_t sep_len,
+                                       Py_ssize_t key_len) noexcept nogil:
+    """Write the record of line [pos, line_end) (``body`` bytes after its length varint,
+    offset delta ``delta``, timestamp delta 0, no headers) at ``w``; returns the end."""
+    cdef Py_ssize_t value_at
+    w += write_varint(w, body)
+    w[0] = 0  # attributes
+    w[1] = 0  # timestamp delta
+    w += 2
+    w += write_varint(w, delta)
+    if sep == NULL:
+        w[0] = 1  # null key
         w += 1
-        pos = line_end + 1
-    return out, count, end, longest
+        value_at = pos
+    else:
+        w += write_varint(w, key_len)
+        memcpy(w, p + pos, key_len)
+        w += key_len
+        value_at = pos + key_len + sep_len
+    w += write_varint(w, line_end - value_at)
+    memcpy(w, p + value_at, line_end - value_at)
+    w += line_end - value_at
+    w[0] = 0  # no headers
+    return w + 1
 
 
 cdef Py_ssize_t line_record_body(const uint8_t* p, Py_ssize_t pos, Py_ssize_t line_end,
