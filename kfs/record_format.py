@@ -53,14 +53,15 @@ class PlainFormat:
         self._prefix = jsonl_prefix(topic, partition)
 
     def builder(self) -> ColumnBuilder:
-        """A builder for one chunk (``values`` keeps only the rendered text as it decodes)."""
-        return ColumnBuilder(self.format is StreamFormat.JSONL,
-                             values_text=self.format is StreamFormat.VALUES)
+        """A builder for one chunk (``values`` and ``keyed-values`` keep only the rendered
+        text as they decode)."""
+        if self.format is StreamFormat.JSONL:
+            return ColumnBuilder(True)
+        return ColumnBuilder(values_text=True, key_separator=self.key_separator
+                             if self.format is StreamFormat.KEYED else None)
 
     def render(self, builder: ColumnBuilder) -> tuple[Any, Any, Any]:
         """``(text, row ends, offsets)`` of the builder's records (buffers)."""
-        if self.format is StreamFormat.KEYED:
-            return _keyed_text(builder.finish(), self.key_separator)
         return builder.render(self.format is StreamFormat.JSONL, self._prefix)
 
 
@@ -100,37 +101,3 @@ def record_format(topic: str, partition: int, fmt: StreamFormat,
     kind = CoordinatorFormat if for_topic(topic) is not None else PlainFormat
     return kind(topic, partition, fmt, key_separator)
 
-
-def _keyed_text(columns: dict, separator: bytes) -> tuple[object, object, object]:
-    """``(text, row ends, offsets)`` of KEYED lines from a ColumnBuilder's finished columns
-    (buffers, as :meth:`ColumnBuilder.render` gives them): each record's key, ``separator``,
-    its value and ``\\n``, ``null`` for a null key or value (kafka-console-consumer with
-    ``print.key=true``). Joined by Arrow's kernels over the columns' buffers, with no
-    per-record Python."""
-    import pyarrow as pa  # (loaded with the codec's column readers; compute on first use)
-    import pyarrow.compute as pc
-
-    rows = columns["rows"]
-    if not rows:
-        return b"", b"", b""
-
-    def binary(column) -> pa.Array:
-        validity, ends, data, nulls = column
-        return pa.Array.from_buffers(pa.binary(), rows, [
-            pa.py_buffer(validity) if nulls else None, pa.py_buffer(ends), pa.py_buffer(data)],
-            null_count=nulls)
-
-    lines = pc.binary_join_element_wise(
-        pc.binary_join_element_wise(binary(columns["key"]), binary(columns["value"]),
-                                    pa.scalar(separator, pa.binary()),
-                                    null_handling="replace", null_replacement="null"),
-        pa.scalar(b"", pa.binary()), pa.scalar(b"\n", pa.binary()))
-    _, ends, text = lines.buffers()
-    ends = pa.Array.from_buffers(pa.int32(), rows + 1, [None, ends], offset=lines.offset)
-    ends = ends.cast(pa.int64())
-    first, last = ends[0].as_py(), ends[rows].as_py()
-    if first:
-        ends = pc.subtract(ends, first)
-    row_ends = memoryview(ends.buffers()[1])[8 * (ends.offset + 1):8 * (ends.offset + rows + 1)]
-    # Arrow exports signed chars ('b'): as bytes ('B'), equal to the bytes they hold
-    return memoryview(text).cast("B")[first:last], row_ends, columns["offset"]

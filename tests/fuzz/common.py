@@ -9,7 +9,9 @@ finding, and so is a disagreement between two decoders of the same bytes:
 * ``iter_batches`` must walk the batch boundaries ``segment.batch_ends`` finds, and
   ``SegmentScan`` (recovery's and verify's walk) consume exactly the leading v2 batches;
 * ``encode_lines`` must encode exactly what ``encode_records`` does for the same lines;
-* every Arrow batch built, even after an error mid-batch, must pass ``validate(full=True)``.
+* every Arrow batch built, even after an error mid-batch, must pass ``validate(full=True)``;
+* a values_text ``ColumnBuilder.add_run`` (the streams' GIL-free loop) must give the same text,
+  consumed bytes and error as the same run taken batch by batch.
 
 Inputs are copied into exactly-sized buffers, so that under AddressSanitizer (scripts/fuzz.sh
 with PYTHONMALLOC=malloc) a read one byte past the end is caught.
@@ -28,7 +30,8 @@ from storage.errors import CorruptRecordError, InvalidRecordError
 from storage import segment
 from storage.records import batch as batch_codec
 from storage.records.batch import RecordBatch, batch_at, iter_batches
-from storage.records.columns import RecordColumns
+from storage.records.columns import ColumnBuilder, RecordColumns
+from storage.records.compression import decompress
 
 EXPECTED = (CorruptRecordError, InvalidRecordError)
 _END = (1 << 63) - 1  # RecordColumns.add_batch's default end, and the largest int64
@@ -145,6 +148,7 @@ def fuzz_segment(data: bytes) -> None:
     assert (ends if complete else ends[:len(positions)]) == positions, (ends, positions)
     assert stop <= len(data)
     check_scan(data, buf, ends)
+    check_text_run(buf, zlib.crc32(data))
     expected = []
     for i, batch in enumerate(batches):
         records = check_batch(batch, deep=True) if i < 2 else attempt(batch.records)
@@ -177,6 +181,25 @@ def check_scan(data: bytes, buf: memoryview, ends: list[int]) -> None:
     scan.epoch_starts()
     scan.max_timestamp_and_offset()
     assert segment.SegmentScan(0, crc32c, 0, stop_at_problem=True).scan(buf, 0) <= consumed
+
+
+def check_text_run(buf: memoryview, h: int) -> None:
+    """The run into a values_text builder (keyed or not, a window and a skip drawn from
+    ``h``) without the GIL and batch by batch (a CRC function other than the crc32c
+    package's makes it take that loop): the same outcome."""
+    separator = (None, b"\t")[h & 1]
+    start, end = (h >> 1) % 64, (h >> 7) % 4096 or _END
+    skip = (lambda producer, base: producer & 1) if h & (1 << 20) else None
+    got = []
+    for crc in (crc32c, lambda view: crc32c(view)):
+        builder = ColumnBuilder(values_text=True, key_separator=separator)
+        try:
+            consumed = builder.add_run(buf, 0, start, end, crc, decompress, skip)
+        except EXPECTED as exc:
+            got.append((type(exc), str(exc)))
+            continue
+        got.append((consumed, *map(bytes, builder.render(False))))
+    assert got[0] == got[1], got
 
 
 # -- console-producer lines ----------------------------------------------------------------

@@ -5,12 +5,18 @@ prints them, ``records.jsonl`` as ``json.dumps`` of kcat ``-J``'s fields."""
 import json
 from array import array
 
+import pytest
+from crc32c import crc32c
 from hypothesis import given, strategies as st
 
 from helpers.records import PROPERTY, json_bytes
+from storage.errors import CorruptRecordError
 from storage.records import build_batch, iter_batches
 from storage.records.columns import ColumnBuilder
+from storage.records.compression import CompressionType, decompress
+from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.record import TimestampType
+from storage.records._c.columns import hardware_crc32c
 
 TEXTS = st.one_of(
     st.none(),
@@ -86,3 +92,96 @@ def test_values_text_builders_take_legacy_records_and_start_afresh():
     assert (bytes(text), list(array("q", bytes(ends))), list(array("q", bytes(offsets)))) \
         == (b"old\nnull\n", [4, 9], [5, 6])
     assert bytes(builder.render(False)[0]) == b""
+
+
+def test_keyed_text_builders_write_key_separator_value_null_printing_null():
+    builder = ColumnBuilder(values_text=True, key_separator=b" => ")
+    builder.add_section(build_batch(3, [b"a", None, b"c\nd", b""],
+                                    [b"k1", b"k2", None, b"\xff"])[61:], 4, 3, 0, -1)
+    builder.add_record(7, 0, 0, None, b"old")
+    text, ends, offsets = builder.render(False)
+    lines = [b"k1 => a\n", b"k2 => null\n", b"null => c\nd\n", b"\xff => \n", b"null => old\n"]
+    assert bytes(text) == b"".join(lines)
+    assert list(array("q", bytes(ends))) == [sum(map(len, lines[:i + 1])) for i in range(5)]
+    assert list(array("q", bytes(offsets))) == [3, 4, 5, 6, 7]
+    with pytest.raises(ValueError):
+        ColumnBuilder(key_separator=b"\t")  # only with values_text
+
+
+@PROPERTY
+@given(data=st.binary(max_size=70_000), cut=st.integers(0, 7), crc=st.integers(0, 2**32 - 1))
+def test_hardware_crc32c_is_the_crc32c_package(data, cut, crc):
+    if hardware_crc32c(b"") is None:
+        pytest.skip("no CRC-32C instruction")
+    view = memoryview(data)[min(cut, len(data)):]  # every alignment
+    assert hardware_crc32c(view, crc) == crc32c(view, crc)
+
+
+def python_crc(view) -> int:
+    """crc32c by another function: add_run then takes every batch with the GIL (the old way)."""
+    return crc32c(view)
+
+
+def run_both(run: bytes, start: int, end: int, skip=None, separator=None):
+    """add_run of a values_text builder the fast way (GIL released) and batch by batch:
+    ``(consumed, done, text, ends, offsets)`` or the error, each way."""
+    out = []
+    for crc in (crc32c, python_crc):
+        builder = ColumnBuilder(values_text=True, key_separator=separator)
+        try:
+            consumed, done = builder.add_run(run, 0, start, end, crc, decompress, skip)
+        except CorruptRecordError as exc:
+            out.append(("error", str(exc)))
+            continue
+        text, ends, offsets = builder.render(False)
+        out.append((consumed, done, bytes(text), bytes(ends), bytes(offsets)))
+    return out
+
+
+def a_run() -> list[bytes]:
+    """Plain, compressed, transactional and control batches, and one with a gap in offsets."""
+    return [
+        build_batch(0, [b"v%d" % i if i % 4 else None for i in range(20)], [b"k"] * 20),
+        build_batch(20, [b"gz%d" % i for i in range(30)], codec=CompressionType.GZIP),
+        build_batch(50, [b"t1", b"t2"], producer_id=7, producer_epoch=0, base_sequence=0,
+                    is_transactional=True),
+        build_control_batch(52, 7, 0, ControlRecordType.ABORT, timestamp_ms=1),
+        build_batch(53, [b"a", b"b", b"c"], offset_deltas=[0, 2, 5], last_offset_delta=5),
+        build_batch(59, [b"last"]),
+    ]
+
+
+@pytest.mark.parametrize("separator", [None, b"\t"])
+@pytest.mark.parametrize("window", [(0, 1 << 62), (5, 1 << 62), (0, 25), (21, 56), (54, 59),
+                                    (60, 1 << 62), (0, 50), (0, 1)])
+@pytest.mark.parametrize("aborted", [False, True])
+def test_text_runs_render_as_batch_by_batch(separator, window, aborted):
+    """The GIL-free loop takes what it can and leaves the rest (compressed, transactional with
+    a skip, control, partial) to the batch-by-batch loop: the same rows, consumed bytes and
+    done flag as that loop alone, over every cut of the run."""
+    run = b"".join(a_run())
+    skip = (lambda producer, base: producer == 7) if aborted else None
+    for cut in sorted({len(run), len(run) - 1, *range(0, len(run), 97)}):
+        fast, slow = run_both(run[:cut], *window, skip, separator)
+        assert fast == slow, cut
+
+
+@pytest.mark.parametrize("damage", ["crc", "record", "count", "size", "magic"])
+def test_text_runs_raise_as_batch_by_batch(damage):
+    """Bad bytes in the GIL-free loop (under a CRC that matches, for records that do not
+    parse): the same CorruptRecordError as the batch-by-batch loop."""
+    first, second = a_run()[0], bytearray(build_batch(20, [b"x" * 30, b"y"]))
+    if damage == "crc":
+        second[-1] ^= 1
+    elif damage == "record":  # a record's length claims more than the section has
+        second[61] = 0x7E
+    elif damage == "count":  # one record declared, two there: after a row was made
+        second[57:61] = (1).to_bytes(4, "big")
+    elif damage == "size":  # a batch length below the v2 header
+        second[8:12] = (40).to_bytes(4, "big")
+    else:
+        second[16] = 3
+    if damage in ("record", "count"):
+        second[17:21] = crc32c(second[21:]).to_bytes(4, "big")
+    fast, slow = run_both(first + bytes(second) + a_run()[-1], 0, 1 << 62)
+    assert fast == slow and fast[0] == "error", fast

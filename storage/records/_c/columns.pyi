@@ -11,11 +11,14 @@ _Buffer = bytes | bytearray | memoryview
 class ColumnBuilder:
     """Columns ``offset``, ``timestamp`` (epoch ms), ``timestamp_type``, ``key``, ``value`` and
     with ``headers`` a ``list<struct<key, value>>``, in Arrow's layouts; with ``values_text``
-    only the values' text (each value and ``\\n``). ValueError for both."""
+    only the values' text (each value and ``\\n``; with ``key_separator`` each key, the
+    separator, the value and ``\\n``), its uncompressed batches decoded without the GIL.
+    ValueError for headers with values_text, or a key_separator without it."""
 
     data_bytes: int  # read-only: key and value bytes so far
 
-    def __init__(self, headers: bool = False, values_text: bool = False) -> None: ...
+    def __init__(self, headers: bool = False, values_text: bool = False,
+                 key_separator: bytes | None = None) -> None: ...
     @property
     def num_rows(self) -> int:
         """Rows built so far."""
@@ -41,3 +44,7 @@ class ColumnBuilder:
                                                                OwnedBuffer]:
         """The rows as text (values and ``\\n``, or kcat ``-J`` JSON lines after ``prefix``):
         ``(text, row ends, row offsets)``, then an empty builder."""
+
+def hardware_crc32c(data: _Buffer, crc: int = 0) -> int | None:
+    """``crc32c.crc32c(data, crc)`` by the CPU's CRC-32C instruction (what values_text runs are
+    checked with); None when the CPU has none."""

@@ -5,9 +5,9 @@ straight into Arrow column buffers, and rendered as the mount's text (values lin
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdlib cimport realloc
 from libc.stdio cimport snprintf
-from libc.stdlib cimport free
 from libc.string cimport memcpy
 
 from storage.records._c.frame cimport *
@@ -19,7 +19,13 @@ from storage.records._c.buffers cimport (
     Growable, OwnedBuffer, grow, put_bytes, put_int32, put_int64, release, reserve, take,
 )
 
+cdef extern from "crc32c_hw.h":
+    int kfs_crc32c_hw_available()
+    uint32_t kfs_crc32c(uint32_t crc, const void* buf, size_t length) noexcept nogil
+
 from binascii import b2a_base64
+
+from crc32c import crc32c as crc32c_package
 
 from storage.errors import CorruptRecordError
 from storage.records._c.records import encode_records
@@ -84,6 +90,28 @@ cdef void release_binary(BinaryColumn* c) noexcept:
     c.nulls = 0
 
 
+cdef enum Scan:
+    END = 0        # the run's bytes are done (or hold no more whole batches)
+    DONE = 1       # a batch reached the end offset
+    SLOW_PATH = 2  # the next batch needs the GIL
+    NO_MEMORY = 3
+
+
+cdef inline bint room(Growable* g, Py_ssize_t extra) noexcept nogil:
+    """Make room for ``extra`` more bytes without the GIL: False when memory ran out."""
+    cdef Py_ssize_t capacity = g.capacity or 4096
+    cdef uint8_t* data
+    if g.length + extra <= g.capacity:
+        return True
+    while capacity < g.length + extra:
+        capacity *= 2
+    data = <uint8_t*>realloc(g.data, capacity)
+    if data == NULL:
+        return False
+    g.data, g.capacity = data, capacity
+    return True
+
+
 cdef class ColumnBuilder:
     """Decodes records of uncompressed v2 records sections straight into column buffers in
     Arrow's layouts, with no per-record Python object.
@@ -94,11 +122,17 @@ cdef class ColumnBuilder:
     has a null list). :meth:`finish` hands the buffers over and starts afresh.
 
     With ``values_text`` the builder keeps no columns but the text :meth:`render` gives
-    without ``jsonl`` (each value and ``\\n``), written as the records are decoded: one copy
-    of each value instead of two, for streams of values."""
+    without ``jsonl`` (each value and ``\\n``; with a ``key_separator`` each key, the
+    separator, the value and ``\\n``), written as the records are decoded: one copy of each
+    value instead of two, for streams of values. :meth:`add_run` then decodes the uncompressed
+    batches of a run without the GIL (their CRC-32C by the CPU's instruction where it has one),
+    so a rendering thread leaves the event loop free."""
     cdef Growable offsets, timestamps, types
     cdef bint values_text
     cdef Growable text, row_ends  # values_text: the rendered rows and where each one ends
+    cdef bytes key_separator  # values_text: None for values lines, else keyed lines
+    cdef const uint8_t* separator
+    cdef Py_ssize_t separator_len
     cdef BinaryColumn keys, values
     cdef bint with_headers
     cdef Growable header_validity, header_offsets
@@ -109,11 +143,17 @@ cdef class ColumnBuilder:
     # of like batches costs one allocation per buffer, not a series of doublings
     cdef Py_ssize_t last_rows, last_key_bytes, last_value_bytes
 
-    def __cinit__(self, bint headers=False, bint values_text=False):
+    def __cinit__(self, bint headers=False, bint values_text=False, key_separator=None):
         if headers and values_text:
             raise ValueError("a values_text builder keeps no headers")
+        if key_separator is not None and not values_text:
+            raise ValueError("a key_separator is for values_text builders")
         self.with_headers = headers
         self.values_text = values_text
+        if key_separator is not None:
+            self.key_separator = bytes(key_separator)
+            self.separator = <const uint8_t*>PyBytes_AS_STRING(self.key_separator)
+            self.separator_len = PyBytes_GET_SIZE(self.key_separator)
         self.reset()
 
     def __dealloc__(self):
@@ -209,16 +249,14 @@ cdef class ColumnBuilder:
 
     cdef Py_ssize_t add_section_text(self, const uint8_t* p, Py_ssize_t n, int32_t count,
                                      int64_t base_offset, int64_t start, int64_t end) except -1:
-        """add_section for a values_text builder: room for the section's text is made first
-        (a value is at most the section's bytes; each row adds at most "null\\n"), so the
-        records are decoded with the GIL released (a read-ahead thread then leaves the event
-        loop free)."""
-        cdef Py_ssize_t i, pos = 0, added = 0
+        """add_section for a values_text builder: room for the section's rows is made first
+        (see :meth:`text_room`), so the records are decoded with the GIL released (a
+        read-ahead thread then leaves the event loop free)."""
+        cdef Py_ssize_t i = 0, pos = 0, added = 0
         cdef RecordView r
         cdef Status s = OK
-        reserve(&self.text, self.text.length + n + 5 * <Py_ssize_t>count)
-        reserve(&self.row_ends, self.row_ends.length + 8 * <Py_ssize_t>count)
-        reserve(&self.offsets, self.offsets.length + 8 * <Py_ssize_t>count)
+        if not self.text_room(n, count):
+            raise MemoryError()
         with nogil:
             for i in range(count):
                 s = parse_record(p, n, pos, &r)
@@ -226,7 +264,7 @@ cdef class ColumnBuilder:
                     break
                 pos = r.end
                 if start <= base_offset + r.offset_delta < end:
-                    self.put_text(p, &r, base_offset + r.offset_delta)
+                    self.put_row(p, &r, base_offset + r.offset_delta)
                     added += 1
         if s != OK:
             raise record_error(s, &r, i)
@@ -236,20 +274,111 @@ cdef class ColumnBuilder:
                 "last record")
         return added
 
-    cdef inline void put_text(self, const uint8_t* p, RecordView* r, int64_t offset) noexcept nogil:
-        """One row of values text, into room already made."""
-        if r.value_len < 0:
-            memcpy(self.text.data + self.text.length, b"null\n", 5)
-            self.text.length += 5
-        else:
-            memcpy(self.text.data + self.text.length, p + r.value_pos, r.value_len)
-            self.text.length += r.value_len + 1
-            self.text.data[self.text.length - 1] = 0x0A
+    cdef bint text_room(self, Py_ssize_t n, int32_t count) noexcept nogil:
+        """Make room for the rows of a records section of ``n`` bytes and ``count`` records
+        (False when memory ran out). A record takes at least 7 bytes, so a section holds at
+        most ``n // 7`` (whatever ``count`` claims); a row's text is at most its record's key
+        and value bytes and 9 more ("null", "null", the newline) and the separator."""
+        cdef Py_ssize_t rows = min(<Py_ssize_t>max(count, 0), n // 7 + 1)
+        return (room(&self.text, n + rows * (9 + self.separator_len)) and
+                room(&self.row_ends, 8 * rows) and room(&self.offsets, 8 * rows))
+
+    cdef inline void put_row(self, const uint8_t* p, RecordView* r, int64_t offset) noexcept nogil:
+        """One row of values text (into room already made): with a separator the key (or
+        null) and the separator first; the value (or null) and a newline."""
+        if self.separator != NULL:
+            self.put_field(p, r.key_pos, r.key_len)
+            memcpy(self.text.data + self.text.length, self.separator, self.separator_len)
+            self.text.length += self.separator_len
+        self.put_field(p, r.value_pos, r.value_len)
+        self.text.data[self.text.length] = 0x0A
+        self.text.length += 1
         (<int64_t*>(self.row_ends.data + self.row_ends.length))[0] = self.text.length
         (<int64_t*>(self.offsets.data + self.offsets.length))[0] = offset
         self.row_ends.length += 8
         self.offsets.length += 8
         self.rows += 1
+
+    cdef inline void put_field(self, const uint8_t* p, Py_ssize_t at, int32_t length) noexcept nogil:
+        if length < 0:
+            memcpy(self.text.data + self.text.length, b"null", 4)
+            self.text.length += 4
+        else:
+            memcpy(self.text.data + self.text.length, p + at, length)
+            self.text.length += length
+
+    cdef Scan text_batches(self, const uint8_t* p, Py_ssize_t* at, Py_ssize_t n, int64_t start,
+                           int64_t end, bint check, bint has_skip) noexcept nogil:
+        """:meth:`add_run`'s loop for a values_text builder without the GIL, from ``at[0]``
+        (moved past the batches done): whole uncompressed batches, each CRC-checked when
+        ``check`` (by the CPU's instruction). Stops with SLOW_PATH at a batch it leaves to
+        the loop with the GIL: not a whole v2 batch, a CRC mismatch, a compressed or (with
+        ``has_skip``) transactional batch, or records that do not parse (their rows are taken
+        back; that loop raises the error); END at the end of ``p[:n]``, DONE when a batch
+        reached ``end`` (as add_run), NO_MEMORY."""
+        cdef Py_ssize_t pos = at[0], size
+        cdef Scan state = END
+        cdef const uint8_t* b
+        cdef int64_t base_offset
+        cdef int32_t last_delta, count
+        cdef int16_t attributes
+        while pos + RECORD_BATCH_OVERHEAD <= n:
+            if next_batch(p, pos, n, &size) != WHOLE:
+                state = SLOW_PATH
+                break
+            b = p + pos
+            base_offset = base_offset_of(b)
+            last_delta = last_offset_delta_of(b)
+            if base_offset >= end:
+                state = DONE
+                break
+            if check and kfs_crc32c(0, b + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET) \
+                    != stored_crc(b):
+                state = SLOW_PATH
+                break
+            attributes = attributes_of(b)
+            count = records_count_of(b)
+            if base_offset + last_delta >= start and count and \
+                    not attributes & CONTROL_FLAG_MASK:
+                if count < 0 or attributes & COMPRESSION_CODEC_MASK or \
+                        (has_skip and attributes & TRANSACTIONAL_FLAG_MASK):
+                    state = SLOW_PATH
+                    break
+                state = self.text_section(b + RECORD_BATCH_OVERHEAD,
+                                          size - RECORD_BATCH_OVERHEAD, count, base_offset,
+                                          start, end)
+                if state != END:
+                    break
+            pos += size
+            if base_offset + last_delta >= end - 1:
+                state = DONE
+                break
+        at[0] = pos
+        return state
+
+    cdef Scan text_section(self, const uint8_t* p, Py_ssize_t n, int32_t count,
+                           int64_t base_offset, int64_t start, int64_t end) noexcept nogil:
+        """The rows of one uncompressed records section, all or none: END when done,
+        SLOW_PATH (nothing added) when a record does not parse or the section's size is not
+        its records', NO_MEMORY."""
+        cdef Py_ssize_t text = self.text.length, ends = self.row_ends.length
+        cdef Py_ssize_t offsets = self.offsets.length, rows = self.rows, pos = 0
+        cdef RecordView r
+        cdef int32_t i
+        if not self.text_room(n, count):
+            return NO_MEMORY
+        for i in range(count):
+            if parse_record(p, n, pos, &r) != OK:
+                pos = -1
+                break
+            pos = r.end
+            if start <= base_offset + r.offset_delta < end:
+                self.put_row(p, &r, base_offset + r.offset_delta)
+        if pos != n:
+            self.text.length, self.row_ends.length = text, ends
+            self.offsets.length, self.rows = offsets, rows
+            return SLOW_PATH
+        return END
 
     cdef int add_headers(self, const uint8_t* p, RecordView* r) except -1:
         cdef Py_ssize_t pos = r.headers_pos, at = 0
@@ -283,7 +412,12 @@ cdef class ColumnBuilder:
         offsets in [``start``, ``end``). Stops at a partial batch, a legacy entry or a batch
         starting at or past ``end``. Returns ``(bytes consumed, done)``, ``done`` when a batch
         reached ``end``. Raises CorruptRecordError for a bad size or CRC, InvalidRecordError
-        (from ``decompress``) for an unknown codec."""
+        (from ``decompress``) for an unknown codec.
+
+        A values_text builder takes the uncompressed batches without the GIL (see
+        :meth:`text_batches`) when ``crc`` is None or the crc32c package's function and the
+        CPU has a CRC-32C instruction; the rest batch by batch as below, with the same
+        checks and errors."""
         cdef Py_buffer view
         cdef const uint8_t* p
         cdef const uint8_t* b
@@ -291,13 +425,27 @@ cdef class ColumnBuilder:
         cdef int32_t count, last_delta
         cdef int64_t base_offset, append_time
         cdef int16_t attributes
+        cdef Scan state
+        cdef bint check = crc is not None, has_skip = skip is not None
+        cdef bint fast = self.values_text and (
+            crc is None or crc is crc32c_package and kfs_crc32c_hw_available())
         if position < 0:
             raise ValueError(f"negative position {position}")
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             p = <const uint8_t*>view.buf
             n = view.len
-            while pos + RECORD_BATCH_OVERHEAD <= n:
+            while True:
+                if fast:
+                    with nogil:
+                        state = self.text_batches(p, &pos, n, start, end, check, has_skip)
+                    if state == DONE:
+                        return pos - position, True
+                    if state == NO_MEMORY:
+                        raise MemoryError()
+                if pos + RECORD_BATCH_OVERHEAD > n:
+                    break
+                # one batch with the GIL (all of them unless fast)
                 size = whole_v2_batch(p, pos, n)
                 if size <= 0:
                     break  # a partial batch, or legacy: the caller decodes it
@@ -335,10 +483,9 @@ cdef class ColumnBuilder:
         cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(encoded)
         parse_record(p, PyBytes_GET_SIZE(encoded), 0, &r)
         if self.values_text:
-            reserve(&self.text, self.text.length + max(r.value_len, 0) + 5)
-            reserve(&self.row_ends, self.row_ends.length + 8)
-            reserve(&self.offsets, self.offsets.length + 8)
-            self.put_text(p, &r, offset)
+            if not self.text_room(PyBytes_GET_SIZE(encoded), 1):
+                raise MemoryError()
+            self.put_row(p, &r, offset)
             return None
         put_int64(&self.offsets, offset)
         put_int64(&self.timestamps, timestamp)
@@ -518,3 +665,14 @@ cdef int put_json_bytes(Growable* g, BinaryColumn* c, Py_ssize_t row,
             return put_literal(g, b'"}')
     return put_json_string(g, s, n)
 
+
+
+def hardware_crc32c(const uint8_t[::1] data, uint32_t crc=0):
+    """CRC-32C of ``data`` continuing ``crc``, as ``crc32c.crc32c(data, crc)``, by the CPU's
+    instruction (what :meth:`ColumnBuilder.add_run` checks values_text runs with); None when
+    the CPU has none."""
+    if not kfs_crc32c_hw_available():
+        return None
+    with nogil:
+        crc = kfs_crc32c(crc, &data[0] if data.shape[0] else NULL, data.shape[0])
+    return crc
