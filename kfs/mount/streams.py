@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -40,6 +41,10 @@ log = logging.getLogger(__name__)
 
 STREAMS_KEPT = 64  # streams (with their indexes and rendered chunks) kept for partitions
 STAT_INDEX_BYTES = 16 << 20  # .log bytes a stat indexes before answering; more: background
+# how long a read-ahead thread waits for its reader's next read before it ends (a sequential
+# reader's next read comes within a millisecond or two; a thread started anew for it would
+# start after that read)
+READ_AHEAD_IDLE_S = 0.02
 
 FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.KEYED_VALUES: StreamFormat.KEYED,
            Kind.RECORDS_JSONL: StreamFormat.JSONL, Kind.WINDOW_VALUES: StreamFormat.VALUES,
@@ -72,7 +77,11 @@ class Streams:
         # memory follows the streams in use, not every partition ever read
         self._streams: OrderedDict[tuple[int, StreamFormat], LogStream] = OrderedDict()
         self._indexing: set[LogStream] = set()
-        self._reading_ahead: set[LogStream] = set()  # one chunk rendered ahead per stream
+        # streams with a thread rendering ahead (one each), and where their latest read ended:
+        # (start offset, last byte read), which that thread follows
+        self._reading_ahead: set[LogStream] = set()
+        self._read_to: dict[LogStream, tuple[int, int]] = {}
+        self._moved: dict[LogStream, threading.Event] = {}  # set by each read of the stream
         self._index_lock = trio.Lock()
 
     def get(self, plog: Any, pid: int, kind: Kind) -> LogStream:
@@ -170,9 +179,12 @@ class Streams:
             data = await trio.to_thread.run_sync(run)
         self._check_positions(handle, offset)
         last = offset + len(data) - 1  # the next read starts in its chunk or the one after
-        if data and stream not in self._reading_ahead and \
-                stream.wants_read_ahead(handle.start, last):
-            self._read_ahead(stream, handle.start, last)
+        if data:
+            self._read_to[stream] = (handle.start, last)
+            if stream in self._reading_ahead:
+                self._moved[stream].set()
+            elif stream.wants_read_ahead(handle.start, last):
+                self._read_ahead(stream)
         return data
 
     @staticmethod
@@ -192,16 +204,30 @@ class Streams:
             raise pyfuse3.FUSEError(errno.EIO)
         handle.origin = origin
 
-    def _read_ahead(self, stream: LogStream, start: int, offset: int) -> None:
+    def _read_ahead(self, stream: LogStream) -> None:
+        """Render ahead of ``stream``'s reader (READ_AHEAD_CHUNKS) in a thread that follows
+        its reads until none came for READ_AHEAD_IDLE_S (a thread started per read starts
+        after the reply, when the next read is already there)."""
         self._reading_ahead.add(stream)
+        moved = self._moved[stream] = threading.Event()
+
+        def follow() -> None:
+            while not stream.closed:
+                moved.clear()
+                start, last = self._read_to[stream]  # (set by reads on the event loop)
+                if stream.wants_read_ahead(start, last):
+                    stream.read_ahead(start, last)
+                elif not moved.wait(READ_AHEAD_IDLE_S):
+                    return
 
         async def render() -> None:
             try:
-                await trio.to_thread.run_sync(stream.read_ahead, start, offset)
+                await trio.to_thread.run_sync(follow)
             except Exception:  # noqa: BLE001 - the read of that chunk reports it
                 log.debug("read-ahead of %s failed", stream.log.name, exc_info=True)
             finally:
                 self._reading_ahead.discard(stream)
+                del self._read_to[stream], self._moved[stream]  # (a later read sets them)
 
         trio.lowlevel.spawn_system_task(render)
 

@@ -14,7 +14,9 @@ once; the active segment's are extended from where they stopped, so following a 
 costs the new batches only. A read renders the one chunk it falls in (a few recent chunks are
 kept rendered: RENDERED_CHUNKS_KEPT a stream, RENDERED_BYTES_KEPT of all streams together, so
 that what a mount holds does not grow with the partitions read); :meth:`LogStream.read_ahead`
-renders the next one while a sequential reader is still on this one.
+renders the next READ_AHEAD_CHUNKS while a sequential reader is still on this one (a reader
+asking a MiB at a time crosses into the next chunk with nearly every read, so one chunk ahead
+is rendered too late).
 
 How each record looks is ``kfs.record_format``'s: a plain partition's records are rendered a
 chunk at a time by the compiled column builder; Kafka's coordinator topics'
@@ -50,6 +52,9 @@ from kfs.record_format import CoordinatorFormat, StreamFormat, record_format
 
 CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4  # per stream
+# chunks a sequential reader finds rendered ahead of the one it is in (at most
+# RENDERED_CHUNKS_KEPT - 1: the one it is in stays)
+READ_AHEAD_CHUNKS = 2
 # rendered text (and its row ends and offsets) kept, all the process's streams together: what
 # a mount holds does not grow with the streams read (a mount keeps 64 streams)
 RENDERED_BYTES_KEPT = 16 << 20
@@ -353,7 +358,7 @@ class LogStream:
 
     def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int,
                nowait: bool = False) -> _Chunk:
-        key = (segment, index.chunk_start(i)[0], index.file_ends[i])
+        key = _chunk_key((segment, index, i))
         while True:
             with self._lock:
                 chunk = self._rendered.get((self, *key))
@@ -378,39 +383,39 @@ class LogStream:
             rendering.set()
 
     def wants_read_ahead(self, offset: int, position: int) -> bool:
-        """Whether the chunk after the one holding byte ``position`` of the stream from
-        ``offset`` is indexed but neither rendered nor being rendered (no I/O: for event
-        loops, before handing :meth:`read_ahead` to a thread)."""
-        after = self._after(offset, position)
-        if after is None:
-            return False
-        segment, index, i = after
-        key = (segment, index.chunk_start(i)[0], index.file_ends[i])
+        """Whether one of the chunks after the one holding byte ``position`` of the stream from
+        ``offset`` (see :meth:`read_ahead`) is indexed but neither rendered nor being rendered
+        (no I/O: for event loops, before handing :meth:`read_ahead` to a thread)."""
+        keys = [_chunk_key(after) for after in self._after(offset, position)]
         with self._lock:
-            return (self, *key) not in self._rendered and key not in self._rendering
+            return any((self, *key) not in self._rendered and key not in self._rendering
+                       for key in keys)
 
     def read_ahead(self, offset: int, position: int) -> None:
-        """Render the chunk after the one holding byte ``position`` of the stream from
-        ``offset``, so that a sequential reader finds it ready (the page cache's read-ahead,
-        for a stream the page cache does not hold)."""
-        after = self._after(offset, position)
-        if after is not None:
+        """Render the READ_AHEAD_CHUNKS chunks after the one holding byte ``position`` of the
+        stream from ``offset`` (fewer when RENDERED_CHUNKS_KEPT is smaller), in order, so that
+        a sequential reader finds them ready (the page cache's read-ahead, for a stream the
+        page cache does not hold)."""
+        for after in self._after(offset, position):
             self._chunk(*after)
 
-    def _after(self, offset: int, position: int) -> tuple[LogSegment, _SegmentIndex, int] | None:
-        """The first chunk with text after the one holding ``position`` (None at the indexed
-        end, or when the start's position needs rendering)."""
+    def _after(self, offset: int, position: int) -> list[tuple[LogSegment, _SegmentIndex, int]]:
+        """The chunks with text after the one holding ``position``, READ_AHEAD_CHUNKS at most
+        (none at the indexed end, or when the start's position needs rendering)."""
         layout = self._layout()
         try:
             here = self._start(self.start_offset(offset), layout, nowait=True) + position
         except BlockingIOError:
-            return None
+            return []
+        out = []
         at = self._locate(layout, here)
-        if at is None:
-            return None
-        _, index, i, inside = at
-        after = self._locate(layout, here - inside + index.stream_ends[i] - index.chunk_start(i)[1])
-        return after[:3] if after is not None else None
+        while at is not None and len(out) < min(READ_AHEAD_CHUNKS, RENDERED_CHUNKS_KEPT - 1):
+            _, index, i, inside = at
+            here += index.stream_ends[i] - index.chunk_start(i)[1] - inside  # the next chunk
+            at = self._locate(layout, here)
+            if at is not None:
+                out.append(at[:3])
+        return out
 
     # -- positions --------------------------------------------------------------------------
 
@@ -510,6 +515,12 @@ class LogStream:
     def close(self) -> None:
         """Stop any :meth:`refresh` in progress (it returns at its next chunk)."""
         self.closed = True
+
+
+def _chunk_key(at: tuple[LogSegment, _SegmentIndex, int]) -> tuple[LogSegment, int, int]:
+    """(segment, .log start, .log stop) of chunk ``i`` of a segment, from (segment, index, i)."""
+    segment, index, i = at
+    return segment, index.chunk_start(i)[0], index.file_ends[i]
 
 
 def _crossed(damage: list, here: int, start: int) -> LogDamage | None:

@@ -140,6 +140,25 @@ def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch
     log.close()
 
 
+def test_read_ahead_renders_read_ahead_chunks(tmp_path, monkeypatch):
+    """A reader asking about a chunk's worth at a time finds the READ_AHEAD_CHUNKS chunks
+    after its own rendered (one ahead would be the very chunk its next read needs)."""
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    monkeypatch.setattr("kfs.mount.text_stream.READ_AHEAD_CHUNKS", 2)
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
+    stream = LogStream(log, StreamFormat.VALUES)
+    stream.refresh()
+    want = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
+    first = bytes(stream._chunk(*stream._locate(stream._layout(), 0)[:3]).text)  # chunk 0's
+    ahead = stream._after(0, len(first) - 1)
+    assert len(ahead) == 2 and stream.wants_read_ahead(0, len(first) - 1)
+    stream.read_ahead(0, len(first) - 1)
+    assert not stream.wants_read_ahead(0, len(first) - 1)
+    texts = [bytes(stream._chunk(*at, nowait=True).text) for at in ahead]  # no rendering
+    assert first + b"".join(texts) == want[:len(first) + sum(map(len, texts))]
+    log.close()
+
+
 def test_keyed_lines_take_the_separator_and_print_null(tmp_path):
     """``keyed-values``: key, separator, value, newline per record; ``null`` for a null key or
     value (kafka-console-consumer --property print.key=true), any separator."""
