@@ -19,8 +19,9 @@ if os.environ.get("KFS_SANITIZE") == "address":
 if os.environ.get("KFS_FUZZ"):
     flags += ["-fsanitize=fuzzer-no-link"]
 
-# libcrypto: OpenSSL's MD5 for the cleaner's offset map (Kafka hashes keys with MD5)
-LIBRARIES = {"storage.records._c.compaction": ["crypto"]}
+# libcrypto: OpenSSL's MD5 for the cleaner's offset map (Kafka hashes keys with MD5); libisal:
+# Intel ISA-L's CRC-32C for the stream renderer's loop without the GIL
+LIBRARIES = {"storage.records._c.compaction": ["crypto"], "storage.records._c.columns": ["isal"]}
 MODULES = ["storage.records._c.buffers", "storage.records._c.records", "storage.records._c.columns",
            "storage.records._c.scan", "storage.records._c.compaction", "kfs.spark._partitioner"]
 extensions = [Extension(name, [name.replace(".", "/") + ".pyx"], libraries=LIBRARIES.get(name, []),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kfs needs on a fresh Debian machine, skipping whatever is already there:
 # FUSE 3 (and its headers, for building pyfuse3), a C compiler, OpenSSL's libcrypto headers (the
-# cleaner's MD5) and the Python headers (pip
+# cleaner's MD5), Intel ISA-L's (the stream renderer's CRC-32C) and the Python headers (pip
 # builds kfs's compiled code, storage/records/_c/*.pyx and kfs/spark/_*.pyx, with Cython), the shell tools
 # the tests drive, and a virtualenv at .venv with kfs and its Python dependencies. Pass "test" to add the test tools
 # and the PySpark data source's dependencies (pyspark, pyarrow, and a Java runtime if none);
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="${1:-}"
-debs=(fuse3 libfuse3-dev pkg-config gcc attr libssl-dev)
+debs=(fuse3 libfuse3-dev pkg-config gcc attr libssl-dev libisal-dev)
 [ "$extras" = test ] && debs+=(xxd jq less rsync)
 # Kafka's own jars (the tests' broker and tools) and S3Proxy (their S3 server) come from Maven
 # Central through Maven.

@@ -45,6 +45,6 @@ class ColumnBuilder:
         """The rows as text (values and ``\\n``, or kcat ``-J`` JSON lines after ``prefix``):
         ``(text, row ends, row offsets)``, then an empty builder."""
 
-def hardware_crc32c(data: _Buffer, crc: int = 0) -> int | None:
-    """``crc32c.crc32c(data, crc)`` by the CPU's CRC-32C instruction (what values_text runs are
-    checked with); None when the CPU has none."""
+def isal_crc32c(data: _Buffer, crc: int = 0) -> int:
+    """``crc32c.crc32c(data, crc)`` by Intel ISA-L (what values_text runs are checked with,
+    without the GIL)."""

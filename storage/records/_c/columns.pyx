@@ -19,9 +19,15 @@ from storage.records._c.buffers cimport (
     Growable, OwnedBuffer, grow, put_bytes, put_int32, put_int64, release, reserve, take,
 )
 
-cdef extern from "crc32c_hw.h":
-    int kfs_crc32c_hw_available()
-    uint32_t kfs_crc32c(uint32_t crc, const void* buf, size_t length) noexcept nogil
+cdef extern from "isa-l/crc.h":
+    # Intel ISA-L's CRC-32C (the iSCSI polynomial), the CPU's best code picked at run time:
+    # callable without the GIL, which the crc32c package's function is not
+    unsigned int crc32_iscsi(unsigned char* buffer, int length, unsigned int init_crc) nogil
+
+
+cdef inline uint32_t crc32c_continue(uint32_t crc, const void* buf, size_t length) noexcept nogil:
+    # crc32c.crc32c(buf, crc): ISA-L takes and returns the register before the final inversion
+    return <uint32_t>~crc32_iscsi(<unsigned char*>buf, <int>length, ~crc)
 
 from binascii import b2a_base64
 
@@ -332,7 +338,7 @@ cdef class ColumnBuilder:
             if base_offset >= end:
                 state = DONE
                 break
-            if check and kfs_crc32c(0, b + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET) \
+            if check and crc32c_continue(0, b + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET) \
                     != stored_crc(b):
                 state = SLOW_PATH
                 break
@@ -428,7 +434,7 @@ cdef class ColumnBuilder:
         cdef Scan state
         cdef bint check = crc is not None, has_skip = skip is not None
         cdef bint fast = self.values_text and (
-            crc is None or crc is crc32c_package and kfs_crc32c_hw_available())
+            crc is None or crc is crc32c_package)
         if position < 0:
             raise ValueError(f"negative position {position}")
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
@@ -667,12 +673,9 @@ cdef int put_json_bytes(Growable* g, BinaryColumn* c, Py_ssize_t row,
 
 
 
-def hardware_crc32c(const uint8_t[::1] data, uint32_t crc=0):
-    """CRC-32C of ``data`` continuing ``crc``, as ``crc32c.crc32c(data, crc)``, by the CPU's
-    instruction (what :meth:`ColumnBuilder.add_run` checks values_text runs with); None when
-    the CPU has none."""
-    if not kfs_crc32c_hw_available():
-        return None
+def isal_crc32c(const uint8_t[::1] data, uint32_t crc=0):
+    """CRC-32C of ``data`` continuing ``crc``, as ``crc32c.crc32c(data, crc)``, by Intel ISA-L
+    (what :meth:`ColumnBuilder.add_run` checks values_text runs with, the GIL released)."""
     with nogil:
-        crc = kfs_crc32c(crc, &data[0] if data.shape[0] else NULL, data.shape[0])
+        crc = crc32c_continue(crc, &data[0] if data.shape[0] else NULL, data.shape[0])
     return crc
