@@ -217,7 +217,9 @@ class Streams:
                 start, last = self._read_to[stream]  # (set by reads on the event loop)
                 if stream.wants_read_ahead(start, last):
                     stream.read_ahead(start, last)
-                elif not moved.wait(READ_AHEAD_IDLE_S):
+                # one pass per read: chunks that other streams' renders evict from the shared
+                # budget (RENDERED_BYTES_KEPT) are not rendered again until the reader moves
+                if not moved.wait(READ_AHEAD_IDLE_S):
                     return
 
         async def render() -> None:
