@@ -107,13 +107,19 @@ def test_stream_of_kafka_written_logs(name, fmt):
         manager.close()
 
 
-def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
-    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
-    monkeypatch.setattr("kfs.mount.text_stream.RENDERED_CHUNKS_KEPT", 1)
+def small_chunks(tmp_path, monkeypatch, **settings):
+    """(log, its values stream refreshed, the stream's whole text) over ``txn_log`` with
+    700-byte chunks and ``settings`` (kfs.mount.text_stream constants) patched."""
+    for name, value in {"CHUNK_LOG_BYTES": 700, **settings}.items():
+        monkeypatch.setattr(f"kfs.mount.text_stream.{name}", value)
     log = txn_log(tmp_path / "t-0", segment_bytes=4096)
     stream = LogStream(log, StreamFormat.VALUES)
     stream.refresh()
-    want = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
+    return log, stream, naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
+
+
+def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
+    log, stream, want = small_chunks(tmp_path, monkeypatch, RENDERED_CHUNKS_KEPT=1)
     with pytest.raises(BlockingIOError):
         stream.read(0, 0, 10, nowait=True)  # the first chunk was rendered, then evicted
     assert stream.read(0, 0, 10) == want[:10]
@@ -122,12 +128,7 @@ def test_nowait_reads_come_from_rendered_chunks_only(tmp_path, monkeypatch):
 
 
 def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch):
-    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
-    monkeypatch.setattr("kfs.mount.text_stream.RENDERED_CHUNKS_KEPT", 2)
-    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
-    stream = LogStream(log, StreamFormat.VALUES)
-    stream.refresh()
-    want = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
+    log, stream, want = small_chunks(tmp_path, monkeypatch, RENDERED_CHUNKS_KEPT=2)
     position = 0
     while position < len(want):  # a sequential reader that reads ahead never waits
         piece = bytes(stream.read(0, position, 8, nowait=position > 0))  # < any chunk's text
@@ -143,12 +144,7 @@ def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch
 def test_read_ahead_renders_read_ahead_chunks(tmp_path, monkeypatch):
     """A reader asking about a chunk's worth at a time finds the READ_AHEAD_CHUNKS chunks
     after its own rendered (one ahead would be the very chunk its next read needs)."""
-    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
-    monkeypatch.setattr("kfs.mount.text_stream.READ_AHEAD_CHUNKS", 2)
-    log = txn_log(tmp_path / "t-0", segment_bytes=4096)
-    stream = LogStream(log, StreamFormat.VALUES)
-    stream.refresh()
-    want = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
+    log, stream, want = small_chunks(tmp_path, monkeypatch, READ_AHEAD_CHUNKS=2)
     first = bytes(stream._chunk(*stream._locate(stream._layout(), 0)[:3]).text)  # chunk 0's
     ahead = stream._after(0, len(first) - 1)
     assert len(ahead) == 2 and stream.wants_read_ahead(0, len(first) - 1)
