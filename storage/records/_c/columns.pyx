@@ -131,8 +131,8 @@ cdef class ColumnBuilder:
     without ``jsonl`` (each value and ``\\n``; with a ``key_separator`` each key, the
     separator, the value and ``\\n``), written as the records are decoded: one copy of each
     value instead of two, for streams of values. :meth:`add_run` then decodes the uncompressed
-    batches of a run without the GIL (their CRC-32C by the CPU's instruction where it has one),
-    so a rendering thread leaves the event loop free."""
+    batches of a run without the GIL (their CRC-32C by Intel ISA-L), so a rendering thread
+    leaves the event loop free."""
     cdef Growable offsets, timestamps, types
     cdef bint values_text
     cdef Growable text, row_ends  # values_text: the rendered rows and where each one ends
@@ -317,7 +317,7 @@ cdef class ColumnBuilder:
                            int64_t end, bint check, bint has_skip) noexcept nogil:
         """:meth:`add_run`'s loop for a values_text builder without the GIL, from ``at[0]``
         (moved past the batches done): whole uncompressed batches, each CRC-checked when
-        ``check`` (by the CPU's instruction). Stops with SLOW_PATH at a batch it leaves to
+        ``check`` (by ISA-L). Stops with SLOW_PATH at a batch it leaves to
         the loop with the GIL: not a whole v2 batch, a CRC mismatch, a compressed or (with
         ``has_skip``) transactional batch, or records that do not parse (their rows are taken
         back; that loop raises the error); END at the end of ``p[:n]``, DONE when a batch
@@ -421,9 +421,9 @@ cdef class ColumnBuilder:
         (from ``decompress``) for an unknown codec.
 
         A values_text builder takes the uncompressed batches without the GIL (see
-        :meth:`text_batches`) when ``crc`` is None or the crc32c package's function and the
-        CPU has a CRC-32C instruction; the rest batch by batch as below, with the same
-        checks and errors."""
+        :meth:`text_batches`) when ``crc`` is None or the crc32c package's function (ISA-L
+        computes the same); the rest batch by batch as below, with the same checks and
+        errors."""
         cdef Py_buffer view
         cdef const uint8_t* p
         cdef const uint8_t* b
