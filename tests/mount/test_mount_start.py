@@ -285,11 +285,12 @@ def test_setup_sh_says_each_step_as_it_goes_and_a_second_run_does_nothing(tmp_pa
     assert first.returncode == 0, first.stderr
     lines = [line.removeprefix("kfs setup: ") for line in first.stderr.splitlines()]
     assert all(line.startswith("kfs setup: ") for line in first.stderr.splitlines()), lines
-    debs = "fuse3 libfuse3-dev pkg-config gcc attr libssl-dev"
-    assert lines[0].startswith(f"installing system packages with apt-get: {debs} ("), lines
+    debs = "fuse3 libfuse3-dev pkg-config gcc attr libssl-dev libisal-dev".split()
+    assert lines[0].startswith(f"installing system packages with apt-get: {' '.join(debs)} ("), \
+        lines
     step = lines.index("  apt-get update")
-    assert lines[step + 1:step + 7] == [f"  set up {p}" for p in debs.split()]
-    assert lines[step + 7].startswith("  done in ")
+    assert lines[step + 1:step + 1 + len(debs)] == [f"  set up {p}" for p in debs]
+    assert lines[step + 1 + len(debs)].startswith("  done in ")
     venv = lines.index(f"creating the virtualenv .venv ({env['PYTHON']} -m venv: a few seconds)")
     assert lines[venv + 1].startswith("  done in ")
     assert lines[venv + 2].startswith("installing kfs and its Python packages into .venv with "
