@@ -18,6 +18,7 @@ cdef class OwnedBuffer:
     cdef Py_ssize_t length
 
 
+cdef bint make_room(Growable* g, Py_ssize_t extra) noexcept nogil
 cdef int grow(Growable* g, Py_ssize_t extra) except -1
 cdef int reserve(Growable* g, Py_ssize_t capacity) except -1
 cdef OwnedBuffer take(Growable* g)

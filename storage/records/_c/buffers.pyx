@@ -6,19 +6,27 @@ from libc.stdint cimport uint8_t
 from libc.stdlib cimport free, realloc
 
 
-cdef int grow(Growable* g, Py_ssize_t extra) except -1:
-    """Make room for ``extra`` more bytes (not zeroed: most buffers are written over at once)."""
+cdef bint make_room(Growable* g, Py_ssize_t extra) noexcept nogil:
+    """Make room for ``extra`` more bytes (not zeroed: most buffers are written over at once),
+    doubling the capacity; False when memory ran out. Callable without the GIL."""
     cdef Py_ssize_t need = g.length + extra, capacity = g.capacity or 4096
     cdef uint8_t* data
     if need <= g.capacity:
-        return 0
+        return True
     while capacity < need:
         capacity *= 2
     data = <uint8_t*>realloc(g.data, capacity)
     if data == NULL:
-        raise MemoryError()
+        return False
     g.data = data
     g.capacity = capacity
+    return True
+
+
+cdef int grow(Growable* g, Py_ssize_t extra) except -1:
+    """:func:`make_room`, MemoryError when memory ran out."""
+    if not make_room(g, extra):
+        raise MemoryError()
     return 0
 
 

@@ -6,7 +6,6 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.stdlib cimport realloc
 from libc.stdio cimport snprintf
 from libc.string cimport memcpy
 
@@ -16,7 +15,8 @@ from storage.records._c.records cimport (
     RecordView, check_crc, parse_record, read_bytes_field, record_error, skim_record, whole_v2_batch,
 )
 from storage.records._c.buffers cimport (
-    Growable, OwnedBuffer, grow, put_bytes, put_int32, put_int64, release, reserve, take,
+    Growable, OwnedBuffer, grow, make_room, put_bytes, put_int32, put_int64, release, reserve,
+    take,
 )
 
 cdef extern from "isa-l/crc.h":
@@ -101,21 +101,6 @@ cdef enum Scan:
     DONE = 1       # a batch reached the end offset
     SLOW_PATH = 2  # the next batch needs the GIL
     NO_MEMORY = 3
-
-
-cdef inline bint room(Growable* g, Py_ssize_t extra) noexcept nogil:
-    """Make room for ``extra`` more bytes without the GIL: False when memory ran out."""
-    cdef Py_ssize_t capacity = g.capacity or 4096
-    cdef uint8_t* data
-    if g.length + extra <= g.capacity:
-        return True
-    while capacity < g.length + extra:
-        capacity *= 2
-    data = <uint8_t*>realloc(g.data, capacity)
-    if data == NULL:
-        return False
-    g.data, g.capacity = data, capacity
-    return True
 
 
 cdef class ColumnBuilder:
@@ -286,8 +271,8 @@ cdef class ColumnBuilder:
         most ``n // 7`` (whatever ``count`` claims); a row's text is at most its record's key
         and value bytes and 9 more ("null", "null", the newline) and the separator."""
         cdef Py_ssize_t rows = min(<Py_ssize_t>max(count, 0), n // 7 + 1)
-        return (room(&self.text, n + rows * (9 + self.separator_len)) and
-                room(&self.row_ends, 8 * rows) and room(&self.offsets, 8 * rows))
+        return (make_room(&self.text, n + rows * (9 + self.separator_len)) and
+                make_room(&self.row_ends, 8 * rows) and make_room(&self.offsets, 8 * rows))
 
     cdef inline void put_row(self, const uint8_t* p, RecordView* r, int64_t offset) noexcept nogil:
         """One row of values text (into room already made): with a separator the key (or
