@@ -64,6 +64,25 @@ def largest_lower_bound(const uint8_t[::1] entries, Py_ssize_t count, Py_ssize_t
     return lo
 
 
+cdef int64_t put_index_entries(Growable* offsets, Growable* times, int64_t base_offset,
+                               int64_t last_offset, int64_t position, int64_t max_timestamp,
+                               int64_t max_timestamp_offset, int64_t last_time_entry) except? -2:
+    """One index point as on disk: the offset entry (``last_offset``, ``position``) and, when
+    ``max_timestamp`` is above the time index's last entry ``last_time_entry``, the time entry
+    (``max_timestamp``, its offset) (``TimeIndex.maybeAppend``). Returns the time index's last
+    timestamp after it."""
+    cdef uint8_t entry[12]
+    put_be32(entry, <int32_t>(last_offset - base_offset))
+    put_be32(entry + 4, <int32_t>position)
+    put_bytes(offsets, entry, 8)
+    if max_timestamp <= last_time_entry:
+        return last_time_entry
+    put_be64(entry, max_timestamp)
+    put_be32(entry + 8, <int32_t>(max_timestamp_offset - base_offset))
+    put_bytes(times, entry, 12)
+    return max_timestamp
+
+
 def append_index_entries(batches, int64_t base_offset, Py_ssize_t position,
                          Py_ssize_t since_entry, Py_ssize_t interval, int64_t max_timestamp,
                          int64_t max_timestamp_offset, int64_t last_time_entry):
@@ -83,7 +102,6 @@ def append_index_entries(batches, int64_t base_offset, Py_ssize_t position,
     cdef const uint8_t* p
     cdef Py_ssize_t at, size
     cdef int64_t last
-    cdef uint8_t entry[12]
     memset(&offsets, 0, sizeof(Growable))
     memset(&times, 0, sizeof(Growable))
     try:
@@ -103,14 +121,9 @@ def append_index_entries(batches, int64_t base_offset, Py_ssize_t position,
                         max_timestamp = be64(p + at + MAX_TIMESTAMP_OFFSET)
                         max_timestamp_offset = last
                     if since_entry > interval:
-                        put_be32(entry, <int32_t>(last - base_offset))
-                        put_be32(entry + 4, <int32_t>position)
-                        put_bytes(&offsets, entry, 8)
-                        if max_timestamp > last_time_entry:
-                            put_be64(entry, max_timestamp)
-                            put_be32(entry + 8, <int32_t>(max_timestamp_offset - base_offset))
-                            put_bytes(&times, entry, 12)
-                            last_time_entry = max_timestamp
+                        last_time_entry = put_index_entries(
+                            &offsets, &times, base_offset, last, position, max_timestamp,
+                            max_timestamp_offset, last_time_entry)
                         since_entry = 0
                     since_entry += size
                     position += size
@@ -418,7 +431,6 @@ cdef class SegmentScan:
         cdef const int64_t* last_offsets = <int64_t*>self._last_offsets.data
         cdef const int64_t* max_ts = <int64_t*>self._max_timestamps.data
         cdef int64_t last_entry = 0, best_ts = -1, best_offset = -1, written_ts = -1
-        cdef uint8_t entry[12]
         memset(&offsets, 0, sizeof(Growable))
         memset(&times, 0, sizeof(Growable))
         try:
@@ -426,14 +438,8 @@ cdef class SegmentScan:
                 if max_ts[i] > best_ts:
                     best_ts, best_offset = max_ts[i], last_offsets[i]
                 if positions[i] - last_entry > interval:
-                    put_be32(entry, <int32_t>(last_offsets[i] - self.base))
-                    put_be32(entry + 4, <int32_t>positions[i])
-                    put_bytes(&offsets, entry, 8)
-                    if best_ts > written_ts:
-                        put_be64(entry, best_ts)
-                        put_be32(entry + 8, <int32_t>(best_offset - self.base))
-                        put_bytes(&times, entry, 12)
-                        written_ts = best_ts
+                    written_ts = put_index_entries(&offsets, &times, self.base, last_offsets[i],
+                                                   positions[i], best_ts, best_offset, written_ts)
                     last_entry = positions[i]
             return (PyBytes_FromStringAndSize(<char*>offsets.data, offsets.length),
                     PyBytes_FromStringAndSize(<char*>times.data, times.length))
