@@ -8,15 +8,16 @@ Byte positions map to records through a sparse position index per segment, as Ka
 index maps offsets to file positions: the segment is cut into chunks of about
 ``CHUNK_LOG_BYTES`` of whole batches, and for each chunk the index keeps where it ends in the
 ``.log``, where its text ends in the stream and the base offset of its first batch (24 bytes
-per chunk: about 24 KiB per GiB of log). The index is built lazily, a segment the first time
+per chunk: about 6 KiB per GiB of log). The index is built lazily, a segment the first time
 a read or a size needs it; a rolled segment's text never changes, so its entries are built
 once; the active segment's are extended from where they stopped, so following a growing log
 costs the new batches only. A read renders the one chunk it falls in (a few recent chunks are
 kept rendered: RENDERED_CHUNKS_KEPT a stream, RENDERED_BYTES_KEPT of all streams together, so
 that what a mount holds does not grow with the partitions read); :meth:`LogStream.read_ahead`
-renders the next READ_AHEAD_CHUNKS while a sequential reader is still on this one (a reader
-asking a MiB at a time crosses into the next chunk with nearly every read, so one chunk ahead
-is rendered too late).
+renders the next READ_AHEAD_CHUNKS while a sequential reader is still on this one. A chunk
+spans several of a reader's requests (``cat`` asks a MiB at a time, the files' st_blksize),
+so per-chunk work (rendering's set-up, read-ahead's wake-ups, joining the two chunks a read
+crosses) is paid every few reads, not on each.
 
 How each record looks is ``kfs.record_format``'s: a plain partition's records are rendered a
 chunk at a time by the compiled column builder; Kafka's coordinator topics'
@@ -50,15 +51,19 @@ from storage.segment import LogSegment
 
 from kfs.record_format import CoordinatorFormat, StreamFormat, record_format
 
-CHUNK_LOG_BYTES = 1 << 20  # .log bytes per index entry (and per rendered chunk)
+CHUNK_LOG_BYTES = 4 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4  # per stream
 # chunks a sequential reader finds rendered ahead of the one it is in (at most
 # RENDERED_CHUNKS_KEPT - 1: the one it is in stays)
 READ_AHEAD_CHUNKS = 2
 # rendered text (and its row ends and offsets) kept, all the process's streams together: what
 # a mount holds does not grow with the streams read (a mount keeps 64 streams)
-RENDERED_BYTES_KEPT = 16 << 20
+RENDERED_BYTES_KEPT = 32 << 20
 BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of all streams (one per rendering thread)
+# their size: a chunk is CHUNK_LOG_BYTES and the rest of the batch crossing its end (a batch of
+# up to Kafka's default message.max.bytes, 1048588, fits; a chunk that does not gets a buffer
+# of its own)
+POOLED_BUFFER_BYTES = CHUNK_LOG_BYTES + 1048588
 STARTS_KEPT = 256  # window starts remembered (each a segment and a text position)
 
 
@@ -316,14 +321,14 @@ class LogStream:
         """A buffer for ``size`` .log bytes from ``position`` (fewer at the segment's end) for
         the span of a ``with``: a pooled one when they fit (fresh pages cost more than the
         copy; the pool keeps BLOCK_BUFFERS_KEPT however many threads render)."""
-        size = min(size, segment.size - position)
-        if size > CHUNK_LOG_BYTES:
+        size = max(min(size, segment.size - position), 0)
+        if size > POOLED_BUFFER_BYTES:
             yield bytearray(size)
             return
         with _BUFFERS_LOCK:
-            buffer = _BUFFERS.pop() if _BUFFERS else bytearray(CHUNK_LOG_BYTES)
+            buffer = _BUFFERS.pop() if _BUFFERS else bytearray(POOLED_BUFFER_BYTES)
         try:
-            yield memoryview(buffer)[:max(size, 0)]
+            yield memoryview(buffer)[:size]
         finally:
             with _BUFFERS_LOCK:
                 if len(_BUFFERS) < BLOCK_BUFFERS_KEPT:
