@@ -10,9 +10,9 @@ Layout::
     /links/<i>   a symlink to ``../files/<i>`` with kfs's by-time choices (entry timeout 0,
                  attribute timeout as a record's): the ceiling of ``cat by-time/<t>``.
     /stream      read-only, ``--stream-bytes`` of lines of ``--size`` bytes held in memory, opened
-             with direct_io and attribute timeout 0 as kfs's ``values``: the ceiling of
-             ``cat values`` (the same request sizes reach both).
-/sink        write-only, opened with direct_io like kfs's ``append``; it only counts the
+                 with direct_io, attribute timeout 0 and st_blksize as kfs's ``values``:
+                 the ceiling of ``cat values`` (the same request sizes reach both).
+    /sink        write-only, opened with direct_io like kfs's ``append``; it only counts the
                  newlines it receives (the bare write path of ``cat file >> sink``).  Its
                  extended attribute ``user.lines`` gives the count so far (``user.reset``
                  as a name to ``getfattr`` resets it).
@@ -39,6 +39,9 @@ import trio
 
 # kfs/mount/operations.py: RECORD_TIMEOUT for record files (entry and attr), keep_cache=True on open.
 RECORD_TIMEOUT = 3600.0
+# kfs/mount/operations.py: STREAM_BLKSIZE, the stream files' st_blksize (cat and grep size their
+# reads by it, so both file systems get requests of the same size)
+STREAM_BLKSIZE = 1 << 20
 
 ROOT = pyfuse3.ROOT_INODE  # 1
 FILES_DIR = 2
@@ -104,8 +107,10 @@ class BareFs(pyfuse3.Operations):
             return self._attr(ino, stat.S_IFDIR | 0o755, 0, t, t)
         if ino == SINK:
             return self._attr(ino, stat.S_IFREG | 0o220, 0, 0, 0)  # as kfs's append
-        if ino == STREAM:
-            return self._attr(ino, stat.S_IFREG | 0o444, len(self.stream), t, 0)  # as values
+        if ino == STREAM:  # as values
+            attr = self._attr(ino, stat.S_IFREG | 0o444, len(self.stream), t, 0)
+            attr.st_blksize = STREAM_BLKSIZE
+            return attr
         i = self._index(ino)
         if i >= 0:
             return self._attr(ino, stat.S_IFREG | 0o444, self.size, RECORD_TIMEOUT, RECORD_TIMEOUT)
