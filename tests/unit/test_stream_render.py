@@ -21,6 +21,8 @@ from storage.records._c.columns import isal_crc32c
 TEXTS = st.one_of(
     st.none(),
     st.binary(max_size=40),  # mostly not UTF-8: base64
+    # ASCII with what JSON escapes anywhere in it (the renderer looks 8 bytes at a time)
+    st.text(st.sampled_from('ab"\\\x00\x1f\x7f\n'), max_size=70).map(str.encode),
     st.text(max_size=30).map(lambda t: t.encode("utf-8", "surrogatepass")),  # lone surrogates
     st.sampled_from([b"", b'"\\\n\r\t\x08\x0c\x00\x1f\x7f', "h\u00e9\u2028\U0001f600".encode()]),
 )
@@ -50,13 +52,14 @@ def rendered(data: bytes, jsonl: bool, prefix: bytes = b"", values_text: bool = 
 
 @PROPERTY
 @given(rows=st.lists(st.tuples(TEXTS, TEXTS, HEADERS), min_size=1, max_size=20),
-       log_append=st.booleans())
-def test_jsonl_is_json_dumps_of_the_kcat_fields(rows, log_append):
+       log_append=st.booleans(), base_offset=st.integers(0, 2**62 - 2**31),
+       timestamp=st.integers(-1, 2**63 - 1))  # (Kafka refuses other negative times)
+def test_jsonl_is_json_dumps_of_the_kcat_fields(rows, log_append, base_offset, timestamp):
     values, keys, headers = zip(*rows)
-    data = build_batch(7, list(values), list(keys), 1763811234567, list(headers),
+    data = build_batch(base_offset, list(values), list(keys), timestamp, list(headers),
                        timestamp_type=TimestampType.LOG_APPEND_TIME if log_append
                        else TimestampType.CREATE_TIME,
-                       log_append_time=1763811299999 if log_append else None)
+                       log_append_time=timestamp if log_append else None)
     prefix = {"topic": "t.x", "partition": 3}
     text, ends, offsets = rendered(data, True, json.dumps(prefix, separators=(",", ":"))[:-1].encode() + b",")
     records = list(next(iter_batches(data)).records())
