@@ -53,15 +53,17 @@ FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.KEYED_VALUES: StreamFormat.KEY
 
 
 class StreamHandle:
-    """An open stream file: the stream, the offset it starts at, and what its byte positions
+    """An open stream file: the stream, the offset it starts at, what its byte positions
     are counted from (the first offset left at or after ``start`` and the stream's
-    generation)."""
+    generation), and the byte positions [first, end) of the chunk its latest read ended in
+    (reads that end there need nothing new rendered ahead)."""
 
-    __slots__ = ("stream", "start", "origin")
+    __slots__ = ("stream", "start", "origin", "chunk")
 
     def __init__(self, stream: LogStream, start: int) -> None:
         self.stream, self.start = stream, start
         self.origin = self.current_origin()
+        self.chunk = (0, 0)
 
     def current_origin(self) -> tuple[int, int]:
         return self.stream.start_offset(self.start), self.stream.generation
@@ -179,7 +181,10 @@ class Streams:
             data = await trio.to_thread.run_sync(run)
         self._check_positions(handle, offset)
         last = offset + len(data) - 1  # the next read starts in its chunk or the one after
-        if data:
+        # a reader asking less than a chunk at a time (jq: 8 KiB) reads on in the same chunk
+        # hundreds of times: only a read into another chunk looks at what to render ahead
+        if data and not handle.chunk[0] <= last < handle.chunk[1]:
+            handle.chunk = stream.chunk_span(handle.start, last)
             self._read_to[stream] = (handle.start, last)
             if stream in self._reading_ahead:
                 self._moved[stream].set()
@@ -196,6 +201,7 @@ class Streams:
         origin = handle.current_origin()
         if origin == handle.origin:
             return
+        handle.chunk = (0, 0)
         if offset:
             stream = handle.stream
             log.warning("%s: %s read at byte %d after records under it were removed; EIO "

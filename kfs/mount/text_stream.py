@@ -404,6 +404,22 @@ class LogStream:
         for after in self._after(offset, position):
             self._chunk(*after)
 
+    def chunk_span(self, offset: int, position: int) -> tuple[int, int]:
+        """The byte positions [first, end) of the chunk holding byte ``position`` of the stream
+        from ``offset`` (no I/O; ``(position, position + 1)`` when they are not known without
+        rendering)."""
+        layout = self._layout()
+        try:
+            here = self._start(self.start_offset(offset), layout, nowait=True) + position
+        except BlockingIOError:
+            return position, position + 1
+        at = self._locate(layout, here)
+        if at is None:
+            return position, position + 1
+        _, index, i, inside = at
+        first = position - inside
+        return first, first + index.stream_ends[i] - index.chunk_start(i)[1]
+
     def _after(self, offset: int, position: int) -> list[tuple[LogSegment, _SegmentIndex, int]]:
         """The chunks with text after the one holding ``position``, READ_AHEAD_CHUNKS at most
         (none at the indexed end, or when the start's position needs rendering)."""

@@ -141,6 +141,27 @@ def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch
     log.close()
 
 
+def test_chunk_spans_tile_the_stream_and_say_when_to_read_ahead(tmp_path, monkeypatch):
+    """A sequential reader that looks at what to render ahead only when a read ends outside
+    the chunk span of its last look (as the mount does) never waits, and the spans it meets
+    tile the stream."""
+    log, stream, want = small_chunks(tmp_path, monkeypatch, RENDERED_CHUNKS_KEPT=2)
+    position, span, spans = 0, (0, 0), []
+    while position < len(want):
+        piece = bytes(stream.read(0, position, 8, nowait=position > 0))
+        assert piece == want[position:position + 8]
+        position += len(piece)
+        if not span[0] <= position - 1 < span[1]:
+            span = stream.chunk_span(0, position - 1)
+            assert span[0] <= position - 1 < span[1]
+            spans.append(span)
+            if stream.wants_read_ahead(0, position - 1):
+                stream.read_ahead(0, position - 1)
+    assert len(spans) > 3 and spans[0][0] == 0 and spans[-1][1] == len(want)
+    assert [first for first, _ in spans[1:]] == [end for _, end in spans[:-1]]
+    log.close()
+
+
 def test_read_ahead_renders_read_ahead_chunks(tmp_path, monkeypatch):
     """A reader asking about a chunk's worth at a time finds the READ_AHEAD_CHUNKS chunks
     after its own rendered (one ahead would be the very chunk its next read needs)."""
