@@ -9,9 +9,11 @@ Layout::
                  attribute timeouts and keep_cache as kfs gives its record files.
     /links/<i>   a symlink to ``../files/<i>`` with kfs's by-time choices (entry timeout 0,
                  attribute timeout as a record's): the ceiling of ``cat by-time/<t>``.
-    /stream      read-only, ``--stream-bytes`` of lines of ``--size`` bytes held in memory, opened
-                 with direct_io, attribute timeout 0 and st_blksize as kfs's ``values``:
-                 the ceiling of ``cat values`` (the same request sizes reach both).
+    /stream      read-only, ``--stream-bytes`` of lines of ``--size`` bytes held in memory (or
+                 the bytes of ``--stream-file``), opened with direct_io, attribute timeout 0
+                 and st_blksize as kfs's ``values``: the ceiling of ``cat values`` (the same
+                 request sizes reach both), and with a copy of ``records.jsonl`` the ceiling
+                 of ``jq`` over it.
     /sink        write-only, opened with direct_io like kfs's ``append``; it only counts the
                  newlines it receives (the bare write path of ``cat file >> sink``).  Its
                  extended attribute ``user.lines`` gives the count so far (``user.reset``
@@ -54,10 +56,13 @@ ENOATTR = pyfuse3.ENOATTR
 
 
 class BareFs(pyfuse3.Operations):
-    def __init__(self, n_files: int, size: int, dir_timeout: float, stream_bytes: int = 0) -> None:
+    def __init__(self, n_files: int, size: int, dir_timeout: float, stream_bytes: int = 0,
+                 stream: bytes | None = None) -> None:
         super().__init__()
         line = b"x" * max(size - 1, 0) + b"\n"
-        self.stream = memoryview((line * (stream_bytes // len(line) + 1))[:stream_bytes])
+        if stream is None:
+            stream = (line * (stream_bytes // len(line) + 1))[:stream_bytes]
+        self.stream = memoryview(stream)
         self.n = n_files
         self.size = size
         self.dir_timeout = dir_timeout
@@ -263,11 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", type=int, default=10_000, help="number of files in files/ and links/")
     p.add_argument("--size", type=int, default=99, help="bytes per file")
     p.add_argument("--stream-bytes", type=int, default=0, help="bytes of /stream")
+    p.add_argument("--stream-file", help="serve this file's bytes as /stream instead")
     p.add_argument("--dir-timeout", type=float, default=RECORD_TIMEOUT,
                    help="entry/attr timeout of the directories (default: as kfs's DIR_TIMEOUT)")
     args = p.parse_args(argv)
 
-    fs = BareFs(args.files, args.size, args.dir_timeout, args.stream_bytes)
+    stream = None
+    if args.stream_file:
+        with open(args.stream_file, "rb") as f:
+            stream = f.read()
+    fs = BareFs(args.files, args.size, args.dir_timeout, args.stream_bytes, stream)
     options = set(pyfuse3.default_options) | {"fsname=barefs", "subtype=barefs", "noatime"}  # as kfs
     pyfuse3.init(fs, args.mountpoint, options)
     try:

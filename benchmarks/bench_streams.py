@@ -4,8 +4,9 @@ measured in the same run.
 * ``cat values > /dev/null`` and ``grep -c`` over N x 100-B records: records/s and MB/s,
   beside bare pyfuse3 serving one file of the same size with the same request sizes
   (``bare_fs.py`` ``/stream``: direct_io, as kfs's streams); target >= 0.5x.
-* ``jq -c . records.jsonl | wc -l``: records/s, beside jq over a local copy of the same text
-  (jq's own pace: the stream is "bound by jq" when the two are equal).
+* ``jq -c . records.jsonl | wc -l``: records/s, beside jq over the same text served by bare
+  pyfuse3 (``bare_fs.py --stream-file``: every 8 KiB read of jq's a request, as on kfs) and
+  over a local copy of it (jq's own pace, with no file system requests at all).
 * ``tail -n 10 values`` on a BIG-record partition: wall time of a first and a second call and
   the bytes the kfs process read for each (``rchar`` of /proc/PID/io); the second must read
   O(one segment).
@@ -115,8 +116,10 @@ def run(records: int, big_records: int, rounds: int, follows: int) -> int:
         sh_time("cat values > /dev/null", part)  # index once, as any first reader does
         plain = tmp / "records.jsonl"  # jq's own pace: the same text from a local file
         sh_time(f"cat records.jsonl > {plain}", part)
+        mounts.start([sys.executable, str(BARE_FS), str(tmp / "bare-jq"), "--files", "1",
+                      "--stream-file", str(plain)], tmp / "bare-jq", "bare-jq")
         rows = {"cat kfs": [], "cat bare": [], "grep kfs": [], "grep bare": [], "jq": [],
-                "jq plain": []}
+                "jq bare": [], "jq plain": []}
         for _ in range(rounds):
             rows["cat kfs"].append(sh_time("cat values > /dev/null", part)[0])
             rows["cat bare"].append(sh_time("cat stream > /dev/null", bare)[0])
@@ -126,6 +129,9 @@ def run(records: int, big_records: int, rounds: int, follows: int) -> int:
             t, out = sh_time("jq -c . records.jsonl | wc -l", part)
             assert int(out) == n, out
             rows["jq"].append(t)
+            t, out = sh_time("jq -c . stream | wc -l", tmp / "bare-jq")
+            assert int(out) == n, out
+            rows["jq bare"].append(t)
             rows["jq plain"].append(sh_time(f"jq -c . {plain} | wc -l", part)[0])
         t = Table(f"stream reads: {n:,} records of {VALUE + 1} B (medians of {rounds})",
                   ("what", "records/s", "MB/s", "kfs / bare"))
@@ -138,8 +144,11 @@ def run(records: int, big_records: int, rounds: int, follows: int) -> int:
             t.add(f"bare {what} (one {size / 1e6:.0f} MB file)", spread(b),
                   f"{med(b) * 100 / 1e6:.0f}", "")
         j = [n / s for s in rows["jq"]]
+        jb = [n / s for s in rows["jq bare"]]
         jp = [n / s for s in rows["jq plain"]]
-        t.add("kfs  jq -c . records.jsonl | wc -l", spread(j), "", ratio(med(j), med(jp)))
+        t.add("kfs  jq -c . records.jsonl | wc -l", spread(j), "", ratio(med(j), med(jb)))
+        t.add("bare jq -c . over the same text", spread(jb), "",
+              f"local: {ratio(med(jb), med(jp))}")
         t.add("jq over a local copy of it (jq's own pace)", spread(jp), "", "")
         t.print()
         latencies = sorted(follow_latencies(part, follows))
