@@ -35,7 +35,7 @@ from storage.isolation import IsolationLevel
 
 from . import inodes
 from .inodes import Kind
-from .text_stream import LogStream
+from .text_stream import ChunkSpan, LogStream
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +55,15 @@ FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.KEYED_VALUES: StreamFormat.KEY
 class StreamHandle:
     """An open stream file: the stream, the offset it starts at, what its byte positions
     are counted from (the first offset left at or after ``start`` and the stream's
-    generation), and the byte positions [first, end) of the chunk its latest read ended in
-    (reads that end there need nothing new rendered ahead)."""
+    generation), and the chunk its latest read ended in (reads inside it are served from it
+    and need nothing new rendered ahead)."""
 
-    __slots__ = ("stream", "start", "origin", "chunk")
+    __slots__ = ("stream", "start", "origin", "span")
 
     def __init__(self, stream: LogStream, start: int) -> None:
         self.stream, self.start = stream, start
         self.origin = self.current_origin()
-        self.chunk = (0, 0)
+        self.span: ChunkSpan | None = None
 
     def current_origin(self) -> tuple[int, int]:
         return self.stream.start_offset(self.start), self.stream.generation
@@ -163,10 +163,16 @@ class Streams:
     async def read(self, handle: StreamHandle, offset: int, size: int) -> bytes | memoryview:
         """``size`` bytes at ``offset`` of an open stream file (fewer at its end): on the trio
         thread when a rendered chunk holds them (a sequential reader's usual case; a
-        worker-thread hop costs more), else in a worker thread. Then the next chunk is
-        rendered in the background, so that a sequential reader finds it ready."""
+        worker-thread hop costs more), straight from the chunk the handle's latest read ended
+        in when it holds them all, else in a worker thread. A read ending in another chunk
+        has the chunks after it rendered in the background, so that a sequential reader
+        finds them ready."""
         stream = handle.stream
-        data = None
+        span = handle.span
+        data = None if span is None else stream.read_within(span, offset, size)
+        if data is not None:  # the usual case: the chunk the latest read ended in holds it
+            self._check_positions(handle, offset)
+            return data
         if stream.is_current():
             try:
                 data = stream.read(handle.start, offset, size, nowait=True)
@@ -183,8 +189,8 @@ class Streams:
         last = offset + len(data) - 1  # the next read starts in its chunk or the one after
         # a reader asking less than a chunk at a time (jq: 8 KiB) reads on in the same chunk
         # hundreds of times: only a read into another chunk looks at what to render ahead
-        if data and not handle.chunk[0] <= last < handle.chunk[1]:
-            handle.chunk = stream.chunk_span(handle.start, last)
+        if data and not (span is not None and span.first <= last < span.end):
+            handle.span = stream.chunk_span(handle.start, last)
             self._read_to[stream] = (handle.start, last)
             if stream in self._reading_ahead:
                 self._moved[stream].set()
@@ -201,7 +207,7 @@ class Streams:
         origin = handle.current_origin()
         if origin == handle.origin:
             return
-        handle.chunk = (0, 0)
+        handle.span = None
         if offset:
             stream = handle.stream
             log.warning("%s: %s read at byte %d after records under it were removed; EIO "

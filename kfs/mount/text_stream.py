@@ -103,6 +103,17 @@ class _SegmentIndex:
             self.damaged.pop(len(self.file_ends), None)
 
 
+@dataclass(frozen=True)
+class ChunkSpan:
+    """The byte positions [first, end) a chunk holds in a stream from some start offset, and
+    what :meth:`LogStream.read_within` checks that they still hold by."""
+
+    first: int
+    end: int
+    layout: tuple  # the index's layout they were found in (see LogStream._layout)
+    key: tuple  # the chunk's (segment, .log start, .log stop)
+
+
 @dataclass
 class _Chunk:
     text: memoryview
@@ -404,21 +415,38 @@ class LogStream:
         for after in self._after(offset, position):
             self._chunk(*after)
 
-    def chunk_span(self, offset: int, position: int) -> tuple[int, int]:
-        """The byte positions [first, end) of the chunk holding byte ``position`` of the stream
-        from ``offset`` (no I/O; ``(position, position + 1)`` when they are not known without
-        rendering)."""
+    def chunk_span(self, offset: int, position: int) -> ChunkSpan | None:
+        """The chunk holding byte ``position`` of the stream from ``offset``, as a
+        :class:`ChunkSpan` for :meth:`read_within`; None when that needs rendering (no I/O)."""
         layout = self._layout()
         try:
             here = self._start(self.start_offset(offset), layout, nowait=True) + position
         except BlockingIOError:
-            return position, position + 1
+            return None
         at = self._locate(layout, here)
         if at is None:
-            return position, position + 1
-        _, index, i, inside = at
+            return None
+        segment, index, i, inside = at
         first = position - inside
-        return first, first + index.stream_ends[i] - index.chunk_start(i)[1]
+        return ChunkSpan(first, first + index.stream_ends[i] - index.chunk_start(i)[1], layout,
+                         _chunk_key((segment, index, i)))
+
+    def read_within(self, span: ChunkSpan, position: int, size: int) -> memoryview | None:
+        """The ``size`` bytes at ``position`` of the stream ``span`` came from (see
+        :meth:`chunk_span`) when they lie after the first byte of its chunk and within it,
+        and that chunk is rendered and has the same positions still (the index unchanged and
+        current); else None. No I/O, no waiting, no lock but the rendered chunks': what a
+        reader asking less than a chunk at a time reads through (a read starting at a chunk's
+        first byte, where damage may come first, goes through :meth:`read`)."""
+        if not span.first < position <= position + size <= span.end:
+            return None
+        if span.layout is not self._layout_cache or not self.is_current():
+            return None
+        chunk = self._rendered.get((self, *span.key))
+        if chunk is None:
+            return None
+        inside = position - span.first
+        return chunk.text[inside:inside + size]
 
     def _after(self, offset: int, position: int) -> list[tuple[LogSegment, _SegmentIndex, int]]:
         """The chunks with text after the one holding ``position``, READ_AHEAD_CHUNKS at most

@@ -141,24 +141,48 @@ def test_read_ahead_renders_the_next_chunk_across_segments(tmp_path, monkeypatch
     log.close()
 
 
-def test_chunk_spans_tile_the_stream_and_say_when_to_read_ahead(tmp_path, monkeypatch):
-    """A sequential reader that looks at what to render ahead only when a read ends outside
-    the chunk span of its last look (as the mount does) never waits, and the spans it meets
-    tile the stream."""
+def test_chunk_spans_tile_the_stream_and_serve_the_reads_inside_them(tmp_path, monkeypatch):
+    """A sequential reader that reads inside the span of the chunk its latest read ended in
+    through ``read_within``, and looks at what to render ahead only when a read ends outside
+    it (as the mount does), reads the stream's bytes and never waits; the spans it meets tile
+    the stream."""
     log, stream, want = small_chunks(tmp_path, monkeypatch, RENDERED_CHUNKS_KEPT=2)
-    position, span, spans = 0, (0, 0), []
+    position, span, spans, within = 0, None, [], 0
     while position < len(want):
-        piece = bytes(stream.read(0, position, 8, nowait=position > 0))
-        assert piece == want[position:position + 8]
+        piece = None if span is None else stream.read_within(span, position, 8)
+        within += piece is not None
+        if piece is None:
+            piece = stream.read(0, position, 8, nowait=position > 0)
+        assert bytes(piece) == want[position:position + 8]
         position += len(piece)
-        if not span[0] <= position - 1 < span[1]:
+        if span is None or not span.first <= position - 1 < span.end:
             span = stream.chunk_span(0, position - 1)
-            assert span[0] <= position - 1 < span[1]
+            assert span.first <= position - 1 < span.end
             spans.append(span)
             if stream.wants_read_ahead(0, position - 1):
                 stream.read_ahead(0, position - 1)
-    assert len(spans) > 3 and spans[0][0] == 0 and spans[-1][1] == len(want)
-    assert [first for first, _ in spans[1:]] == [end for _, end in spans[:-1]]
+    assert len(spans) > 3 and spans[0].first == 0 and spans[-1].end == len(want)
+    assert [s.first for s in spans[1:]] == [s.end for s in spans[:-1]]
+    assert within > len(want) // 8 // 2  # most reads came from the span
+    log.close()
+
+
+def test_read_within_serves_only_what_still_holds(tmp_path, monkeypatch):
+    """``read_within`` answers None, for :meth:`read` to answer, at a chunk's first byte (damage
+    may come before it), past the chunk, once the chunk is no longer kept, and once the log
+    has more than the index (an append)."""
+    log, stream, want = small_chunks(tmp_path, monkeypatch, RENDERED_CHUNKS_KEPT=1)
+    stream.read(0, 0, 8)
+    span = stream.chunk_span(0, 7)
+    assert bytes(stream.read_within(span, 1, 8)) == want[1:9]
+    assert stream.read_within(span, 0, 8) is None  # the chunk's first byte
+    assert stream.read_within(span, span.end - 4, 8) is None  # past its end
+    stream.read(0, span.end, 8)  # renders the next chunk: the first one is no longer kept
+    assert stream.read_within(span, 1, 8) is None
+    stream.read(0, 0, 8)
+    assert bytes(stream.read_within(span, 1, 8)) == want[1:9]
+    log.append([b"one more"])
+    assert stream.read_within(span, 1, 8) is None  # not current: read refreshes first
     log.close()
 
 
