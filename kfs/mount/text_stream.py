@@ -438,7 +438,7 @@ class LogStream:
         current); else None. No I/O, no waiting, no lock but the rendered chunks': what a
         reader asking less than a chunk at a time reads through (a read starting at a chunk's
         first byte, where damage may come first, goes through :meth:`read`)."""
-        if not span.first < position <= position + size <= span.end:
+        if not (span.first < position and position + size <= span.end):
             return None
         if span.layout is not self._layout_cache or not self.is_current():
             return None
