@@ -58,7 +58,7 @@ RENDERED_CHUNKS_KEPT = 4  # per stream
 READ_AHEAD_CHUNKS = 2
 # rendered text (and its row ends and offsets) kept, all the process's streams together: what
 # a mount holds does not grow with the streams read (a mount keeps 64 streams)
-RENDERED_BYTES_KEPT = 32 << 20
+RENDERED_BYTES_KEPT = 16 << 20
 BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of all streams (one per rendering thread)
 # their size: a chunk is CHUNK_LOG_BYTES and the rest of the batch crossing its end (a batch of
 # up to Kafka's default message.max.bytes, 1048588, fits; a chunk that does not gets a buffer
