@@ -274,27 +274,38 @@ cdef class ColumnBuilder:
         """add_section for a values_text builder: room for the section's rows is made first
         (see :meth:`text_room`), so the records are decoded with the GIL released (a
         read-ahead thread then leaves the event loop free)."""
-        cdef Py_ssize_t i = 0, pos = 0, added = 0
+        cdef Py_ssize_t pos, rows = self.rows
         cdef RecordView r
-        cdef Status s = OK
+        cdef Status s
+        cdef int32_t i
         if not self.text_room(n, count):
             raise MemoryError()
         with nogil:
-            for i in range(count):
-                s = parse_record(p, n, pos, &r)
-                if s != OK:
-                    break
-                pos = r.end
-                if start <= base_offset + r.offset_delta < end:
-                    self.put_row(p, &r, base_offset + r.offset_delta)
-                    added += 1
+            pos = self.put_rows(p, n, count, base_offset, start, end, &r, &s, &i)
         if s != OK:
             raise record_error(s, &r, i)
         if pos != n:
             raise CorruptRecordError(
                 f"Incorrect declared batch size, {n - pos} bytes still remaining after the "
                 "last record")
-        return added
+        return self.rows - rows
+
+    cdef Py_ssize_t put_rows(self, const uint8_t* p, Py_ssize_t n, int32_t count,
+                             int64_t base_offset, int64_t start, int64_t end, RecordView* r,
+                             Status* s, int32_t* i) noexcept nogil:
+        """The rows of a records section's records with offsets in [``start``, ``end``), into
+        room already made: where the records ended, with ``s[0]`` OK, or where record
+        ``i[0]`` did not parse (``s[0]``, ``r`` say why)."""
+        cdef Py_ssize_t pos = 0
+        s[0] = OK
+        for i[0] in range(count):
+            s[0] = parse_record(p, n, pos, r)
+            if s[0] != OK:
+                break
+            pos = r.end
+            if start <= base_offset + r.offset_delta < end:
+                self.put_row(p, r, base_offset + r.offset_delta)
+        return pos
 
     cdef bint text_room(self, Py_ssize_t n, int32_t count) noexcept nogil:
         """Make room for the rows of a records section of ``n`` bytes and ``count`` records
@@ -384,19 +395,13 @@ cdef class ColumnBuilder:
         SLOW_PATH (nothing added) when a record does not parse or the section's size is not
         its records', NO_MEMORY."""
         cdef Py_ssize_t text = self.text.length, ends = self.row_ends.length
-        cdef Py_ssize_t offsets = self.offsets.length, rows = self.rows, pos = 0
+        cdef Py_ssize_t offsets = self.offsets.length, rows = self.rows
         cdef RecordView r
+        cdef Status s
         cdef int32_t i
         if not self.text_room(n, count):
             return NO_MEMORY
-        for i in range(count):
-            if parse_record(p, n, pos, &r) != OK:
-                pos = -1
-                break
-            pos = r.end
-            if start <= base_offset + r.offset_delta < end:
-                self.put_row(p, &r, base_offset + r.offset_delta)
-        if pos != n:
+        if self.put_rows(p, n, count, base_offset, start, end, &r, &s, &i) != n or s != OK:
             self.text.length, self.row_ends.length = text, ends
             self.offsets.length, self.rows = offsets, rows
             return SLOW_PATH
