@@ -79,11 +79,11 @@ class Streams:
         # memory follows the streams in use, not every partition ever read
         self._streams: OrderedDict[tuple[int, StreamFormat], LogStream] = OrderedDict()
         self._indexing: set[LogStream] = set()
-        # streams with a thread rendering ahead (one each), and where their latest read ended:
-        # (start offset, last byte read), which that thread follows
-        self._reading_ahead: set[LogStream] = set()
+        # where each stream's latest read into another chunk ended (start offset, last byte
+        # read), which its read-ahead thread follows; the streams with such a thread (one
+        # each), and the event that wakes it, set by those reads
         self._read_to: dict[LogStream, tuple[int, int]] = {}
-        self._moved: dict[LogStream, threading.Event] = {}  # set by each read of the stream
+        self._moved: dict[LogStream, threading.Event] = {}
         self._index_lock = trio.Lock()
 
     def get(self, plog: Any, pid: int, kind: Kind) -> LogStream:
@@ -192,7 +192,7 @@ class Streams:
         if data and not (span is not None and span.first <= last < span.end):
             handle.span = stream.chunk_span(handle.start, last)
             self._read_to[stream] = (handle.start, last)
-            if stream in self._reading_ahead:
+            if stream in self._moved:
                 self._moved[stream].set()
             elif stream.wants_read_ahead(handle.start, last):
                 self._read_ahead(stream)
@@ -220,7 +220,6 @@ class Streams:
         """Render ahead of ``stream``'s reader (READ_AHEAD_CHUNKS) in a thread that follows
         its reads until none came for READ_AHEAD_IDLE_S (a thread started per read starts
         after the reply, when the next read is already there)."""
-        self._reading_ahead.add(stream)
         moved = self._moved[stream] = threading.Event()
 
         def follow() -> None:
@@ -240,14 +239,13 @@ class Streams:
             except Exception:  # noqa: BLE001 - the read of that chunk reports it
                 log.debug("read-ahead of %s failed", stream.log.name, exc_info=True)
             finally:
-                self._reading_ahead.discard(stream)
                 del self._read_to[stream], self._moved[stream]  # (a later read sets them)
 
         trio.lowlevel.spawn_system_task(render)
 
     def close(self) -> None:
         """Stop background indexing (at unmount, before the logs close)."""
-        for stream in {*self._streams.values(), *self._indexing, *self._reading_ahead}:
+        for stream in {*self._streams.values(), *self._indexing, *self._moved}:
             stream.close()
 
 
