@@ -415,14 +415,22 @@ class LogStream:
         for after in self._after(offset, position):
             self._chunk(*after)
 
+    def _text_position(self, offset: int, position: int) -> tuple[tuple, int] | None:
+        """(the index's layout, text position of all segments) of byte ``position`` of the
+        stream from ``offset``; None when the start's position needs rendering (no I/O)."""
+        layout = self._layout()
+        try:
+            return layout, self._start(self.start_offset(offset), layout, nowait=True) + position
+        except BlockingIOError:
+            return None
+
     def chunk_span(self, offset: int, position: int) -> ChunkSpan | None:
         """The chunk holding byte ``position`` of the stream from ``offset``, as a
         :class:`ChunkSpan` for :meth:`read_within`; None when that needs rendering (no I/O)."""
-        layout = self._layout()
-        try:
-            here = self._start(self.start_offset(offset), layout, nowait=True) + position
-        except BlockingIOError:
+        found = self._text_position(offset, position)
+        if found is None:
             return None
+        layout, here = found
         at = self._locate(layout, here)
         if at is None:
             return None
@@ -451,11 +459,10 @@ class LogStream:
     def _after(self, offset: int, position: int) -> list[tuple[LogSegment, _SegmentIndex, int]]:
         """The chunks with text after the one holding ``position``, READ_AHEAD_CHUNKS at most
         (none at the indexed end, or when the start's position needs rendering)."""
-        layout = self._layout()
-        try:
-            here = self._start(self.start_offset(offset), layout, nowait=True) + position
-        except BlockingIOError:
+        found = self._text_position(offset, position)
+        if found is None:
             return []
+        layout, here = found
         out = []
         at = self._locate(layout, here)
         while at is not None and len(out) < min(READ_AHEAD_CHUNKS, RENDERED_CHUNKS_KEPT - 1):
