@@ -695,15 +695,12 @@ cdef int put_json_bytes(Growable* g, BinaryColumn* c, Py_ssize_t row,
         return put_bytes(g, <const uint8_t*>b"null", 4)
     cdef const uint8_t* s = c.data.data + offsets[row]
     cdef Py_ssize_t n = offsets[row + 1] - offsets[row]
-    if json_plain_run(s, n, True, True) == n:  # the usual case: ASCII with nothing to escape
-        if g.length + n + 2 > g.capacity:
-            grow(g, n + 2)
-        g.data[g.length] = 0x22
-        memcpy(g.data + g.length + 1, s, n)
-        g.data[g.length + n + 1] = 0x22
-        g.length += n + 2
-        return 0
-    if not ascii_only(s, n):
+    cdef Py_ssize_t plain = json_plain_run(s, n, True, True)
+    if plain == n:  # the usual case: ASCII with nothing to escape
+        put_bytes(g, <const uint8_t*>b'"', 1)
+        put_bytes(g, s, n)
+        return put_bytes(g, <const uint8_t*>b'"', 1)
+    if not ascii_only(s + plain, n - plain):  # (what came before is ASCII)
         try:
             PyUnicode_DecodeUTF8(<const char*>s, n, "strict")
         except UnicodeDecodeError:
