@@ -15,11 +15,17 @@ Measured:
      choosing its own batch boundaries.
      The landed count is checked (user.kafka.logEndOffset, and by reopening the engine after
      unmount).  Round 1 fills bench-0 (read below); later rounds append to fresh partitions.
+     "Engine alone" stores the same 128 KiB writes in process (``engine_append``: the mount's
+     framing and ``Log.append_lines``, no FUSE); since a write is stored before it is answered,
+     the sink's time plus that is the best kfs can do per write ("kfs / sink at best").
   2. random ``by-offset/<o>`` open+read+close: a Python loop (per-file latency p50/p99) and real
      ``cat`` in a shell loop, at 10k records (bench-1) and N records (bench-0), beside bare_fs's
      small-file loop.  Every file is read once (distinct offsets), so no kernel cache helps.
      Diagnostic rows open the names relative to
      an open by-offset/ directory (openat), leaving out the path walk through the partition.
+     "Engine alone" reads random records of round 1's in-process partition with
+     ``LogReader.read`` (``engine_reads``); bare's time per file plus that is the best kfs can
+     do per file ("kfs / bare at best").
   3. ``by-time/<t>`` likewise, random t within the partition's timestamps (distinct when the
      range has enough ms). kfs resolves many t to the same record, and a record read before
      (section 2, earlier rounds) is in the kernel's cache: bare_fs's symlinks replay exactly the
@@ -446,6 +452,51 @@ def engine_encode(values: list[bytes], ts: int) -> list[bytes]:
             for start, end in chunks]
 
 
+CAT_WRITE = 128 << 10  # bytes of each write() of ``cat file >> append`` (coreutils' io_blksize)
+
+
+def engine_append(data: bytes, directory: Path) -> float:
+    """The mount's write path without FUSE: ``data`` cut into ``cat``'s 128 KiB writes, each
+    framed by the mount's ``LineFramer`` and stored by ``Log.append_lines`` (encode, CRC-32C,
+    the page-cache write, the indexes) into a new partition under ``directory``; seconds."""
+    from kfs.mount.append import LineFramer
+    from storage import LogManager
+    mgr = LogManager(directory)
+    try:
+        log, framer, view = mgr.create(f"{DATA_TOPIC}-0"), LineFramer(), memoryview(data)
+        t0 = time.perf_counter()
+        for pos in range(0, len(data), CAT_WRITE):
+            lines = framer.feed(view[pos:pos + CAT_WRITE])
+            if lines:
+                log.append_lines(lines)
+        return time.perf_counter() - t0
+    finally:
+        mgr.close()
+
+
+def engine_reads(directory: Path, offsets: list[int]) -> float:
+    """``LogReader.read`` of each offset of the partition ``engine_append`` made under
+    ``directory`` (segment, offset index, the batch read and CRC-checked, the record decoded:
+    what ``cat by-offset/<o>`` costs the engine); seconds. Raises if a record is missing."""
+    from storage import LogManager
+    mgr = LogManager(directory)
+    try:
+        read = mgr.get(f"{DATA_TOPIC}-0").reader.read
+        t0 = time.perf_counter()
+        for o in offsets:
+            if read(o) is None:
+                raise LookupError(f"engine: no record at offset {o}")
+        return time.perf_counter() - t0
+    finally:
+        mgr.close()
+
+
+def best_ratio(ceiling_s: float, added_s: float) -> str:
+    """kfs / ceiling at best when kfs does the ceiling's work plus ``added_s`` one after the
+    other (the engine's part of a request), as ``ratio`` prints it."""
+    return ratio(1 / (ceiling_s + added_s), 1 / ceiling_s)
+
+
 def touch(records: Any) -> int:
     """Iterate the records, reading offset, timestamp, key and value of each; their number."""
     n = 0
@@ -554,9 +605,11 @@ class Bench:
     def bench_append(self) -> None:
         a = self.a
         nbytes = self.n * LINE
-        kfs_t, bare_t, plain_t = [], [], []
+        kfs_t, bare_t, plain_t, store_t = [], [], [], []
         sink = str(self.bare_mnt / "sink")
         plain = self.tmp / "plain-append"
+        data = self.data.read_bytes()
+        self.engine_dir = self.tmp / "engine-0"  # round 1's partition: section 2 reads it
         for r in range(a.rounds):
             part = self.p_big if r == 0 else str(self.mnt / f"append_r{r}-0")
             if r:
@@ -580,7 +633,13 @@ class Bench:
                 self.fail(f"bare sink counted {lines:,} lines, expected {self.n:,}")
             plain.unlink(missing_ok=True)
             plain_t.append(sh(f"cat {self.data} >> {plain}"))
+            engine_dir = self.tmp / f"engine-{r}"
+            engine_dir.mkdir()
+            store_t.append(engine_append(data, engine_dir))
+            if r:
+                shutil.rmtree(engine_dir)
         plain.unlink(missing_ok=True)
+        del data
         # The small partition, for the lookups at 10k records.
         sh(f"cat {self.small_data} >> {self.p_small}/append")
         landed = xattr_int(self.p_small, "user.kafka.logEndOffset")
@@ -620,6 +679,13 @@ class Bench:
         b = [self.n / x for x in bare_t]
         t.add("bare pyfuse3 sink (ceiling)", spread(b), f"{med([nbytes / x / 1e6 for x in bare_t]):.0f}",
               ratio(med(k), med(b)))
+        e = [self.n / x for x in store_t]
+        t.add("engine alone: the same writes framed and stored, no FUSE", spread(e),
+              f"{med([nbytes / x / 1e6 for x in store_t]):.0f}", ratio(med(k), med(e)))
+        writes = -(-nbytes // CAT_WRITE)  # each write is a request, stored before it is answered
+        t.add(f"  kfs / sink at best: the sink's request, then storing it "
+              f"({med(bare_t) / writes * 1e6:.0f} + {med(store_t) / writes * 1e6:.0f} µs a write)",
+              "", "", best_ratio(med(bare_t), med(store_t)))
         kp = [self.n / x for x in kp_t]
         t.add(f"kafka-python encode (its builder: {len(counts)} batches)", spread(kp),
               f"{med([nbytes / x / 1e6 for x in kp_t]):.0f}", ratio(med(k), med(kp)))
@@ -634,8 +700,8 @@ class Bench:
         p = [self.n / x for x in plain_t]
         t.add("plain local file (context)", spread(p), f"{med([nbytes / x / 1e6 for x in plain_t]):.0f}",
               ratio(med(k), med(p)))
-        met = med(k) >= 0.5 * med(b)
-        t.add(f"target: kfs ≥ 0.5× the bare pyfuse3 sink -> {'met' if met else 'not met'}")
+        met = med(k) >= 0.8 * med(b)
+        t.add(f"goal: kfs ≥ 0.8× the bare pyfuse3 sink -> {'met' if met else 'not met'}")
         t.print()
         self.append_rate = med(k)
 
@@ -743,12 +809,22 @@ class Bench:
             (plain_dir / str(i)).write_bytes(self.values[i])
         shell["plain"] = shell_cat_loop([str(plain_dir / str(i)) for i in range(a.shell_reads)], lst)
 
+        log("by-offset: the engine's reads alone")
+        reads = self.samples(self.n)  # (the engine's own copy: any offsets are new to it)
+        engine_s = [engine_reads(self.engine_dir, reads(per_loop)) for _ in range(a.rounds)]
+
         t = Table(f"2. random cat by-offset/<o>: open+read+close, distinct files, {per_loop} per loop x {a.rounds} rounds",
                   ("what", "files/s", "p50", "p99", "kfs / bare"))
         bare_rate = med([per_loop / x[0] for x in res["bare"]])
         for label, _, _ in parts:
             self._lookup_row(t, f"kfs  {label} records", res[f"kfs {label}"], per_loop, bare_rate)
         self._lookup_row(t, "bare pyfuse3 small files (ceiling)", res["bare"], per_loop, None)
+        engine_rate = med([per_loop / x for x in engine_s])
+        t.add(f"engine alone: LogReader.read of {self.n:,} records, no FUSE", fmt_rate(engine_rate), "",
+              "", "")
+        t.add(f"  kfs / bare at best: bare's requests, then the engine's read "
+              f"({1e6 / bare_rate:.0f} + {1e6 / engine_rate:.0f} µs a file)", "", "", "",
+              best_ratio(1 / bare_rate, 1 / engine_rate))
         if len(parts) == 2:
             r10 = med([per_loop / x[0] for x in res[f"kfs {parts[0][0]}"]])
             r1m = med([per_loop / x[0] for x in res[f"kfs {parts[1][0]}"]])
@@ -766,7 +842,7 @@ class Bench:
         t.add("shell loop of cat: bare", fmt_rate(shell["bare"]), "", "", "")
         t.add("shell loop of cat: plain local files", fmt_rate(shell["plain"]), "", "", "")
         kfs_big = med([per_loop / x[0] for x in res[f"kfs {parts[-1][0]}"]])
-        t.add(f"target: kfs ≥ 80% of bare -> {'met' if kfs_big >= 0.8 * bare_rate else 'not met'}")
+        t.add(f"goal: kfs {parts[-1][0]} ≥ 0.95× bare -> {'met' if kfs_big >= 0.95 * bare_rate else 'not met'}")
         t.print()
         self.lookup_parts = parts
         self.kfs_take = kfs_take
