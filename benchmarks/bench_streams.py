@@ -5,8 +5,8 @@ measured in the same run.
   beside bare pyfuse3 serving one file of the same size with the same request sizes
   (``bare_fs.py`` ``/stream``: direct_io, as kfs's streams); goal >= 0.9x. Beside them the
   render alone (``render_values``: the mount's ``LogStream`` read in cat's 1 MiB requests, in
-  process, one thread, no FUSE). The mount renders ahead on a thread of its own, beside the
-  requests bare also answers, so on two cores the render's speed alone does not bound ``cat``.
+  process, one thread, no FUSE): the mount renders ahead on a thread of its own, so ``cat``
+  over kfs can go no faster than that, however well the render overlaps the requests.
 * ``jq -c . records.jsonl | wc -l``: records/s, beside jq over the same text served by bare
   pyfuse3 (``bare_fs.py --stream-file``: every 8 KiB read of jq's a request, as on kfs) and
   over a local copy of it (jq's own pace, with no file system requests at all).
