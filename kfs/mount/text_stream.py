@@ -42,6 +42,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from storage.config import LogConfig
 from storage.damage import LogDamage
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.isolation import IsolationLevel
@@ -61,9 +62,8 @@ READ_AHEAD_CHUNKS = 2
 RENDERED_BYTES_KEPT = 16 << 20
 BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of all streams (one per rendering thread)
 # their size: a chunk is CHUNK_LOG_BYTES and the rest of the batch crossing its end (a batch of
-# up to Kafka's default message.max.bytes, 1048588, fits; a chunk that does not gets a buffer
-# of its own)
-POOLED_BUFFER_BYTES = CHUNK_LOG_BYTES + 1048588
+# up to the default max.message.bytes fits; a chunk that does not gets a buffer of its own)
+POOLED_BUFFER_BYTES = CHUNK_LOG_BYTES + LogConfig.max_message_bytes
 STARTS_KEPT = 256  # window starts remembered (each a segment and a text position)
 
 
