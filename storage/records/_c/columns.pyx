@@ -659,10 +659,12 @@ cdef int put_decimal(Growable* g, int64_t v) except -1:
     return put_bytes(g, digits + at, 20 - at)
 
 
-cdef int put_json_string(Growable* g, const uint8_t* s, Py_ssize_t n) except -1:
+cdef int put_json_string(Growable* g, const uint8_t* s, Py_ssize_t n,
+                         Py_ssize_t plain=0) except -1:
     """``s`` (valid UTF-8) as a JSON string, escaped as Python's json module escapes with
-    ``ensure_ascii=False``: quote, backslash and the C0 controls, nothing else."""
-    cdef Py_ssize_t i = 0, run = 0
+    ``ensure_ascii=False``: quote, backslash and the C0 controls, nothing else. Its first
+    ``plain`` bytes are known to need no escape (a caller's :func:`json_plain_run`)."""
+    cdef Py_ssize_t i = plain, run = 0
     cdef uint8_t c
     cdef char escape[8]
     put_bytes(g, <const uint8_t*>b'"', 1)
@@ -695,12 +697,9 @@ cdef int put_json_bytes(Growable* g, BinaryColumn* c, Py_ssize_t row,
         return put_bytes(g, <const uint8_t*>b"null", 4)
     cdef const uint8_t* s = c.data.data + offsets[row]
     cdef Py_ssize_t n = offsets[row + 1] - offsets[row]
+    # the usual case, ASCII with nothing to escape, is one run: put_json_string copies it whole
     cdef Py_ssize_t plain = json_plain_run(s, n, True, True)
-    if plain == n:  # the usual case: ASCII with nothing to escape
-        put_bytes(g, <const uint8_t*>b'"', 1)
-        put_bytes(g, s, n)
-        return put_bytes(g, <const uint8_t*>b'"', 1)
-    if not ascii_only(s + plain, n - plain):  # (what came before is ASCII)
+    if plain < n and not ascii_only(s + plain, n - plain):  # (what came before is ASCII)
         try:
             PyUnicode_DecodeUTF8(<const char*>s, n, "strict")
         except UnicodeDecodeError:
@@ -708,7 +707,7 @@ cdef int put_json_bytes(Growable* g, BinaryColumn* c, Py_ssize_t row,
             put_literal(g, b'{"base64":"')
             put_literal(g, encoded)
             return put_literal(g, b'"}')
-    return put_json_string(g, s, n)
+    return put_json_string(g, s, n, plain)
 
 
 
