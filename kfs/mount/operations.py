@@ -458,9 +458,13 @@ class KafkaFs(pyfuse3.Operations):
     async def _record(self, pid: int, offset: int) -> Any:
         """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent, EIO
         when it cannot be read or lies past where a damaged log's end could be read."""
+        plog = self._log_by_pid(pid)
+        if offset < plog.log_start_offset:
+            # retention moves the log start in a worker thread before the cache forgets the
+            # records below it: what the log start says is what a reader sees
+            raise _fail(errno.ENOENT)
         record = self._cache.get((pid, offset))
         if record is None:
-            plog = self._log_by_pid(pid)
             try:
                 record = await _cached_first(plog.reader.read, offset, self._isolation)
             except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
