@@ -109,10 +109,13 @@ class LogSegments:
             return False
         bases = log_loader.bases_of(names)
         old = {s.base_offset: s for s in self.all()}
+        was_active = self.active if old else None
         # a segment whose file is gone, replaced or cut shorter than what was read is opened
-        # anew (a broker truncating its log, a cleaner's swap)
+        # anew (a broker truncating its log, a cleaner's swap); so is the active one cut back
+        # and written again past that (a follower truncating, then fetching)
         kept = {b: old[b] for b in bases if b in old and old[b].is_file_on_disk()
-                and old[b].file_size() >= old[b].size}
+                and old[b].file_size() >= old[b].size
+                and (old[b] is not was_active or was_active.tail_unchanged())}
         if len(kept) == len(old) == len(bases) or not bases:
             return False  # (no .log at all: a listing mid-roll; Kafka keeps an active segment)
         segments = [kept.get(b) or LogSegment(self.dir, b, self.config, False, self.clock)
@@ -131,14 +134,16 @@ class LogSegments:
     def follow_active(self) -> int | None:
         """Take in the whole batches another writer appended to the active segment: the
         offset after them, or None when nothing whole was added. An active segment cut
-        shorter than what was read is taken in anew with :meth:`follow_files` (then
-        ``version`` moves). Raises CorruptRecordError for bytes that are not batches."""
+        shorter than what was read, or whose last batch read was written over, is taken in
+        anew with :meth:`follow_files` (then ``version`` moves). Raises CorruptRecordError for bytes that are not batches."""
         if not len(self):  # (a directory whose first .log is not there yet)
             return None
         active = self.active
-        if active.file_size() < active.size:
-            log.warning("%s: %s shrank from %d to %d bytes under the reader", self.dir.name,
-                        active.log_path.name, active.size, active.file_size())
+        shrank = active.file_size() < active.size
+        if shrank or not active.tail_unchanged():
+            how = (f"shrank from {active.size} to {active.file_size()} bytes" if shrank else
+                   "its last batch read was written over")
+            log.warning("%s: %s %s under the reader", self.dir.name, active.log_path.name, how)
             self.follow_files(os.listdir(self.dir))
             return None
         return active.catch_up()

@@ -48,6 +48,33 @@ def test_a_reader_follows_appends_rolls_retention_and_a_cut_back_log(tmp_path):
         writer.close()
 
 
+def test_a_log_cut_back_and_written_past_its_old_size_between_two_looks(tmp_path):
+    """A broker's follower truncates to its leader (``LocalLog.truncateTo``) and fetches other
+    records before the reader looks again: the .log is longer than what was read, but the
+    batches read are gone. The reader takes the new ones in, at the offsets they now have."""
+    (tmp_path / "t-0").mkdir()
+    writer = Log(tmp_path / "t-0", "t", 0, LogConfig())
+    for i in range(10):
+        writer.append([b"a-%d" % i])
+    reader = LogManager(tmp_path, read_only=True)
+    try:
+        log = reader.catch_up("t-0")
+        size = log.segments.active.size
+        assert values(log) == [b"a-%d" % i for i in range(10)]
+        writer.truncate_to(3)
+        for i in range(3, 12):
+            writer.append([b"bb-%d" % i])
+        assert writer.segments.active.size > size  # nothing shorter to see
+        assert reader.catch_up("t-0") is log and log.log_end_offset == 12
+        assert values(log) == [b"a-0", b"a-1", b"a-2"] + [b"bb-%d" % i for i in range(3, 12)]
+        assert log.reader.read(5).value == b"bb-5"
+        writer.append([b"c-12"])  # and goes on following
+        assert reader.catch_up("t-0").log_end_offset == 13
+    finally:
+        reader.close()
+        writer.close()
+
+
 def test_a_swap_in_progress_is_taken_in_once_complete(tmp_path):
     (tmp_path / "t-0").mkdir()
     writer = Log(tmp_path / "t-0", "t", 0, LogConfig(segment_bytes=400))
