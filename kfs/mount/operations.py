@@ -84,7 +84,9 @@ from .views import CoordinatorViews, is_coordinator_topic
 
 log = logging.getLogger(__name__)
 
-# Records are immutable: let the kernel keep their entries, attributes and pages.
+# Records are immutable: let the kernel keep their entries, attributes and pages. Not on a
+# read-only mount: there another writer's cleaner or truncation (a broker's) may remove them,
+# so the kernel asks again as often as the mount follows the directory (FOLLOW_INTERVAL_S).
 RECORD_TIMEOUT = 3600.0
 # Directory names and attributes are fixed for the mount's life (see KafkaFs._fixed_attr);
 # caching them saves a LOOKUP and a GETATTR per directory on every path walk.
@@ -339,6 +341,7 @@ class KafkaFs(pyfuse3.Operations):
         self._mgr = mgr
         self._backing_dir = os.fspath(backing_dir)
         self._read_only = read_only
+        self._record_timeout = FOLLOW_INTERVAL_S if read_only else RECORD_TIMEOUT
         self._sep = key_separator
         self._ids = inodes.PartitionIds()
         # the records files resolved to, by (partition id, offset): lookup -> getattr -> open
@@ -360,6 +363,7 @@ class KafkaFs(pyfuse3.Operations):
                                             lambda: self._fixed_attr(inodes.Node(Kind.ROOT)))
         self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
         self._followed: dict[int, float] = {}  # pid -> monotonic time of its last catch-up
+        self._segment_versions: dict[int, int] = {}  # pid -> its segments' version last seen
         self._partitions_followed = -FOLLOW_INTERVAL_S  # monotonic time of the last look
         self._gone: set[int] = set()  # pids of partitions deleted under a read-only mount
 
@@ -417,6 +421,7 @@ class KafkaFs(pyfuse3.Operations):
             self._gone.add(pid)
             self._ids.forget(name)
             self._followed.pop(pid, None)
+            self._segment_versions.pop(pid, None)
             self._time_names.pop(pid, None)
             self._lowest_served.pop(pid, None)
             self._cache.drop(lambda key, pid=pid: key[0] == pid)
@@ -451,6 +456,12 @@ class KafkaFs(pyfuse3.Operations):
             before, plog = await trio.to_thread.run_sync(catch_up)
         except serr.UnknownTopicOrPartitionError:
             return  # (gone: the handlers answer ENOENT)
+        version = plog.segments.version
+        if self._segment_versions.get(pid) != version:
+            # segments rolled, deleted, cut back or swapped in (a broker's cleaner): a cached
+            # record may be gone or another record now (the kernel's entries time out)
+            self._segment_versions[pid] = version
+            self._cache.drop(lambda key: key[0] == pid)
         if plog.log_start_offset > before:
             self._drop_records_below(pid, plog.log_start_offset)
             await trio.to_thread.run_sync(self._invalidate_below, pid, plog.log_start_offset)
@@ -567,13 +578,14 @@ class KafkaFs(pyfuse3.Operations):
         size = len(self._content(pid, record))
         mtime_ns = max(record.timestamp, 0) * 1_000_000
         ino = inodes.record_ino(pid, record.offset)
-        return self._attr(ino, stat.S_IFREG | 0o444, RECORD_TIMEOUT, size, mtime_ns)
+        return self._attr(ino, stat.S_IFREG | 0o444, self._record_timeout, size, mtime_ns)
 
     def _time_link_attr(self, pid: int, record: Any) -> pyfuse3.EntryAttributes:
         target = _time_link_target(record.offset)
         mtime_ns = max(record.timestamp, 0) * 1_000_000
         ino = inodes.time_link_ino(pid, record.offset)
-        attr = self._attr(ino, stat.S_IFLNK | 0o777, RECORD_TIMEOUT, len(target), mtime_ns)
+        attr = self._attr(ino, stat.S_IFLNK | 0o777, self._record_timeout, len(target),
+                          mtime_ns)
         # The name -> offset answer is Kafka's ListOffsets for "now": do not let the kernel keep it.
         attr.entry_timeout = 0
         return attr
@@ -854,7 +866,7 @@ class KafkaFs(pyfuse3.Operations):
         pid = handle.node.pid
         # One attributes object for the whole reply: readdir_reply copies it into the buffer,
         # and a listing can hold millions of entries (this loop is the per-entry cost of ls).
-        attr = self._attr(0, stat.S_IFREG | 0o444, RECORD_TIMEOUT)
+        attr = self._attr(0, stat.S_IFREG | 0o444, self._record_timeout)
         base = inodes.record_ino(pid, 0)
         decoded = is_coordinator_topic(self._log_by_pid(pid).topic)
         reply = pyfuse3.readdir_reply
@@ -970,7 +982,8 @@ class KafkaFs(pyfuse3.Operations):
             record = await self._record(node.pid, node.offset)
             fh = next(self._next_fh)
             self._handles[fh] = _RecordHandle(self._content(node.pid, record))
-            return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+            # (read-only: a broker truncating its log may write another record at the offset)
+            return pyfuse3.FileInfo(fh=fh, keep_cache=not self._read_only)
         if node.kind in inodes.STREAM_KINDS:
             if accmode != os.O_RDONLY:
                 raise _fail(errno.EROFS if self._read_only else errno.EACCES)

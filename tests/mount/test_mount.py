@@ -752,6 +752,32 @@ def test_a_partition_deleted_under_a_read_only_mount_is_gone_by_path_too(mount, 
     assert out("cat users-0/values", ro.path) == "new\nnewer\n"
 
 
+def test_a_log_truncated_and_written_again_under_a_read_only_mount_serves_the_new_records(
+        mount, tmp_path):
+    """A broker's follower truncating its log to its leader (``LocalLog.truncateTo``) and
+    fetching other records at the same offsets, past the old end, before the mount looks
+    again: the read-only mount serves the new records there, not the ones it (and the
+    kernel) held, and goes on following."""
+    from storage import LogManager
+
+    backing = tmp_path / "data"
+    writer = LogManager(backing)
+    log = writer.create("users-0")
+    for i in range(10):
+        log.append([b"a-%d" % i])
+    ro = mount(backing, "--read-only")
+    part = ro.path / "users-0"
+    assert out("cat by-offset/5; echo; stat -c %s by-offset/5", part).split() == ["a-5", "3"]
+    log.truncate_to(3)
+    for i in range(3, 12):
+        log.append([b"bb-%d" % i])
+    writer.close()
+    wait_until(lambda: len(os.listdir(part / "by-offset")) == 12, "ls by-offset to show 12")
+    assert out("cat by-offset/5", part) == "bb-5"
+    wait_until(lambda: os.stat(part / "by-offset" / "5").st_size == 4, "stat to give bb-5's size")
+    assert out("cat values", part).split() == ["a-0", "a-1", "a-2"] + [f"bb-{i}" for i in range(3, 12)]
+
+
 # --------------------------------------------------------------------------- persistence
 
 

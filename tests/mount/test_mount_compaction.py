@@ -2,7 +2,8 @@
 mount's log says why), append-keyed works, and the mount's log cleaner compacts the partition on
 its own (small settings): the latest value of each key stays at its offset, the offsets it
 removed read ENOENT, listings and streams show the gaps, and the directory it leaves passes
-``kfs verify`` and reopens without recovery. ``kfs compact`` runs beside a --read-only mount."""
+``kfs verify`` and reopens without recovery. ``kfs compact`` runs beside a --read-only mount,
+which follows its swap: the offsets removed read ENOENT there too, even one just read."""
 
 import errno
 import json
@@ -92,12 +93,25 @@ def test_kfs_compact_beside_a_read_only_mount(tmp_path, mount):
     part = m.path / "c-0"
     before = sorted(int(n) for n in os.listdir(part / "by-offset"))
     assert len(before) == 60
+    # read, so that the mount and the kernel hold offset 0 (k0's first value)
+    assert (part / "by-offset" / "0").read_bytes() == b"value-0"
+    assert (part / "by-offset" / "0").stat().st_size == 7
     res = subprocess.run(kfs_command("compact", str(backing), "--no-progress"), env=kfs_env(),
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "cleaned log c-0" in res.stdout and "fewer messages" in res.stdout
-    # the read-only mount reads the segments it opened; the compacted partition on disk:
     mgr = LogManager(backing, read_only=True)
-    kept = [r.offset for batch in mgr.get("c-0").reader.record_lists(0) for r in batch]
+    records = [(r.offset, r.value) for batch in mgr.get("c-0").reader.record_lists(0)
+               for r in batch]
     mgr.close()
-    assert len(kept) < 60 and kept[-1] == 59
+    kept = [offset for offset, _ in records]
+    assert len(kept) < 60 and kept[-1] == 59 and 0 not in kept
+    # the mount follows the swap at its next look at the directory (FOLLOW_INTERVAL_S)
+    wait_until(lambda: sorted(int(n) for n in os.listdir(part / "by-offset")) == kept,
+               "ls by-offset to show the compacted partition")
+    # what it listed is what it serves: the removed offset it had just read is gone for open
+    # at once, and by path once the kernel's entry times out
+    with pytest.raises(FileNotFoundError):
+        (part / "by-offset" / "0").read_bytes()
+    wait_until(lambda: not (part / "by-offset" / "0").exists(), "stat by-offset/0 to fail")
+    assert (part / "values").read_bytes() == b"".join(v + b"\n" for _, v in records)
