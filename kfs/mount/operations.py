@@ -345,8 +345,9 @@ class KafkaFs(pyfuse3.Operations):
         self._sep = key_separator
         self._ids = inodes.PartitionIds()
         # the records files resolved to, by (partition id, offset): lookup -> getattr -> open
-        # -> read decodes a record once
-        self._cache = RecordCache(1024, 64 << 20, record_cost)
+        # -> read decodes a record once. Each with the version of the log's segments it was
+        # read from (see _record).
+        self._cache = RecordCache(1024, 64 << 20, lambda entry: record_cost(entry[1]))
         self._handles: dict[int, Any] = {}
         self._next_fh = itertools.count(1)
         # Lowest offset per partition whose by-offset entry the kernel may cache, and by-time
@@ -363,7 +364,6 @@ class KafkaFs(pyfuse3.Operations):
                                             lambda: self._fixed_attr(inodes.Node(Kind.ROOT)))
         self._log_cleaner = None  # made on the first cleaner round (its offset map is large)
         self._followed: dict[int, float] = {}  # pid -> monotonic time of its last catch-up
-        self._segment_versions: dict[int, int] = {}  # pid -> its segments' version last seen
         self._partitions_followed = -FOLLOW_INTERVAL_S  # monotonic time of the last look
         self._gone: set[int] = set()  # pids of partitions deleted under a read-only mount
 
@@ -421,7 +421,6 @@ class KafkaFs(pyfuse3.Operations):
             self._gone.add(pid)
             self._ids.forget(name)
             self._followed.pop(pid, None)
-            self._segment_versions.pop(pid, None)
             self._time_names.pop(pid, None)
             self._lowest_served.pop(pid, None)
             self._cache.drop(lambda key, pid=pid: key[0] == pid)
@@ -456,35 +455,34 @@ class KafkaFs(pyfuse3.Operations):
             before, plog = await trio.to_thread.run_sync(catch_up)
         except serr.UnknownTopicOrPartitionError:
             return  # (gone: the handlers answer ENOENT)
-        version = plog.segments.version
-        if self._segment_versions.get(pid) != version:
-            # segments rolled, deleted, cut back or swapped in (a broker's cleaner): a cached
-            # record may be gone or another record now (the kernel's entries time out)
-            self._segment_versions[pid] = version
-            self._cache.drop(lambda key: key[0] == pid)
         if plog.log_start_offset > before:
             self._drop_records_below(pid, plog.log_start_offset)
             await trio.to_thread.run_sync(self._invalidate_below, pid, plog.log_start_offset)
 
     async def _record(self, pid: int, offset: int) -> Any:
         """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent, EIO
-        when it cannot be read or lies past where a damaged log's end could be read."""
+        when it cannot be read or lies past where a damaged log's end could be read.
+
+        What the log says now is what a reader sees, though retention, the cleaner (kfs's in a
+        worker thread, a broker's under a read-only mount) or a broker's truncation change it
+        before the cache is told: below the log start is ENOENT, and a cached record serves
+        only while the log's segments are the ones it was read from (``segments.version``)."""
         plog = self._log_by_pid(pid)
         if offset < plog.log_start_offset:
-            # retention moves the log start in a worker thread before the cache forgets the
-            # records below it: what the log start says is what a reader sees
             raise _fail(errno.ENOENT)
-        record = self._cache.get((pid, offset))
+        version = plog.segments.version
+        cached = self._cache.get((pid, offset))
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            record = await _cached_first(plog.reader.read, offset, self._isolation)
+        except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
+            self._damage.note(pid, plog.name, exc)
+            raise
         if record is None:
-            try:
-                record = await _cached_first(plog.reader.read, offset, self._isolation)
-            except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
-                self._damage.note(pid, plog.name, exc)
-                raise
-            if record is None:
-                past_damage = plog.damage is not None and offset >= plog.damage.offset
-                raise _fail(errno.EIO if past_damage else errno.ENOENT)
-            self._cache.put((pid, offset), record)
+            past_damage = plog.damage is not None and offset >= plog.damage.offset
+            raise _fail(errno.EIO if past_damage else errno.ENOENT)
+        self._cache.put((pid, offset), (version, record))
         return record
 
     # ---- attributes
@@ -662,11 +660,12 @@ class KafkaFs(pyfuse3.Operations):
                 log.info("by-time/%r is not a time (epoch ms, @ms or ISO-8601)", name)
                 raise _fail(errno.EINVAL)
             plog = self._log_by_pid(parent.pid)
+            version = plog.segments.version
             record = await _cached_first(plog.reader.find_offset_by_timestamp, timestamp,
                                          self._isolation)
             if record is None:
                 raise _fail(errno.ENOENT)
-            self._cache.put((parent.pid, record.offset), record)
+            self._cache.put((parent.pid, record.offset), (version, record))
             self._remember_time_name(parent.pid, name, record.offset)
             return self._time_link_attr(parent.pid, record)
         raise _fail(errno.ENOTDIR)
