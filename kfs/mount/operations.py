@@ -431,7 +431,8 @@ class KafkaFs(pyfuse3.Operations):
         """On a read-only mount, bring partition ``pid`` up to date with what another
         process (a running broker) wrote (``LogManager.catch_up``: a ``stat`` and an
         ``fstat``, and only new bytes read), at most every FOLLOW_INTERVAL_S; the offsets
-        retention or the cleaner removed there read ENOENT at once. A writable mount is the
+        retention or the cleaner removed there read ENOENT at once (by path once the kernel's
+        entry times out: FOLLOW_INTERVAL_S on a read-only mount). A writable mount is the
         only writer of its directory: nothing to follow."""
         if not self._read_only:
             return
@@ -456,8 +457,8 @@ class KafkaFs(pyfuse3.Operations):
         except serr.UnknownTopicOrPartitionError:
             return  # (gone: the handlers answer ENOENT)
         if plog.log_start_offset > before:
+            # (their memory back; the kernel's entries of them time out: none to invalidate)
             self._drop_records_below(pid, plog.log_start_offset)
-            await trio.to_thread.run_sync(self._invalidate_below, pid, plog.log_start_offset)
 
     async def _record(self, pid: int, offset: int) -> Any:
         """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent, EIO
