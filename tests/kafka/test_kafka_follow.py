@@ -321,7 +321,7 @@ def test_a_broker_killed_mid_write_under_a_live_mount(kafka_broker, mount):
 def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
     """A compacted topic cleaned by the broker's own log cleaner under a live mount: readers
     see the old segments or the cleaned ones, never a mix, and then exactly what Kafka's
-    consumer reads."""
+    consumer reads; a record read before the cleaner removed it reads ENOENT then."""
     broker = kafka_broker(log_cleaner_backoff_ms=100)
     broker.create_topic("latest", 1, {"cleanup.policy": "compact", "segment.bytes": "1048576",
                                       "min.cleanable.dirty.ratio": "0.01",
@@ -329,7 +329,12 @@ def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
     m = mount(broker.log_dir, "--read-only")
     part = m.path / "latest-0"
     p = producer(broker)
-    for i in range(4000):
+    p.produce("latest", key=b"key-0", value=b"v-0-" + b"z" * 1000)
+    flushed(p)
+    # read before newer values of its key exist: the mount and the kernel hold it
+    first = wait_until(lambda: sh("cat by-offset/0", part, check=False).out, "by-offset/0")
+    assert first.startswith("v-0-")
+    for i in range(1, 4000):
         p.produce("latest", key=b"key-%d" % (i % 20), value=b"v-%d-" % i + b"z" * 1000)
     flushed(p)
     log_dir = broker.log_dir / "latest-0"
@@ -353,6 +358,9 @@ def test_the_brokers_cleaner_swap_is_seen_whole(kafka_broker, mount):
         return got == [f'[{o},"{v.decode()}"]' for o, _, _, _, v, _ in expected]
 
     wait_until(same_as_the_consumer, "the mount to serve what Kafka's consumer reads")
+    gone = sh("cat by-offset/0", part, check=False)  # (not in what the consumer read)
+    assert gone.returncode == 1 and "No such file" in gone.err
+    wait_until(lambda: sh("stat by-offset/0", part, check=False).returncode, "stat to fail")
     assert "Traceback" not in m.log_text()
 
 
