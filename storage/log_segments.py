@@ -135,7 +135,8 @@ class LogSegments:
         """Take in the whole batches another writer appended to the active segment: the
         offset after them, or None when nothing whole was added. An active segment cut
         shorter than what was read, or whose last batch read was written over, is taken in
-        anew with :meth:`follow_files` (then ``version`` moves). Raises CorruptRecordError for bytes that are not batches."""
+        anew with :meth:`follow_files` (then ``version`` moves). Raises CorruptRecordError for
+        bytes that are not batches."""
         if not len(self):  # (a directory whose first .log is not there yet)
             return None
         active = self.active
