@@ -775,7 +775,8 @@ def test_a_log_truncated_and_written_again_under_a_read_only_mount_serves_the_ne
     wait_until(lambda: len(os.listdir(part / "by-offset")) == 12, "ls by-offset to show 12")
     assert out("cat by-offset/5", part) == "bb-5"
     wait_until(lambda: os.stat(part / "by-offset" / "5").st_size == 4, "stat to give bb-5's size")
-    assert out("cat values", part).split() == ["a-0", "a-1", "a-2"] + [f"bb-{i}" for i in range(3, 12)]
+    assert out("cat values", part).split() == (["a-0", "a-1", "a-2"] +
+                                               [f"bb-{i}" for i in range(3, 12)])
 
 
 # --------------------------------------------------------------------------- persistence
