@@ -166,12 +166,6 @@ class _RenderedChunks:
             if left:
                 self._per_stream[key[0]] = left
 
-    def drop(self, stream: LogStream) -> None:
-        """Forget ``stream``'s chunks."""
-        with self._lock:
-            for key in [k for k in self._chunks if k[0] is stream]:
-                self._pop(key)
-
 
 _RENDERED = _RenderedChunks()
 _BUFFERS: list[bytearray] = []  # .log blocks to render from, reused by every stream
