@@ -57,7 +57,7 @@ class LogReader:
     def __init__(self, log: Log) -> None:
         self._log = log
         self.segments = log.segments
-        self._cache = DECODED_BATCHES  # (keys start with the reader)
+        self._cache = DECODED_BATCHES  # keys: (the reader, the segment, a batch's position)
 
     def clear_cache(self) -> None:
         """Forget decoded batches: segments or the log start offset changed under them."""
@@ -107,7 +107,7 @@ class LogReader:
         if isolation.read_committed and found[1].is_transactional and \
                 self.aborted_transactions(found[1].base_offset, end).is_aborted(found[1]):
             return None
-        records = self._cache.get((self, segment.base_offset, found[0]))
+        records = self._cache.get((self, segment, found[0]))
         if records is None:  # decode just this record; listing fills the cache
             return segment.read_batch(*found, nowait).record_at(offset)
         i = bisect.bisect_left(records, offset, key=lambda r: r.offset)
@@ -185,7 +185,10 @@ class LogReader:
                 yield records
 
     def _batch_records(self, segment: LogSegment, position: int, header: Batch) -> list[Record]:
-        key = (self, segment.base_offset, position)
+        # by the segment itself, not its base offset: a cleaner's swap puts a new segment at
+        # the same base, and a reader that was decoding the old one stores its batch after
+        # the swap's clear_cache
+        key = (self, segment, position)
         records = self._cache.get(key)
         if records is None:
             records = segment.read_records(position, header)

@@ -82,6 +82,27 @@ def test_a_pass_keeps_the_latest_record_of_each_key(tmp_path):
     mgr.close()
 
 
+def test_a_batch_decoded_from_a_segment_swapped_out_is_never_served_for_its_successor(tmp_path):
+    """A reader listing records while the cleaner swaps the cleaned segment in (the mount's
+    worker threads beside its cleaner): the batches it decodes from the old segment after the
+    swap are never taken for the new segment's, which sit at the same base offset and, here,
+    at the same positions."""
+    mgr = LogManager(make_dir(tmp_path))
+    log = mgr.create("c-0")
+    for r in range(3):  # a batch per record, all of one size
+        for k in range(10):
+            log.append([b"v%d-%d" % (r, k)], [b"k%d" % k])
+    log.roll()
+    listing = log.reader.record_lists(0)
+    assert [r.offset for r in next(listing)] == [0]  # the reader is in the old segment
+    for_log_manager(mgr).clean_log("c-0", NOW)  # keeps the last round: offsets 20..29
+    assert [r.offset for r in next(listing)] == [1]  # decoded from the old segment, after
+    assert [r.value if r else None for r in map(log.reader.read, range(20, 30))] == \
+        [b"v2-%d" % k for k in range(10)]
+    assert log.reader.read(1) is None
+    mgr.close()
+
+
 def test_tombstones_stay_until_their_delete_horizon(tmp_path):
     mgr = LogManager(make_dir(tmp_path, "delete.retention.ms=1000\n"))
     log = mgr.create("c-0")
