@@ -97,7 +97,7 @@ def test_a_batch_decoded_from_a_segment_swapped_out_is_never_served_for_its_succ
     assert [r.offset for r in next(listing)] == [0]  # the reader is in the old segment
     for_log_manager(mgr).clean_log("c-0", NOW)  # keeps the last round: offsets 20..29
     assert [r.offset for r in next(listing)] == [1]  # decoded from the old segment, after
-    assert [r.value if r else None for r in map(log.reader.read, range(20, 30))] == \
+    assert [None if r is None else r.value for r in map(log.reader.read, range(20, 30))] == \
         [b"v2-%d" % k for k in range(10)]
     assert log.reader.read(1) is None
     mgr.close()
