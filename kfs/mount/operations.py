@@ -410,9 +410,10 @@ class KafkaFs(pyfuse3.Operations):
 
     def _forget_gone_partitions(self) -> None:
         """Partitions deleted from the directory (a broker deleting a topic) are gone by path
-        too: their pids answer ENOENT from now on, their records leave the cache, and the
-        kernel's entry for the name is invalidated (asynchronously: this runs in handlers);
-        the name, made again, gets a new pid, so no inode of the old partition serves it."""
+        too: their pids answer ENOENT from now on (cached records too: _record asks
+        _log_by_pid first), and the kernel's entry for the name is invalidated
+        (asynchronously: this runs in handlers); the name, made again, gets a new pid, so no
+        inode of the old partition serves it."""
         present = set(self._mgr.partition_names())
         for name, pid in self._ids.items():
             if name in present:
@@ -421,9 +422,6 @@ class KafkaFs(pyfuse3.Operations):
             self._gone.add(pid)
             self._ids.forget(name)
             self._followed.pop(pid, None)
-            self._time_names.pop(pid, None)
-            self._lowest_served.pop(pid, None)
-            self._cache.drop(lambda key, pid=pid: key[0] == pid)
             pyfuse3.invalidate_entry_async(inodes.ROOT_INO, name.encode("utf-8"),
                                            ignore_enoent=True)
 
@@ -447,18 +445,12 @@ class KafkaFs(pyfuse3.Operations):
             name = self._ids.name_of(pid)
         except KeyError:
             return
-
-        def catch_up() -> tuple[int, Any]:
-            before = self._mgr.get(name).log_start_offset
-            return before, self._mgr.catch_up(name)
-
+        # (what it removed leaves no cached record to serve, see _record, and no kernel entry
+        # to invalidate: a read-only mount's time out)
         try:
-            before, plog = await trio.to_thread.run_sync(catch_up)
+            await trio.to_thread.run_sync(self._mgr.catch_up, name)
         except serr.UnknownTopicOrPartitionError:
             return  # (gone: the handlers answer ENOENT)
-        if plog.log_start_offset > before:
-            # (their memory back; the kernel's entries of them time out: none to invalidate)
-            self._drop_records_below(pid, plog.log_start_offset)
 
     async def _record(self, pid: int, offset: int) -> Any:
         """The record at ``offset`` (LRU first, then a worker thread); ENOENT when absent, EIO
@@ -716,20 +708,24 @@ class KafkaFs(pyfuse3.Operations):
     def _remember_time_name(self, pid: int, name: bytes, offset: int) -> None:
         """Keep the newest TIME_NAMES_KEPT by-time names per partition for retention to
         invalidate; an older one the kernel still caches may outlive retention by at most
-        RECORD_TIMEOUT."""
+        RECORD_TIMEOUT. (Not on a read-only mount: its entries time out at once.)"""
+        if self._read_only:
+            return
         names = self._time_names.setdefault(pid, {})
         names[name] = offset
         if len(names) > TIME_NAMES_KEPT:
             del names[next(iter(names))]
 
     def _served(self, pid: int, offset: int) -> None:
+        if self._read_only:  # (nothing to invalidate: its entries time out)
+            return
         if offset < self._lowest_served.get(pid, offset + 1):
             self._lowest_served[pid] = offset
 
     async def apply_retention(self) -> dict[str, int]:
         """Run retention on every log (``LogManager.cleanup_logs``, in a worker thread), then
-        make the deleted offsets ENOENT at once: drop them from the record cache and invalidate
-        the kernel's cached entries for them. Returns ``{partition: segments deleted}``."""
+        invalidate the kernel's cached entries for the deleted offsets (the record cache
+        serves none of them: see _record). Returns ``{partition: segments deleted}``."""
         names = self._mgr.partition_names()
         before = {name: self._mgr.get(name).log_start_offset for name in names}
         deleted = await trio.to_thread.run_sync(self._mgr.cleanup_logs)
@@ -737,15 +733,15 @@ class KafkaFs(pyfuse3.Operations):
             pid = self._ids.get(name)
             start = self._mgr.get(name).log_start_offset
             if pid is not None and start > before[name]:
-                self._drop_records_below(pid, start)
                 await trio.to_thread.run_sync(self._invalidate_below, pid, start)
         return deleted
 
     async def run_log_cleaner(self) -> bool:
         """One round of the log cleaner (``storage.log_cleaner``, in a worker thread): the
         dirtiest compacted log cleaned, compact,delete logs' retention applied. The offsets a
-        pass removed read ENOENT at once: the record cache and the kernel's entries below the
-        end of the pass are dropped. False when no log needed cleaning."""
+        pass removed read ENOENT at once: the kernel's entries below the end of the pass are
+        invalidated (the record cache serves none of them: see _record). False when no log
+        needed cleaning."""
         if self._log_cleaner is None:
             from storage.log_cleaner import for_log_manager
             self._log_cleaner = for_log_manager(self._mgr)
@@ -754,13 +750,8 @@ class KafkaFs(pyfuse3.Operations):
             return False
         pid = self._ids.get(result.name)
         if pid is not None:
-            self._drop_records_below(pid, result.end)
             await trio.to_thread.run_sync(self._invalidate_below, pid, result.end)
         return True
-
-    def _drop_records_below(self, pid: int, offset: int) -> None:
-        """Forget the cached records of partition ``pid`` below ``offset`` (deleted)."""
-        self._cache.drop(lambda key: key[0] == pid and key[1] < offset)
 
     def _invalidate_below(self, pid: int, start: int) -> None:
         """Runs in a worker thread (never inside a handler: the kernel may wait on one)."""
