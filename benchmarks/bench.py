@@ -609,7 +609,6 @@ class Bench:
         sink = str(self.bare_mnt / "sink")
         plain = self.tmp / "plain-append"
         data = self.data.read_bytes()
-        self.engine_dir = self.tmp / "engine-0"  # round 1's partition: section 2 reads it
         for r in range(a.rounds):
             part = self.p_big if r == 0 else str(self.mnt / f"append_r{r}-0")
             if r:
@@ -638,6 +637,8 @@ class Bench:
             store_t.append(engine_append(data, engine_dir))
             if r:
                 shutil.rmtree(engine_dir)
+            else:
+                self.engine_dir = engine_dir  # round 1's partition: section 2 reads it
         plain.unlink(missing_ok=True)
         del data
         # The small partition, for the lookups at 10k records.
