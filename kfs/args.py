@@ -26,6 +26,34 @@ def existing_directory(text: str) -> str:
     return text
 
 
+def directory_or_uri(text: str) -> str:
+    """An argparse type: an object store's URI as given, else a backing directory that
+    exists."""
+    from storage.location import Location
+
+    return text if Location.parse(text).is_remote else existing_directory(text)
+
+
+def add_store_arguments(parser: argparse.ArgumentParser, remote_path: str | None) -> None:
+    """``--endpoint`` and ``--region`` (how to reach an object store, as Spark's ``endpoint``
+    and ``region`` options), and with ``remote_path`` (its help) ``--remote-path``: the options
+    every command that opens a log directory takes (``storage.directory``)."""
+    if remote_path is not None:
+        parser.add_argument("--remote-path", metavar="URI", help=remote_path)
+    parser.add_argument("--endpoint", metavar="URL",
+                        help="an S3-compatible store's endpoint (http[s]://host:port), over "
+                             "the environment's (AWS_ENDPOINT_URL)")
+    parser.add_argument("--region", metavar="NAME",
+                        help="an S3 store's region, over the environment's (AWS_REGION)")
+
+
+def store_options(args: argparse.Namespace):
+    """The ``storage.directory.StoreOptions`` of :func:`add_store_arguments`'s options."""
+    from storage.directory import StoreOptions
+
+    return StoreOptions(endpoint=args.endpoint, region=args.region)
+
+
 def _positive(cast, what: str):
     """An argparse type: a positive ``cast`` (int, float) of the text, else ``not <what>``."""
     def parse(text: str):

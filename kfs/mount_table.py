@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from storage.remote.uri import is_uri, redact
+from storage.location import Location
 
 FSTYPE = "fuse.kfs"
 _OCTAL = re.compile(r"\\([0-7]{3})")
@@ -18,8 +18,9 @@ _OCTAL = re.compile(r"\\([0-7]{3})")
 
 def fsname_for(backing_dir: str) -> str:
     """The ``fsname=`` mount option naming ``backing_dir``, a directory or an object store's
-    URI without credentials (commas escaped for libfuse)."""
-    name = redact(backing_dir) if is_uri(backing_dir) else os.path.realpath(backing_dir)
+    URI without credentials and query string (ASCII, as libfuse takes it; commas escaped)."""
+    where = Location.parse(backing_dir)
+    name = where.display.partition("?")[0] if where.is_remote else os.path.realpath(backing_dir)
     return name.replace("\\", "\\\\").replace(",", "\\,")
 
 

@@ -169,10 +169,12 @@ class ObjectSegmentSource(SegmentSource):
     which :meth:`read_index` serves by the suffix of the path the segment asks for.
     Only the bytes asked for are fetched. ``nowait`` reads raise BlockingIOError (every read
     is a request: an event loop sends it to a worker thread). Raises OSError (pyarrow's
-    errors for the store: access denied, no such object, connection lost)."""
+    errors for the store: access denied, no such object, connection lost). ``owns_store``:
+    closing it closes ``store`` too (a store opened for this one object)."""
 
-    def __init__(self, store, log, indexes: dict) -> None:
+    def __init__(self, store, log, indexes: dict, owns_store: bool = False) -> None:
         self._store = store
+        self._owns_store = owns_store
         self._path = log.path
         self._size = log.size
         self._mtime_ns = log.mtime_ns
@@ -217,3 +219,5 @@ class ObjectSegmentSource(SegmentSource):
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._owns_store:
+            self._store.close()

@@ -13,9 +13,9 @@ import sys
 import time
 
 from storage.isolation import IsolationLevel
-from storage.remote.uri import is_uri, redact
+from storage.location import Location
 
-from kfs.args import CliError, positive_float
+from kfs.args import CliError, add_store_arguments, positive_float
 from kfs.mount_table import FSTYPE, alive, mounted_at, mounts_at, serving_processes
 
 from .append import parse_separator
@@ -66,6 +66,10 @@ def add_parser(sub) -> None:
                        help="as Kafka's consumer isolation.level: read_committed hides records "
                             "of aborted transactions and everything at or past the last stable "
                             "offset (default: read_uncommitted, every record but markers)")
+    add_store_arguments(mount, "with --read-only: the tiered storage root (RemoteStorageManager's, "
+                               "holding kafka-tiered-storage/) of the broker log directory "
+                               "BACKING_DIR: each partition serves its remote segments below "
+                               "the local log, then the local log (as Spark's remote.path)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(func=cmd_mount)
 
@@ -91,18 +95,18 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise CliError(f"--key-separator: {exc}") from None
     mountpoint = os.path.abspath(args.mountpoint)
     _clear_stale_mount(mountpoint)
-    if is_uri(args.backing_dir):  # a log directory in an object store
-        if not args.read_only:
-            raise CliError(f"{redact(args.backing_dir)}: an object store is mounted --read-only "
-                           "(kfs reads object storage, it does not write it)")
-        backing = args.backing_dir
-    else:
-        backing = os.path.abspath(args.backing_dir)
+    where = Location.parse(args.backing_dir)
+    if not args.read_only and (where.is_remote or args.remote_path):
+        raise CliError(f"{where.display if where.is_remote else args.remote_path}: an object "
+                       "store or remote tier is mounted --read-only (kfs reads object storage, "
+                       "it does not write it)")
+    backing = where.text if where.is_remote else os.path.abspath(where.text)
+    if not where.is_remote:
         check_paths(backing, mountpoint, args.read_only, args.create)
     check_mountpoint_free(mountpoint)
     if not args.read_only:
         _wait_for_closing(backing)
-    if args.create and not is_uri(backing) and not os.path.exists(backing):
+    if args.create and not where.is_remote and not os.path.exists(backing):
         try:
             os.makedirs(backing)
         except OSError as exc:

@@ -21,10 +21,10 @@ import tempfile
 import time
 from typing import Callable
 
-from kfs.args import CliError
+from kfs.args import CliError, store_options
 from kfs.mount_table import fsname_for
 from storage.isolation import IsolationLevel
-from storage.remote.uri import is_uri, redact
+from storage.location import Location
 from storage.log_retention import describe_retention_plan
 
 log = logging.getLogger("kfs")
@@ -41,6 +41,9 @@ def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, read
            f"--isolation-level={args.isolation_level}"]
     if args.read_only:
         cmd.append("--read-only")
+    for option in ("remote_path", "endpoint", "region"):
+        if getattr(args, option):
+            cmd.append(f"--{option.replace('_', '-')}={getattr(args, option)}")
     if args.log_file:
         cmd.append(f"--log-file={os.path.abspath(args.log_file)}")
     return cmd + ["--", backing, mountpoint]
@@ -213,15 +216,6 @@ def _capture_stderr(sink: list[str]):
                 print(text, file=sys.stderr)
 
 
-def _object_store_directory(uri: str):
-    """The log directory at ``uri`` in an object store, read-only (storage.remote): a log
-    directory copied as it is, or LocalTieredStorage's root (its remote segments)."""
-    from storage.remote.object_store import ObjectStore
-    from storage.remote.tiered import open_object_store_directory
-
-    return open_object_store_directory(ObjectStore.from_uri(uri))
-
-
 def _retention_warnings(mgr) -> list[str]:
     """Before a writable mount's first retention pass: the partitions of which it would delete
     most (Kafka's rules applied to a directory the mount has not served before, e.g. data with
@@ -242,7 +236,7 @@ def _retention_warnings(mgr) -> list[str]:
 def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: bytes) -> int:
     """Mount and serve until unmounted or signalled; returns the exit status."""
     _setup_logging(args.log_level, args.log_file,
-                   f"mounting {redact(backing)} at {mountpoint}"
+                   f"mounting {Location.parse(backing).display} at {mountpoint}"
                    f"{' (read-only)' if args.read_only else ''}; logging {args.log_level} and up")
     with contextlib.suppress(OSError):  # (an earlier process's, with this pid)
         os.unlink(close_report_file(os.getpid()))
@@ -251,7 +245,7 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         import pyfuse3
         import trio
 
-        from storage import LogManager
+        from storage.directory import open_log_directory
 
         from .operations import KafkaFs
     except ImportError as exc:
@@ -259,11 +253,11 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         raise CliError(f"cannot load kfs: {exc}") from None
 
     try:
-        mgr = (_object_store_directory(backing) if is_uri(backing)
-               else LogManager(backing, read_only=args.read_only))
+        mgr = open_log_directory(backing, read_only=args.read_only, remote=args.remote_path,
+                                 options=store_options(args))
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported as one line
         log.debug("opening %s failed", backing, exc_info=True)
-        message = f"cannot open backing directory {redact(backing)}: {exc}"
+        message = f"cannot open backing directory {Location.parse(backing).display}: {exc}"
         reporter.failed(message)
         raise CliError(message) from None
 

@@ -63,7 +63,9 @@ from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.coordinator.records import decoded_line
 from storage.isolation import IsolationLevel
 from storage.record_cache import RecordCache, record_cost
-from storage.remote.uri import is_uri
+from storage.location import Location
+from storage.log_manager import LogManager
+from storage.protocols import LogDirectory
 
 from . import inodes
 from .append import (
@@ -316,10 +318,11 @@ class _DirHandle:
 
 
 class KafkaFs(pyfuse3.Operations):
-    """pyfuse3 Operations over a ``storage.LogManager``.
+    """pyfuse3 Operations over a log directory (``storage.directory.open_log_directory``'s).
 
-    ``mgr``: the open LogManager (the caller closes it after the serve loop ends).
-    ``backing_dir``: its directory (``statfs`` reports that file system's space).
+    ``mgr``: the open log directory (the caller closes it after the serve loop ends); a
+    writable mount's is a ``storage.LogManager``.
+    ``backing_dir``: where it is (``statfs`` reports a local directory's file system space).
     ``read_only``: refuse mkdir and writes with EROFS (pass ``ro`` to FUSE as well).
     ``key_separator``: the bytes that split ``append-keyed`` lines (default TAB).
     ``isolation``: Kafka's consumer ``isolation.level``: READ_UNCOMMITTED (Kafka's default:
@@ -329,8 +332,8 @@ class KafkaFs(pyfuse3.Operations):
 
     def __init__(
         self,
-        mgr: Any,
-        backing_dir: str | os.PathLike,
+        mgr: LogDirectory | LogManager,
+        backing_dir: str | os.PathLike | Location,
         *,
         read_only: bool = False,
         key_separator: bytes = DEFAULT_KEY_SEPARATOR,
@@ -339,7 +342,7 @@ class KafkaFs(pyfuse3.Operations):
         super().__init__()
         self._isolation = isolation
         self._mgr = mgr
-        self._backing_dir = os.fspath(backing_dir)
+        self._backing_dir = Location.parse(backing_dir)
         self._read_only = read_only
         self._record_timeout = FOLLOW_INTERVAL_S if read_only else RECORD_TIMEOUT
         self._sep = key_separator
@@ -418,7 +421,7 @@ class KafkaFs(pyfuse3.Operations):
         for name, pid in self._ids.items():
             if name in present:
                 continue
-            log.info("%s is gone from %s: ENOENT from now on", name, self._backing_dir)
+            log.info("%s is gone from %s: ENOENT from now on", name, self._backing_dir.display)
             self._gone.add(pid)
             self._ids.forget(name)
             self._followed.pop(pid, None)
@@ -945,7 +948,7 @@ class KafkaFs(pyfuse3.Operations):
         except serr.InvalidConfigError as exc:  # EINVAL alone would not say which setting
             topic = text.rpartition("-")[0]
             log.warning("mkdir %s refused (EINVAL): %s: %s", text,
-                        os.path.join(self._backing_dir, f"{topic}{TOPIC_PROPERTIES_SUFFIX}"), exc)
+                        self._backing_dir.path / f"{topic}{TOPIC_PROPERTIES_SUFFIX}", exc)
             raise _fail(errno.EINVAL) from None
         pid = self._ids.id_for(text)
         return self._fixed_attr(inodes.Node(Kind.PARTITION, pid))
@@ -1236,10 +1239,10 @@ class KafkaFs(pyfuse3.Operations):
         store has none (zeros, as a read-only network file system shows)."""
         out = pyfuse3.StatvfsData()
         out.f_namemax = NAME_MAX
-        if is_uri(self._backing_dir):
+        if self._backing_dir.is_remote:
             out.f_bsize = out.f_frsize = 4096
             return out
-        st = await trio.to_thread.run_sync(os.statvfs, self._backing_dir)
+        st = await trio.to_thread.run_sync(os.statvfs, self._backing_dir.path)
         out.f_bsize = st.f_bsize
         out.f_frsize = st.f_frsize
         out.f_blocks = st.f_blocks

@@ -15,17 +15,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from storage import Log, LogManager
-from storage.remote.object_store import ObjectStore
-from storage.remote.uri import is_uri
-from storage.remote.remote_log import RemoteLogDirectory
-from storage.remote.tiered import (
-    TieredLogDirectory,
-    UnifiedLogDirectory,
-    live_metadata_of,
-    open_object_store_directory,
-)
+from storage.directory import StoreOptions, open_log_directory
 from storage.isolation import IsolationLevel
+from storage.protocols import LogDirectory, PartitionLog
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
 
@@ -51,57 +43,29 @@ class DataLossError(ValueError):
     start offset past them) and ``failOnDataLoss`` is true."""
 
 
-def open_directory(path: str, partitions=None, endpoint: str | None = None,
-                   region: str | None = None, remote_path: str | None = None,
-                   fail_on_data_loss: bool = True):
-    """The log directory at ``path``, read-only (never changes a byte; safe beside a running
-    mount): a LogManager for a local directory; for a URI (``s3://bucket/prefix``,
-    ``gs://…``, ``hdfs://…``, ``file://…``; ``endpoint`` and ``region`` override the
-    environment's) a RemoteLogDirectory (a log directory copied as it is) or, at
-    LocalTieredStorage's root, a TieredLogDirectory (its remote segments as listed). With
-    ``remote_path`` (the RemoteStorageManager's root URI of a tiered topic) each partition is
-    its remote segments below the local log and the local log from there
-    (``storage.remote.tiered.UnifiedLog``; a gap between the tiers is an error unless not
-    ``fail_on_data_loss``). ``partitions(topic, partition)`` keeps only those it accepts.
+def open_log(backing_dir: str, topic: str, partition: int, remote_path: str | None = None,
+             store: StoreOptions = StoreOptions()) -> PartitionLog:
+    """One partition's log, read-only, through the one door
+    (``storage.directory.open_log_directory``: a directory, a URI, with its remote tier).
+    Raises UnknownTopicOrPartitionError when the partition is missing.
 
     What opening costs is paid once per process where it can be (Spark reuses a Python worker
-    for the next task): object stores are the process's (``ObjectStore.shared``: connections
-    and index objects kept, never listings) and ``__remote_log_metadata`` is folded again only
-    when its files changed (``live_metadata_of``); with it, a remote tier is not listed and no
-    remote segment is read to find where it ends. Every task still sees the log as it is when
-    it opens it."""
-    if is_uri(path):  # a log directory copied as it is, or LocalTieredStorage's root
-        local = open_object_store_directory(ObjectStore.shared(path, endpoint=endpoint,
-                                                               region=region), partitions)
-    else:
-        local = LogManager(path, read_only=True, partitions=partitions)
-    if remote_path is None:
-        return local
-    live = None if is_uri(path) else live_metadata_of(path)  # (__remote_log_metadata's word)
-    remote = TieredLogDirectory(ObjectStore.shared(remote_path, endpoint=endpoint,
-                                                   region=region), partitions, live)
-    return UnifiedLogDirectory(local, remote, fail_on_data_loss)
+    for the next task): object stores are the process's (``ObjectStore.shared``) and
+    ``__remote_log_metadata`` is folded again only when its files changed."""
+    directory = open_log_directory(backing_dir, remote=remote_path, options=store,
+                                   partitions=lambda t, p: (t, p) == (topic, partition))
+    return directory.get(f"{topic}-{partition}")  # a read-only directory holds nothing but its logs
 
 
-def open_log(backing_dir: str, topic: str, partition: int, endpoint: str | None = None,
-             region: str | None = None, remote_path: str | None = None,
-             fail_on_data_loss: bool = True):
-    """One partition's log, read-only, from a directory or a URI, with its remote tier (see
-    :func:`open_directory`). Raises UnknownTopicOrPartitionError when the partition is
-    missing."""
-    manager = open_directory(backing_dir, lambda t, p: (t, p) == (topic, partition),
-                             endpoint, region, remote_path, fail_on_data_loss)
-    return manager.get(f"{topic}-{partition}")  # a read-only manager holds nothing but its logs
-
-
-def open_matching(opts: SourceOptions) -> LogManager | RemoteLogDirectory:
+def open_matching(opts: SourceOptions) -> LogDirectory:
     """The log directory of ``opts.path``, read-only, holding only the partitions the query
     reads."""
-    return open_directory(opts.path, opts.matches, opts.endpoint, opts.region, opts.remote_path,
-                          opts.fail_on_data_loss)
+    return open_log_directory(opts.path, remote=opts.remote_path, options=opts.store,
+                              partitions=opts.matches)
 
 
-def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, int], Log]:
+def matching_logs(manager: LogDirectory, opts: SourceOptions
+                  ) -> dict[tuple[str, int], PartitionLog]:
     """The logs the subscription or assignment names, by (topic, partition). Raises ValueError
     when ``assign`` names a partition the backing directory does not hold."""
     logs = {}
@@ -116,13 +80,14 @@ def matching_logs(manager: LogManager, opts: SourceOptions) -> dict[tuple[str, i
     return logs
 
 
-def latest_offset(log: Log, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
+def latest_offset(log: PartitionLog,
+                  isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
     """Where "latest" is: the last stable offset for read_committed, else the log end offset
     (as a Kafka consumer's end offsets under each ``isolation.level``)."""
     return log.reader.visible_end(isolation)
 
 
-def resolve_offset(bound: Bound, log: Log, starting: bool, strategy: str = "error",
+def resolve_offset(bound: Bound, log: PartitionLog, starting: bool, strategy: str = "error",
                    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
     """The offset ``bound`` names in ``log``. Timestamps map to the first offset with a
     timestamp >= t; when none has one, an ending bound is the log end offset and a starting one
@@ -157,7 +122,7 @@ def check_covers(bound: Bound, partitions: Iterable[tuple[str, int]], name: str)
                          f"specified: {fmt(bound.per_partition)}; read: {fmt(wanted)}")
 
 
-def clamp_to_log(rng: OffsetRange, log: Log, fail_on_data_loss: bool) -> OffsetRange:
+def clamp_to_log(rng: OffsetRange, log: PartitionLog, fail_on_data_loss: bool) -> OffsetRange:
     """``rng`` checked against what the log holds: offsets below the log start offset are data
     loss (DataLossError when ``fail_on_data_loss``, else skipped). Raises ValueError for a range
     that starts past its end or reaches past the log end offset."""
@@ -175,7 +140,7 @@ def clamp_to_log(rng: OffsetRange, log: Log, fail_on_data_loss: bool) -> OffsetR
     return rng
 
 
-def split_by_bytes(log: Log, rng: OffsetRange, max_bytes: int) -> list[OffsetRange]:
+def split_by_bytes(log: PartitionLog, rng: OffsetRange, max_bytes: int) -> list[OffsetRange]:
     """Cut ``rng`` into the fewest consecutive ranges of at most about ``max_bytes`` of
     ``.log``, of about equal size (so the tasks of a read finish together), at segment bases
     and offset-index entries (so each reader starts from an index lookup)."""
@@ -198,7 +163,7 @@ def split_by_bytes(log: Log, rng: OffsetRange, max_bytes: int) -> list[OffsetRan
     return [replace(rng, start=a, end=b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def _end_position(log: Log, end: int) -> int:
+def _end_position(log: PartitionLog, end: int) -> int:
     """Where offset ``end`` starts, as a byte position counted over the whole log (the offset
     index's entry at or before it: a close bound); the log's size for the log end offset."""
     before, segments = 0, log.segments.all()
@@ -210,7 +175,7 @@ def _end_position(log: Log, end: int) -> int:
     return before
 
 
-def _byte_marks(log: Log, start: int, end: int, step: int) -> list[tuple[int, int]]:
+def _byte_marks(log: PartitionLog, start: int, end: int, step: int) -> list[tuple[int, int]]:
     """(offset, byte position counted over the whole log) at ``start``, at each segment base
     inside the range and at offset-index entries about every ``step`` bytes."""
     marks: list[tuple[int, int]] = []

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from storage.directory import StoreOptions
 from storage.isolation import IsolationLevel
 
 EARLIEST = -2  # Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP, as Spark's JSON offsets use it
@@ -27,8 +28,8 @@ KNOWN_OPTIONS = (
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "minPartitions",
     "maxRecordsPerPartition", "maxOffsetsPerTrigger", "maxBytesPerPartition", "failOnDataLoss",
-    "includeHeaders", "isolation.level", "kafka.isolation.level", "remote.path", "endpoint",
-    "region",
+    "includeHeaders", "isolation.level", "kafka.isolation.level", "remote.path",
+    *StoreOptions.NAMES,
 )
 
 
@@ -60,9 +61,8 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     isolation_level: IsolationLevel
-    endpoint: str | None = None  # an object store's endpoint (http[s]://host:port) over the environment's
-    region: str | None = None  # an object store's region over the environment's
     remote_path: str | None = None  # the RemoteStorageManager's root URI of a tiered topic
+    store: StoreOptions = StoreOptions()  # how to reach an object store (endpoint, region)
 
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition is one the query reads (subscription or assignment)."""
@@ -98,6 +98,7 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
         raise ValueError(f"startingOffsetsByTimestampStrategy must be one of {_STRATEGIES}")
     isolation = IsolationLevel.parse(  # ValueError for an unknown level
         opts.get("isolation.level", opts.get("kafka.isolation.level", "read_uncommitted")))
+    fail_on_data_loss = _boolean(opts, "failOnDataLoss", True)
     return SourceOptions(
         path=path,
         subscribe=subscribe,
@@ -109,12 +110,11 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
         min_partitions=_positive_int(opts, "minPartitions"),
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger"),
-        fail_on_data_loss=_boolean(opts, "failOnDataLoss", True),
+        fail_on_data_loss=fail_on_data_loss,
         include_headers=_boolean(opts, "includeHeaders", False),
         isolation_level=isolation,
-        endpoint=opts.get("endpoint") or None,
-        region=opts.get("region") or None,
         remote_path=opts.get("remote.path") or None,
+        store=StoreOptions.from_options(opts, fail_on_data_loss),
     )
 
 

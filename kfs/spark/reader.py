@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
+from storage.directory import StoreOptions
 from storage.isolation import IsolationLevel
 from storage.records.columns import HEADERS_TYPE
 
@@ -50,16 +51,14 @@ def spark_schema(include_headers: bool) -> T.StructType:
 def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                fail_on_data_loss: bool = True,
                isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-               rows_per_batch: int = ROWS_PER_ARROW_BATCH, endpoint: str | None = None,
-               region: str | None = None, remote_path: str | None = None
-               ) -> Iterator[pa.RecordBatch]:
+               rows_per_batch: int = ROWS_PER_ARROW_BATCH, remote_path: str | None = None,
+               store: StoreOptions = StoreOptions()) -> Iterator[pa.RecordBatch]:
     """Arrow batches of every data record of ``rng``, in offset order (``isolation``: with
     read_committed, none of aborted transactions and none at or past the last stable
     offset), decoded into columns by the engine (``LogReader.read_columns``). Raises DataLossError
     when the range starts below the log start offset and ``fail_on_data_loss`` (else the lost
     offsets are skipped); CorruptRecordError for a batch that fails its CRC."""
-    log = open_log(backing_dir, rng.topic, rng.partition, endpoint, region, remote_path,
-                   fail_on_data_loss)
+    log = open_log(backing_dir, rng.topic, rng.partition, remote_path, store)
     try:
         start = rng.start
         if start < log.log_start_offset:

@@ -20,7 +20,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from storage import LogManager
+from storage.protocols import LogDirectory
 
 from .offsets import (
     DEFAULT_MAX_BYTES_PER_PARTITION,
@@ -122,8 +122,7 @@ class KfsBatchReader(DataSourceReader):
             return iter(())
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
                           self.opts.fail_on_data_loss, self.opts.isolation_level,
-                          endpoint=self.opts.endpoint, region=self.opts.region,
-                          remote_path=self.opts.remote_path)
+                          remote_path=self.opts.remote_path, store=self.opts.store)
 
 
 class KfsPushdownBatchReader(KfsBatchReader):
@@ -185,7 +184,7 @@ class KfsStreamReader(DataSourceStreamReader):
         _check_schema(schema, self.opts)
         self.max_bytes = _max_bytes(options)
 
-    def _logs(self, manager: LogManager):
+    def _logs(self, manager: LogDirectory):
         return matching_logs(manager, self.opts)
 
     def initialOffset(self) -> dict:
@@ -246,8 +245,7 @@ class KfsStreamReader(DataSourceStreamReader):
     def read(self, partition: RangePartition):
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
                           self.opts.fail_on_data_loss, self.opts.isolation_level,
-                          endpoint=self.opts.endpoint, region=self.opts.region,
-                          remote_path=self.opts.remote_path)
+                          remote_path=self.opts.remote_path, store=self.opts.store)
 
     def commit(self, end: dict) -> None:
         pass  # offsets live in Spark's checkpoint; nothing to release here

@@ -43,6 +43,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from storage import LogManager
 from storage.clock import now_ms
+from storage.directory import check_writable, open_log_directory
 from storage.records.batch import encode_arrow, seal_in_place
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.framing import RECORD_BATCH_OVERHEAD
@@ -100,6 +101,7 @@ class KfsWriter(DataSourceArrowWriter):
         self.path = options.get("path")
         if not self.path:
             raise ValueError('option "path" (the backing directory) is required')
+        self.path = str(check_writable(self.path).path)  # (before any task runs)
         self.topic = options.get("topic")
         _check_schema(schema, self.topic)
         self.lock_timeout_s = int(options.get("lockTimeoutMs", DEFAULT_LOCK_TIMEOUT_S * 1000)) / 1000
@@ -163,7 +165,7 @@ class KfsWriter(DataSourceArrowWriter):
 
     def _end_transactions(self, committed: set[tuple[int, str]]) -> None:
         with self._appender() as append:
-            manager = LogManager(self.path, read_only=True)  # the tasks' batches are on disk
+            manager = open_log_directory(self.path)  # the tasks' batches are on disk
             try:
                 open_txns = set()
                 for name in manager.partition_names():
@@ -209,7 +211,8 @@ class _Appender:
         mount = find_mount(self._path)
         if mount is not None:
             return lambda name, data: _append_through_mount(mount, name, data)
-        self._manager = LogManager(self._path, lock_timeout_s=self._timeout_s)
+        self._manager = open_log_directory(self._path, read_only=False,
+                                           lock_timeout_s=self._timeout_s)
         return lambda name, data: _get_or_create(self._manager, name).append_as_leader(data)
 
     def __exit__(self, *exc) -> None:
@@ -332,7 +335,7 @@ class _Transaction:
 def _log_end_offsets(path: str) -> dict[str, int]:
     if not Path(path).is_dir():
         return {}
-    manager = LogManager(path, read_only=True)
+    manager = open_log_directory(path)
     try:
         return {name: manager.get(name).log_end_offset for name in manager.partition_names()}
     finally:

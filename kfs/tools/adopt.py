@@ -206,11 +206,11 @@ def _close_cleanly(backing: Path, names: list[str] | None) -> list[Partition]:
     """Open ``backing`` writable and close it: what Kafka's loader would change, the engine's
     own load and close settle now (recovery after a crash, stray snapshots, the snapshot at
     the log end offset). Returns the partitions named (all by default)."""
-    from storage import LogManager
+    from storage.directory import open_log_directory
 
     if not backing.is_dir():
         raise AdoptError(f"backing directory {backing} does not exist")
-    mgr = LogManager(backing)
+    mgr = open_log_directory(backing, read_only=False)
     try:
         known = mgr.partition_names()
         if not known:

@@ -42,13 +42,13 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from storage import LogManager
+    from storage.directory import open_log_directory
     from storage.clock import SYSTEM_CLOCK, FixedClock
     from storage.errors import KafkaStorageError
 
     try:
         clock = SYSTEM_CLOCK if args.now_ms is None else FixedClock(args.now_ms)
-        mgr = LogManager(args.backing_dir, clock=clock)
+        mgr = open_log_directory(args.backing_dir, read_only=False, clock=clock)
     except (KafkaStorageError, OSError) as exc:
         print(f"kfs compact: error: {exc}", file=sys.stderr)
         return 1

@@ -60,6 +60,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from storage.directory import StoreOptions, check_file, open_segment_source, read_file
+from storage.location import Location
 from storage.log_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -100,18 +102,12 @@ from storage.records.control import (
     decode_end_txn_marker_value,
 )
 from storage.segment import Batch
-from storage.remote.uri import is_uri, redact
-from storage.segment_source import (
-    FileRecords,
-    IndexContents,
-    LocalSegmentSource,
-    ObjectSegmentSource,
-)
+from storage.segment_source import FileRecords, IndexContents
 from storage.time_index import TimeIndex
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import TransactionIndex
 
-from kfs.args import positive_int, with_stdout
+from kfs.args import add_store_arguments, positive_int, store_options, with_stdout
 from kfs.record_format import PlainFormat, StreamFormat
 
 __all__ = ["DumpOptions", "batch_line", "dump_files", "record_line", "snapshot_line"]
@@ -140,6 +136,7 @@ class DumpOptions:
     offsets_decoder: bool = False
     transaction_log_decoder: bool = False
     remote_log_metadata_decoder: bool = False
+    store: StoreOptions = StoreOptions()  # how to reach an object store (endpoint, region)
 
     @property
     def print_data(self) -> bool:
@@ -603,8 +600,9 @@ class _Reports:
 def java_path(path: str) -> str:
     """``new File(path).toString()`` on Unix: repeated slashes collapsed, a trailing one
     dropped (nothing else is resolved); a URI as given, without credentials."""
-    if is_uri(path):
-        return redact(path)
+    where = Location.parse(path)
+    if where.is_remote:
+        return where.display
     if "//" in path or (path.endswith("/") and path != "/"):
         path = "/".join(p for i, p in enumerate(path.split("/")) if p or i == 0) or "/"
     return path
@@ -613,15 +611,17 @@ def java_path(path: str) -> str:
 def java_absolute_path(path: str) -> str:
     """``new File(path).getAbsolutePath()``: a relative path joined to the working directory,
     without resolving ``.`` or ``..`` (as Kafka reports its mismatches' files)."""
+    if Location.parse(path).is_remote:
+        return java_path(path)
     path = java_path(path)
-    if path.startswith("/") or is_uri(path):
+    if path.startswith("/"):
         return path
     return java_path(os.getcwd() + "/" + path) if path else os.getcwd()
 
 
 def _base_offset(path: str) -> int:
     """The offset before the first ``.`` of the file name (``UnifiedLog.offsetFromFile``)."""
-    name = os.path.basename(path)
+    name = Location.parse(path).name
     try:
         return offset_from_file_name(name)
     except ValueError:
@@ -630,69 +630,52 @@ def _base_offset(path: str) -> int:
         if (base := tiered_base_offset(name)) is not None:
             return base
         raise DumpError("the file name does not start with a base offset "
-                        f"(e.g. {filename_prefix(0)}{os.path.splitext(path)[1]})") from None
+                        f"(e.g. {filename_prefix(0)}{os.path.splitext(name)[1]})") from None
 
 
 def _sibling(path: str, suffix: str) -> str:
-    """The segment file beside ``path`` with the same prefix and another suffix."""
-    directory = path.rpartition("/")[0] if is_uri(path) else os.path.dirname(os.path.abspath(path))
-    return f"{directory}/{os.path.basename(path).split('.')[0]}{suffix}"
+    """The segment file beside ``path`` with the same prefix and another suffix (a local one
+    by its absolute path, as Kafka names it)."""
+    where = Location.parse(path)
+    name = where.name.split(".")[0] + suffix
+    if where.is_remote:
+        return where.sibling(name).text
+    return os.path.join(os.path.dirname(os.path.abspath(path)), name)
 
 
-def _check_exists(path: str, what: str = "") -> None:
-    if is_uri(path):
-        try:
-            _object(path)
-        except OSError as e:
-            raise DumpError(f"{what}{e}" if what else str(e)) from None
+def _check_exists(path: str, store: StoreOptions, what: str = "") -> None:
+    """DumpError unless ``path`` is a file (an object), said once: ``what`` and the path
+    before the reason when it is another file than the one dumped."""
+    try:
+        check_file(path, store)
+    except FileNotFoundError:
+        reason = "no such object" if Location.parse(path).is_remote else "No such file or directory"
+    except IsADirectoryError:
+        reason = "a directory, not an object" if Location.parse(path).is_remote else "Is a directory"
+    else:
         return
-    if not os.path.exists(path):
-        raise DumpError(f"{what}{path}: No such file or directory" if what else "No such file or directory")
-    if os.path.isdir(path):
-        raise DumpError(f"{what}{path}: Is a directory" if what else "Is a directory")
+    raise DumpError(f"{what}{java_path(path)}: {reason}" if what else reason)
 
 
 @contextlib.contextmanager
-def _log_records(path: str) -> Iterator[FileRecords]:
+def _log_records(path: str, store: StoreOptions) -> Iterator[FileRecords]:
     """The ``.log`` at ``path`` as the engine reads a segment's bytes (through its source,
     ``storage.segment_source``), for the span of a ``with``."""
-    _check_exists(path)
-    store = None
-    if is_uri(path):
-        store, info = _object(path)
-        source = ObjectSegmentSource(store, info, {})
-    else:
-        source = LocalSegmentSource.of_path(Path(path))
+    _check_exists(path, store)
+    source = open_segment_source(path, store)
     try:
         yield FileRecords(source)
     finally:
         source.close()
-        if store is not None:
-            store.close()
 
 
-def _object(uri: str):
-    """(store, listing entry) of the object ``uri`` (storage.remote; pyarrow only then)."""
-    from storage.remote.object_store import object_at
-
-    return object_at(uri)
-
-
-def _index_contents(path: str) -> IndexContents | None:
+def _index_contents(path: str, store: StoreOptions) -> IndexContents | None:
     """An index file's bytes when ``path`` is an object's URI (None: a local file, which the
     index reads itself)."""
-    if not is_uri(path):
+    if not Location.parse(path).is_remote:
         return None
-    data = _whole_file(path)
+    data = read_file(path, store)
     return IndexContents(data, len(data))
-
-
-def _whole_file(path: str) -> bytes:
-    if is_uri(path):
-        store, info = _object(path)
-        return store.read_small_object(info.path) or b""
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def _first_batch(records: FileRecords, position: int, end: int, buffer) -> Batch | None:
@@ -727,7 +710,7 @@ class _Dumper:
         self.out.write(json.dumps({**self._partition, **obj}, ensure_ascii=False, separators=(",", ":")) + "\n")
 
     def error(self, path: str, message: str) -> None:
-        self.err.write(f"kfs dump: {path}: {message}\n")
+        self.err.write(f"kfs dump: {java_path(path)}: {message}\n")
         self.status = 1
 
     # -- dispatch -------------------------------------------------------------------------
@@ -735,7 +718,7 @@ class _Dumper:
     def dump(self, path: str) -> None:
         if not self.options.json:
             self.line(f"Dumping {java_path(path)}")
-        name = os.path.basename(path)
+        name = Location.parse(path).name
         suffix = name[name.rfind("."):] if "." in name else ""
         handler: Callable[[str], None] | None = {
             LOG_SUFFIX: self.dump_log, INDEX_SUFFIX: self.dump_index,
@@ -743,12 +726,12 @@ class _Dumper:
             TXN_INDEX_SUFFIX: self.dump_txn_index,
         }.get(suffix)
         if handler is None:
-            self.err.write(f"Ignoring unknown file {path} (kfs dump reads {', '.join(SUFFIXES)} files)\n")
+            self.err.write(f"Ignoring unknown file {java_path(path)} (kfs dump reads {', '.join(SUFFIXES)} files)\n")
             self.status = 1
             return
         self._partition = self._topic_partition(path)
         try:
-            _check_exists(path)
+            _check_exists(path, self.options.store)
             handler(path)
         except DumpError as e:
             self.error(path, str(e))
@@ -761,13 +744,18 @@ class _Dumper:
 
     @staticmethod
     def _topic_partition(path: str) -> dict[str, Any]:
-        """topic/partition from the ``<topic>-<N>`` directory holding the file (null if not)."""
-        try:
-            topic, partition = parse_partition_dir_name(
-                os.path.basename(os.path.dirname(os.path.abspath(path))))
-        except InvalidTopicError:
-            return {"topic": None, "partition": None}
-        return {"topic": topic, "partition": partition}
+        """topic/partition from the directory holding the file: ``<topic>-<N>``, or
+        LocalTieredStorage's ``<topic>-<N>-<topic id>`` (null if neither)."""
+        from storage.remote.tiered import tiered_partition_name
+
+        folder = Location.parse(path).parent_name
+        for name in (folder, tiered_partition_name(folder)):
+            try:
+                topic, partition = parse_partition_dir_name(name or "")
+            except InvalidTopicError:
+                continue
+            return {"topic": topic, "partition": partition}
+        return {"topic": None, "partition": None}
 
     # -- .log -----------------------------------------------------------------------------
 
@@ -775,7 +763,7 @@ class _Dumper:
         base = _base_offset(path)
         if not self.options.json:
             self.line(f"Log starting offset: {base}")
-        with _log_records(path) as records:
+        with _log_records(path, self.options.store) as records:
             end = min(records.size, self.options.max_bytes)
             valid_bytes = 0
             last_offset = [-1]
@@ -885,8 +873,8 @@ class _Dumper:
     def dump_index(self, path: str) -> None:
         base = _base_offset(path)
         log_path = _sibling(path, LOG_SUFFIX)
-        _check_exists(log_path, "its segment's log ")
-        index = OffsetIndex(path, base, 0, writable=False, contents=_index_contents(path))
+        _check_exists(log_path, self.options.store, "its segment's log ")
+        index = OffsetIndex(path, base, 0, writable=False, contents=_index_contents(path, self.options.store))
         try:
             if index.entries == 0:
                 self.note(f"{java_path(path)} is empty.")
@@ -895,7 +883,7 @@ class _Dumper:
                 index.sanity_check()
                 self.note(f"{java_path(path)} passed sanity check.")
                 return
-            with _log_records(log_path) as records:
+            with _log_records(log_path, self.options.store) as records:
                 buffer = bytearray(_ENTRY_BLOCK)
                 for slot in range(index.entries):
                     offset, position = index.entry(slot)
@@ -929,17 +917,17 @@ class _Dumper:
     def dump_time_index(self, path: str) -> None:
         base = _base_offset(path)
         log_path = _sibling(path, LOG_SUFFIX)
-        _check_exists(log_path, "its segment's log ")
-        time_index = TimeIndex(path, base, 0, writable=False, contents=_index_contents(path))
+        _check_exists(log_path, self.options.store, "its segment's log ")
+        time_index = TimeIndex(path, base, 0, writable=False, contents=_index_contents(path, self.options.store))
         offset_path = _sibling(path, INDEX_SUFFIX)
         offset_index = OffsetIndex(offset_path, base, 0, writable=False,
-                                   contents=_index_contents(offset_path))
+                                   contents=_index_contents(offset_path, self.options.store))
         try:
             if self.options.index_sanity_check:
                 time_index.sanity_check()
                 self.note(f"{java_path(path)} passed sanity check.")
                 return
-            with _log_records(log_path) as records:
+            with _log_records(log_path, self.options.store) as records:
                 buffer = bytearray(_ENTRY_BLOCK)
                 previous = -1
                 for slot in range(time_index.entries):
@@ -984,7 +972,7 @@ class _Dumper:
     # -- .snapshot and .txnindex ----------------------------------------------------------
 
     def dump_snapshot(self, path: str) -> None:
-        data = _whole_file(path)
+        data = read_file(path, self.options.store)
         try:
             entries = decode_snapshot(data)
         except CorruptSnapshotError as e:
@@ -997,9 +985,9 @@ class _Dumper:
 
     def dump_txn_index(self, path: str) -> None:
         source = None
-        if is_uri(path):
-            store, info = _object(path)
-            source = ObjectSegmentSource(store, info, {TXN_INDEX_SUFFIX: info.path})
+        if Location.parse(path).is_remote:
+            source = open_segment_source(path, self.options.store,
+                                         indexes={TXN_INDEX_SUFFIX: None})
         index = TransactionIndex(Path(path), _base_offset(path), writable=False, source=source)
         try:
             for txn in index.all_aborted_txns():
@@ -1087,6 +1075,7 @@ def add_parser(sub) -> None:
                       help="decode the records as __remote_log_metadata records, Kafka's "
                            "tiered-storage metadata (implies --print-data-log; with --json: "
                            "decoded value objects)")
+    add_store_arguments(dump, None)
     dump.set_defaults(func=run, more_positionals="files")
 
 
@@ -1102,5 +1091,6 @@ def run(args: argparse.Namespace) -> int:
         max_bytes=args.max_bytes or MAX_BYTES_DEFAULT, json=args.json,
         offsets_decoder=args.offsets_decoder, transaction_log_decoder=args.transaction_log_decoder,
         remote_log_metadata_decoder=args.remote_log_metadata_decoder,
+        store=store_options(args),
     )
     return with_stdout(lambda out: dump_files(files, options, out, sys.stderr))

@@ -30,10 +30,10 @@ def add_parser(sub) -> None:
 
 
 def _open(backing_dir, read_only: bool):
-    from storage import LogManager
+    from storage.directory import open_log_directory
     from storage.errors import KafkaStorageError
     try:
-        return LogManager(backing_dir, read_only=read_only)
+        return open_log_directory(backing_dir, read_only=read_only)
     except (KafkaStorageError, OSError) as exc:
         raise CliError(str(exc)) from None
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from storage import LogManager
+from storage.directory import open_log_directory
 from storage.clock import SYSTEM_CLOCK
 from storage.errors import LogDirLockedError
 from storage.producer_state import OpenTransaction
@@ -46,7 +46,7 @@ def open_transactions(backing_dir: Path, topic: str | None = None,
                       ) -> Iterator[tuple[str, int, OpenTransaction]]:
     """(topic, partition, transaction) of every open transaction, read-only, in partition
     order; only ``topic`` (and ``partition``) when given."""
-    mgr = LogManager(backing_dir, read_only=True)
+    mgr = open_log_directory(backing_dir)
     try:
         for name in mgr.partition_names():
             t, p = parse_partition_dir_name(name)
@@ -105,7 +105,7 @@ def abort(backing_dir: Path, topic: str, partition: int, start_offset: int | Non
 def _append(backing_dir: Path, name: str, data: bytes) -> None:
     """Append through the writable mount serving ``backing_dir``, else under its lock."""
     try:
-        mgr = LogManager(backing_dir)
+        mgr = open_log_directory(backing_dir, read_only=False)
     except LogDirLockedError:
         mount = find_mount(str(backing_dir))
         if mount is None:

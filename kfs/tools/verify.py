@@ -73,7 +73,14 @@ from storage.segment import LogSegment, SegmentScan
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn
 
-from kfs.args import confirm, count, existing_directory, with_stdout
+from kfs.args import (
+    add_store_arguments,
+    confirm,
+    count,
+    directory_or_uri,
+    store_options,
+    with_stdout,
+)
 
 __all__ = [
     "LocalPartition",
@@ -631,14 +638,14 @@ def _plan_recovery(plan: RepairPlan, backing: Path) -> None:
     first segment, which deletes every snapshot but the one at the log end (written again at
     the close, as Kafka takes one there), and its indexes are rebuilt from the .log files;
     the checkpoints and the clean-shutdown marker are written at the top."""
-    from storage import LogManager
+    from storage.directory import open_log_directory
     from storage.errors import KafkaStorageError
     from storage.log_files import (CLEAN_SHUTDOWN_FILE, LOCK_FILE, LOG_START_OFFSET_CHECKPOINT,
                                    RECOVERY_POINT_CHECKPOINT)
 
     salvaged = {p.directory.name: p for p in plan.salvage}
     mentioned = set(salvaged) | set(plan.rebuilt)
-    mgr = LogManager(backing, read_only=True)
+    mgr = open_log_directory(backing)
     try:
         for directory in find_partitions(backing):
             name = directory.name
@@ -756,7 +763,7 @@ def repair(backing_dir: str | os.PathLike, partitions: Sequence[Path], plan: Rep
     ``orders-0/00000000000000000253: .index rebuilt``; the Quarantine, whose ``pieces`` are
     its manifest entries). Raises RepairError when the directory no longer matches the plan,
     and whatever opening the directory raises (LogDirLockedError while a mount has it)."""
-    from storage import LogManager
+    from storage.directory import open_log_directory
     from storage.file_lock import FileLock
     from storage.quarantine import Quarantine
     from storage.salvage import salvage_partition
@@ -771,7 +778,8 @@ def repair(backing_dir: str | os.PathLike, partitions: Sequence[Path], plan: Rep
     finally:
         lock.release()
     before = _file_states(partitions)
-    LogManager(backing_dir, force_recovery=True, quarantine=quarantine).close()
+    open_log_directory(backing_dir, read_only=False, force_recovery=True,
+                       quarantine=quarantine).close()
     after = _file_states(partitions)
     grouped: dict[str, list[str]] = {}
     for name in sorted(before.keys() | after.keys()):
@@ -815,15 +823,14 @@ def add_parser(sub) -> None:
             "what), then a summary. Exit status: 0 clean, 1 problems found, 2 usage error."
         ),
     )
-    p.add_argument("backing_dir", metavar="BACKING_DIR", type=_directory_or_uri)
+    p.add_argument("backing_dir", metavar="BACKING_DIR", type=directory_or_uri)
     p.add_argument("partitions", metavar="PARTITION", nargs="*",
                    help="partition directories to check, e.g. orders-0 (default: all)")
-    p.add_argument("--remote-path", metavar="URI",
-                   help="the tiered storage root (RemoteStorageManager's, holding "
-                        "kafka-tiered-storage/) of the broker log directory BACKING_DIR: its "
-                        "remote segments are checked too, the live ones as "
-                        "__remote_log_metadata in BACKING_DIR says, and offsets in neither tier "
-                        "(the remote tier ending below the local log) are a problem")
+    add_store_arguments(p, "the tiered storage root (RemoteStorageManager's, holding "
+                           "kafka-tiered-storage/) of the broker log directory BACKING_DIR: its "
+                           "remote segments are checked too, the live ones as "
+                           "__remote_log_metadata in BACKING_DIR says, and offsets in neither "
+                           "tier (the remote tier ending below the local log) are a problem")
     p.add_argument("--repair", action="store_true",
                    help="when problems are found, say what a repair would cut (files, byte "
                         "ranges, offsets, records) and, with --yes or a yes on a terminal, "
@@ -842,27 +849,22 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run, more_positionals="partitions")
 
 
-def _directory_or_uri(text: str) -> str:
-    """An argparse type: a URI as given, else a backing directory that exists."""
-    from storage.remote.uri import is_uri
-
-    return text if is_uri(text) else existing_directory(text)
-
-
 def run(args: argparse.Namespace) -> int:
-    from storage.remote.uri import is_uri, redact
+    from storage.location import Location
 
-    if _tiered_root(args.backing_dir):  # LocalTieredStorage's root on a local disk
-        args.backing_dir = Path(args.backing_dir).resolve().as_uri()
-    remote = is_uri(args.backing_dir) or args.remote_path is not None
+    where = Location.parse(args.backing_dir)
+    if _tiered_root(where):  # LocalTieredStorage's root on a local disk
+        args.backing_dir = where.path.resolve().as_uri()
+        where = Location.parse(args.backing_dir)
+    remote = where.is_remote or args.remote_path is not None
     if remote and args.repair:
-        where = redact(args.backing_dir if is_uri(args.backing_dir) else args.remote_path)
+        store = where if where.is_remote else Location.parse(args.remote_path)
         print(f"kfs verify: error: --repair mends a local directory only, not the object store "
-              f"{where}: verify it without --repair", file=sys.stderr)
+              f"{store.display}: verify it without --repair", file=sys.stderr)
         return 2
-    if args.remote_path is not None and is_uri(args.backing_dir):
+    if args.remote_path is not None and where.is_remote:
         print("kfs verify: error: --remote-path goes with the broker's local log directory, "
-              f"not {redact(args.backing_dir)}", file=sys.stderr)
+              f"not {where.display}", file=sys.stderr)
         return 2
     if remote:
         return _verify_remote(args)
@@ -878,15 +880,13 @@ def run(args: argparse.Namespace) -> int:
     return with_stdout(lambda out: _verify_and_repair(out, args, partitions))
 
 
-def _tiered_root(backing_dir: str) -> bool:
-    """Whether the local ``backing_dir`` is a LocalTieredStorage root (it holds
-    ``kafka-tiered-storage/``, ``storage.remote.tiered.TIERED_ROOT``, not read here: it
-    imports pyarrow) and no partition directories."""
-    from storage.remote.uri import is_uri
-
-    return (not is_uri(backing_dir)
-            and os.path.isdir(os.path.join(backing_dir, "kafka-tiered-storage"))
-            and not any(_is_partition_dir(name) for name in os.listdir(backing_dir)))
+def _tiered_root(backing_dir) -> bool:
+    """Whether ``backing_dir`` (a ``storage.location.Location``) is a LocalTieredStorage root
+    on a local disk (it holds ``kafka-tiered-storage/``, ``storage.remote.tiered.TIERED_ROOT``,
+    not read here: it imports pyarrow) and no partition directories."""
+    return (not backing_dir.is_remote
+            and (backing_dir.path / "kafka-tiered-storage").is_dir()
+            and not any(_is_partition_dir(name) for name in os.listdir(backing_dir.path)))
 
 
 def _is_partition_dir(name: str) -> bool:
@@ -900,18 +900,16 @@ def _is_partition_dir(name: str) -> bool:
 def _verify_remote(args: argparse.Namespace) -> int:
     """Verify segments in an object store (``kfs.tools.verify_remote``): BACKING_DIR a URI,
     or a broker log directory with its ``--remote-path``."""
-    from storage.remote.uri import is_uri
-
     from .verify_remote import OPEN_ERRORS, one_line, open_remote, open_tiers
 
     local_dir = None
+    options = store_options(args)
     try:
         if args.remote_path is None:
-            partitions, notices, store = open_remote(args.backing_dir, args.partitions)
+            partitions, notices, store = open_remote(args.backing_dir, args.partitions, options)
         else:
-            remote = args.remote_path if is_uri(args.remote_path) else \
-                os.path.abspath(args.remote_path)
-            partitions, notices, store = open_tiers(args.backing_dir, remote, args.partitions)
+            partitions, notices, store = open_tiers(args.backing_dir, args.remote_path,
+                                                    args.partitions, options)
             local_dir = args.backing_dir
     except OPEN_ERRORS as exc:
         print(f"kfs verify: error: {one_line(exc, args.backing_dir, args.remote_path)}",

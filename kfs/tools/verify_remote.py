@@ -31,6 +31,7 @@ from pathlib import Path
 from pyarrow.fs import FileType
 
 from storage.config import LogConfig
+from storage.directory import StoreOptions, open_store
 from storage.errors import KafkaStorageError
 from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
 from storage.remote.metadata import RemoteLogSegmentMetadata
@@ -255,16 +256,15 @@ def _object_segment(store: ObjectStore, directory: str, segment: SegmentFiles,
 # -- which partitions ----------------------------------------------------------------------
 
 
-def open_remote(uri: str, names: Sequence[str] = ()) -> tuple[list[PartitionFiles], list[str],
-                                                              ObjectStore]:
+def open_remote(uri: str, names: Sequence[str] = (), options: StoreOptions = StoreOptions()
+                ) -> tuple[list[PartitionFiles], list[str], ObjectStore]:
     """The partitions at ``uri`` (all, or those ``names``), the notices to print first and
     the store (to close): a LocalTieredStorage root (``kafka-tiered-storage/`` at its top;
     its listing is all there is of ``__remote_log_metadata``: said in a notice) or a log
     directory copied as it is. Raises ObjectStoreError (an unknown bucket, access denied),
     UnsupportedRemoteLayoutError and UsageError (a name not there, no partition at all)."""
-    store = ObjectStore.from_uri(uri)
+    store = open_store(uri, options, shared=False)
     try:
-        store.check_root()
         top = store.list()
         if any(i.base_name == TIERED_ROOT and i.type == FileType.Directory for i in top):
             partitions = _tiered(store, names, None)
@@ -288,18 +288,19 @@ def open_remote(uri: str, names: Sequence[str] = ()) -> tuple[list[PartitionFile
         raise
 
 
-def open_tiers(log_dir: str, remote_uri: str, names: Sequence[str] = ()
+def open_tiers(log_dir: str, remote_uri: str, names: Sequence[str] = (),
+               options: StoreOptions = StoreOptions()
                ) -> tuple[list[Tiers], list[str], ObjectStore]:
     """The partitions of the broker log directory ``log_dir`` (all, or those ``names``) with
-    their remote segments under the LocalTieredStorage root ``remote_uri``, live as
+    their remote segments under the LocalTieredStorage root ``remote_uri`` (a URI or a local
+    path), live as
     ``__remote_log_metadata`` in ``log_dir`` says (the listing's when it holds none: said in a
     notice); the notices; the store (to close). Raises as :func:`open_remote` and
     :func:`kfs.tools.verify.find_partitions`."""
     local = {p.name: LocalPartition(p) for p in find_partitions(log_dir, names)}
     live = live_metadata_of(log_dir)
-    store = ObjectStore.from_uri(remote_uri)
+    store = open_store(remote_uri, options, shared=False)
     try:
-        store.check_root()
         remote = {p.partition: p for p in _tiered(store, (), live)
                   if not names or p.partition in names}
     except BaseException:

@@ -75,6 +75,7 @@ class ObjectStore:
         self._pool: ThreadPoolExecutor | None = None
         self._opened: OrderedDict[tuple, object] = OrderedDict()  # open(), by (path, size, mtime)
         self._shared = False  # one of the process's stores (shared): close keeps it going
+        self._root_checked = False
 
     @classmethod
     def from_uri(cls, uri: str, *, endpoint: str | None = None,
@@ -150,6 +151,13 @@ class ObjectStore:
         access denied)."""
         if self.root_info().type == pafs.FileType.NotFound:
             raise ObjectStoreError(f"{self.describe()}: no such bucket or directory")
+
+    def check_root_once(self) -> None:
+        """:meth:`check_root`, once in this store's life (a shared store serves many readers:
+        a wrong bucket fails the first one that opens it, before it plans anything)."""
+        if not self._root_checked:
+            self.check_root()
+            self._root_checked = True
 
     def describe(self, *names: str) -> str:
         """How messages name ``names`` of the store (its URI, without credentials)."""
@@ -248,11 +256,12 @@ def _skip_response_checksums() -> None:
     os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_REQUIRED")
 
 
-def object_at(uri: str) -> tuple[ObjectStore, pafs.FileInfo]:
-    """The store holding the object ``uri`` and the object's listing entry. Raises
-    FileNotFoundError when there is no such object, IsADirectoryError for a directory,
-    ObjectStoreError when the store refuses."""
-    store = ObjectStore.from_uri(uri)
+def object_at(uri: str, *, endpoint: str | None = None, region: str | None = None
+              ) -> tuple[ObjectStore, pafs.FileInfo]:
+    """A store of its own (to close) holding the object ``uri``, and the object's listing
+    entry. Raises FileNotFoundError when there is no such object, IsADirectoryError for a
+    directory, ObjectStoreError when the store refuses."""
+    store = ObjectStore.from_uri(uri, endpoint=endpoint, region=region)
     info = store.root_info()
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"{redact(uri)}: no such object")

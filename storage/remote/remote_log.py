@@ -73,7 +73,6 @@ class RemoteLog:
     ``log_end_offset`` is the offset after the last segment's last batch. Raises
     ObjectStoreError when listing fails."""
 
-    writable = False
     damage = None  # (a remote log is not recovered: bad bytes raise where they are read)
     salvaged: tuple[str, ...] = ()  # (nor salvaged: nothing is ever cut)
 

@@ -58,18 +58,27 @@ def tiered_partitions(store: ObjectStore) -> dict[str, str]:
     ``<topic>-<N>-<topic id>``."""
     out = {}
     for info in store.list(TIERED_ROOT):
-        name, topic_id = info.base_name[:-_ID_CHARS - 1], info.base_name[-_ID_CHARS:]
-        try:
-            if info.base_name[-_ID_CHARS - 1:-_ID_CHARS] != "-" or not _is_id(topic_id):
-                raise InvalidTopicError(info.base_name)
-            parse_partition_dir_name(name)
-        except InvalidTopicError:
+        name = tiered_partition_name(info.base_name)
+        if name is None:
             raise UnsupportedRemoteLayoutError(
                 f"{store.describe(TIERED_ROOT, info.base_name)} is not a LocalTieredStorage "
                 "partition directory (<topic>-<N>-<topic id>): an unsupported remote storage "
-                "layout") from None
+                "layout")
         out[name] = info.base_name
     return out
+
+
+def tiered_partition_name(folder: str) -> str | None:
+    """``<topic>-<N>`` of LocalTieredStorage's partition directory ``<topic>-<N>-<topic id>``
+    (the id a UUID in base64url, Kafka's ``Uuid.toString``); None for any other name."""
+    name, topic_id = folder[:-_ID_CHARS - 1], folder[-_ID_CHARS:]
+    if folder[-_ID_CHARS - 1:-_ID_CHARS] != "-" or not _is_id(topic_id):
+        return None
+    try:
+        parse_partition_dir_name(name)
+    except InvalidTopicError:
+        return None
+    return name
 
 
 def listed_segments(store: ObjectStore, directory: str,
@@ -272,7 +281,6 @@ class UnifiedLog:
     deleted, and a segment the log start is inside of stays live; the ends (log end, last
     stable) are the local log's."""
 
-    writable = False
     damage = None
     salvaged: tuple[str, ...] = ()
 

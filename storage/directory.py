@@ -1,0 +1,205 @@
+"""One door to a log directory: every front end (the mount, Spark, ``kfs dump``, ``kfs verify``
+and the other tools) opens logs here, so each has every layout and every option.
+
+As Kafka's ``LogManager`` hands out every log of a log directory (its ``RemoteLogManager``
+joining the remote tier below them) and pyarrow's ``FileSystem.from_uri`` chooses a file
+system once, :func:`open_log_directory` chooses the layout from where the log directory is:
+
+1. a local log directory: ``storage.log_manager.LogManager`` (writable, or read-only beside
+   another writer, following it);
+2. an object store's URI: a log directory copied into it as it is
+   (``storage.remote.remote_log.RemoteLogDirectory``), or the root of Kafka's
+   ``LocalTieredStorage`` (``kafka-tiered-storage/`` at its top:
+   ``storage.remote.tiered.TieredLogDirectory``), read-only;
+3. with ``remote``, the RemoteStorageManager's root of a tiered topic: each partition its
+   remote segments below the local log, then the local log
+   (``storage.remote.tiered.UnifiedLogDirectory``).
+
+How to reach an object store (endpoint, region) is one :class:`StoreOptions`, parsed once, with
+the names Spark's options use. Adding a place where segment bytes live touches this module and
+the one that reads that place; nothing in ``kfs/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import KafkaStorageError
+from .location import Location
+
+if TYPE_CHECKING:  # (pyarrow loads only when an object store is opened)
+    from .protocols import LogDirectory
+    from .remote.object_store import ObjectStore
+    from .segment_source import SegmentSource
+
+__all__ = ["Location", "ReadOnlyStoreError", "StoreOptions", "check_file", "check_writable",
+           "open_log_directory", "open_segment_source", "open_store", "read_file"]
+
+
+class ReadOnlyStoreError(KafkaStorageError):
+    """A write was asked of a location kfs only reads (an object store, a remote tier)."""
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """How to reach an object store, over what the environment says (``AWS_*``, the credential
+    chain): ``endpoint`` (``http[s]://host:port`` of an S3-compatible server) and ``region``.
+    Credentials are never options: they stay in the standard chains. ``fail_on_data_loss``:
+    whether offsets in neither tier of a tiered topic are an error (Spark's
+    ``failOnDataLoss``) or stepped over with a warning."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    fail_on_data_loss: bool = True
+
+    # the names of the options it is parsed from, as Spark's options and the CLI spell them
+    NAMES = ("endpoint", "region")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], fail_on_data_loss: bool = True
+                     ) -> StoreOptions:
+        """The store options among ``options`` (keys case-insensitive; empty values unset)."""
+        lowered = {k.lower(): v for k, v in options.items()}
+        return cls(endpoint=lowered.get("endpoint") or None, region=lowered.get("region") or None,
+                   fail_on_data_loss=fail_on_data_loss)
+
+
+DEFAULT_OPTIONS = StoreOptions()
+
+
+def open_log_directory(location: str | os.PathLike | Location, *, read_only: bool = True,
+                       remote: str | os.PathLike | Location | None = None,
+                       options: StoreOptions = DEFAULT_OPTIONS,
+                       partitions: Callable[[str, int], bool] | None = None,
+                       **local_options) -> LogDirectory:
+    """The log directory at ``location``, in whichever layout it is (see the module).
+
+    ``read_only``: never change a byte (safe beside a running broker or mount); a writable
+    directory must be local. ``remote``: where a tiered topic's remote segments are (a URI or
+    a local path of the RemoteStorageManager's root); the live ones are those
+    ``__remote_log_metadata`` in ``location`` says, when it holds it. ``partitions(topic, n)``
+    keeps only the partitions it accepts. ``local_options`` go to a local ``LogManager``
+    (``clock``, ``lock_timeout_s``, ``force_recovery``, ``quarantine``).
+
+    Raises ReadOnlyStoreError for a writable object store or remote tier;
+    ``storage.remote.object_store.ObjectStoreError`` for a store that cannot be opened or a
+    root that is not there ("no such bucket or directory"), checked before anything is read;
+    FileNotFoundError / NotADirectoryError for a bad local directory; as ``LogManager`` does.
+    """
+    where = Location.parse(location) if read_only else check_writable(location)
+    tier = None if remote is None else Location.parse(remote)
+    if not read_only and tier is not None:
+        raise ReadOnlyStoreError(f"{tier.display}: a remote tier is read-only to kfs: open "
+                                 "the log directory read-only to read it")
+    if where.is_remote:
+        from .remote.tiered import open_object_store_directory
+
+        local = open_object_store_directory(open_store(where, options), partitions)
+    else:
+        from .log_manager import LogManager
+
+        local = LogManager(where.path, read_only=read_only, partitions=partitions,
+                           **local_options)
+    if tier is None:
+        return local
+    return _with_remote_tier(local, where, tier, options, partitions)
+
+
+def check_writable(location: str | os.PathLike | Location) -> Location:
+    """``location``, when kfs may write there (a local directory). Raises ReadOnlyStoreError
+    for an object store's URI: a writer checks before it plans anything, so that no front end
+    ever takes a URI for a local path."""
+    where = Location.parse(location)
+    if where.is_remote:
+        raise ReadOnlyStoreError(f"{where.display}: an object store is read-only to kfs (kfs "
+                                 "reads object storage, it does not write it)")
+    return where
+
+
+def _with_remote_tier(local, where: Location, tier: Location, options: StoreOptions,
+                      partitions) -> LogDirectory:
+    from .remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_metadata_of
+
+    try:
+        live = None if where.is_remote else live_metadata_of(where.path)
+        remote = TieredLogDirectory(open_store(tier, options), partitions, live)
+    except BaseException:
+        local.close()
+        raise
+    return UnifiedLogDirectory(local, remote, options.fail_on_data_loss)
+
+
+def open_store(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS, *,
+               shared: bool = True) -> ObjectStore:
+    """The object store at ``location`` (a local path is taken as its ``file://`` URI), its
+    root checked once per process. ``shared``: the process's store for it
+    (``ObjectStore.shared``: connections and index objects kept for the next reader, e.g. the
+    next Spark task of a reused worker); else a store of its own, to close. Raises
+    ObjectStoreError."""
+    from .remote.object_store import ObjectStore
+
+    where = Location.parse(location)
+    uri = where.text if where.is_remote else where.path.resolve().as_uri()
+    make = ObjectStore.shared if shared else ObjectStore.from_uri
+    store = make(uri, endpoint=options.endpoint, region=options.region)
+    store.check_root_once()
+    return store
+
+
+# -- single files (kfs dump): a segment's .log and its companions, wherever they are ----------
+
+
+def check_file(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS) -> None:
+    """FileNotFoundError / IsADirectoryError unless ``location`` is a file (an object);
+    ObjectStoreError when the store refuses."""
+    where = Location.parse(location)
+    if where.is_remote:
+        _object(where, options)[0].close()
+        return
+    if not os.path.exists(where.text):
+        raise FileNotFoundError(f"{where.display}: No such file or directory")
+    if os.path.isdir(where.text):
+        raise IsADirectoryError(f"{where.display}: Is a directory")
+
+
+def read_file(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS) -> bytes:
+    """The whole file (an index, a checkpoint, a snapshot). Raises OSError,
+    ObjectStoreError."""
+    where = Location.parse(location)
+    if not where.is_remote:
+        return where.path.read_bytes()
+    store, info = _object(where, options)
+    try:
+        return store.read_small_object(info.path) or b""
+    finally:
+        store.close()
+
+
+def open_segment_source(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS, *,
+                        indexes: Mapping[str, str] | None = None) -> SegmentSource:
+    """How the segment file at ``location`` is read (``storage.segment_source``): pread of a
+    local file, or ranged requests of an object. ``indexes``: for an object, its companion
+    objects by suffix (``{".txnindex": …}``; the path in the object's store, None: the object
+    itself). Close it when done; an object's store closes with it. Raises as
+    :func:`check_file`."""
+    from .segment_source import LocalSegmentSource
+
+    where = Location.parse(location)
+    if not where.is_remote:
+        check_file(where)
+        return LocalSegmentSource.of_path(where.path)
+    from .segment_source import ObjectSegmentSource
+
+    store, info = _object(where, options)
+    paths = {suffix: path or info.path for suffix, path in (indexes or {}).items()}
+    return ObjectSegmentSource(store, info, paths, owns_store=True)
+
+
+def _object(where: Location, options: StoreOptions):
+    """(a store of its own, the object's listing entry) of the object ``where``."""
+    from .remote.object_store import object_at
+
+    return object_at(where.text, endpoint=options.endpoint, region=options.region)
