@@ -47,24 +47,19 @@ class ReadOnlyStoreError(KafkaStorageError):
 class StoreOptions:
     """How to reach an object store, over what the environment says (``AWS_*``, the credential
     chain): ``endpoint`` (``http[s]://host:port`` of an S3-compatible server) and ``region``.
-    Credentials are never options: they stay in the standard chains. ``fail_on_data_loss``:
-    whether offsets in neither tier of a tiered topic are an error (Spark's
-    ``failOnDataLoss``) or stepped over with a warning."""
+    Credentials are never options: they stay in the standard chains."""
 
     endpoint: str | None = None
     region: str | None = None
-    fail_on_data_loss: bool = True
 
     # the names of the options it is parsed from, as Spark's options and the CLI spell them
     NAMES = ("endpoint", "region")
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str], fail_on_data_loss: bool = True
-                     ) -> StoreOptions:
+    def from_options(cls, options: Mapping[str, str]) -> StoreOptions:
         """The store options among ``options`` (keys case-insensitive; empty values unset)."""
         lowered = {k.lower(): v for k, v in options.items()}
-        return cls(endpoint=lowered.get("endpoint") or None, region=lowered.get("region") or None,
-                   fail_on_data_loss=fail_on_data_loss)
+        return cls(endpoint=lowered.get("endpoint") or None, region=lowered.get("region") or None)
 
 
 DEFAULT_OPTIONS = StoreOptions()
@@ -74,6 +69,7 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
                        remote: str | os.PathLike | Location | None = None,
                        options: StoreOptions = DEFAULT_OPTIONS,
                        partitions: Callable[[str, int], bool] | None = None,
+                       fail_on_data_loss: bool = True, check_root: bool = True,
                        **local_options) -> LogDirectory:
     """The log directory at ``location``, in whichever layout it is (see the module).
 
@@ -81,8 +77,12 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
     directory must be local. ``remote``: where a tiered topic's remote segments are (a URI or
     a local path of the RemoteStorageManager's root); the live ones are those
     ``__remote_log_metadata`` in ``location`` says, when it holds it. ``partitions(topic, n)``
-    keeps only the partitions it accepts. ``local_options`` go to a local ``LogManager``
-    (``clock``, ``lock_timeout_s``, ``force_recovery``, ``quarantine``).
+    keeps only the partitions it accepts. ``fail_on_data_loss``: whether offsets in neither
+    tier are an error (``storage.remote.tiered.OffsetGapError``) or stepped over with a warning
+    (Spark's ``failOnDataLoss``). ``check_root``: whether an object store's root is asked for
+    once in the process before anything else (False where a planner checked it: a Spark
+    task). ``local_options`` go to a local ``LogManager`` (``clock``, ``lock_timeout_s``,
+    ``force_recovery``, ``quarantine``).
 
     Raises ReadOnlyStoreError for a writable object store or remote tier;
     ``storage.remote.object_store.ObjectStoreError`` for a store that cannot be opened or a
@@ -97,7 +97,8 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
     if where.is_remote:
         from .remote.tiered import open_object_store_directory
 
-        local = open_object_store_directory(open_store(where, options), partitions)
+        local = open_object_store_directory(open_store(where, options, check_root=check_root),
+                                            partitions)
     else:
         from .log_manager import LogManager
 
@@ -105,7 +106,8 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
                            **local_options)
     if tier is None:
         return local
-    return _with_remote_tier(local, where, tier, options, partitions)
+    return _with_remote_tier(local, where, tier, options, partitions, fail_on_data_loss,
+                             check_root)
 
 
 def check_writable(location: str | os.PathLike | Location) -> Location:
@@ -120,22 +122,24 @@ def check_writable(location: str | os.PathLike | Location) -> Location:
 
 
 def _with_remote_tier(local, where: Location, tier: Location, options: StoreOptions,
-                      partitions) -> LogDirectory:
+                      partitions, fail_on_data_loss: bool, check_root: bool) -> LogDirectory:
     from .remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_metadata_of
 
     try:
         live = None if where.is_remote else live_metadata_of(where.path)
-        remote = TieredLogDirectory(open_store(tier, options), partitions, live)
+        remote = TieredLogDirectory(open_store(tier, options, check_root=check_root), partitions,
+                                    live)
     except BaseException:
         local.close()
         raise
-    return UnifiedLogDirectory(local, remote, options.fail_on_data_loss)
+    return UnifiedLogDirectory(local, remote, fail_on_data_loss)
 
 
 def open_store(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS, *,
-               shared: bool = True) -> ObjectStore:
-    """The object store at ``location`` (a local path is taken as its ``file://`` URI), its
-    root checked once per process. ``shared``: the process's store for it
+               shared: bool = True, check_root: bool = True) -> ObjectStore:
+    """The object store at ``location`` (a local path is taken as its ``file://`` URI), with
+    ``check_root`` its root checked once in its life (ObjectStoreError "no such bucket or
+    directory" for a wrong bucket or prefix). ``shared``: the process's store for it
     (``ObjectStore.shared``: connections and index objects kept for the next reader, e.g. the
     next Spark task of a reused worker); else a store of its own, to close. Raises
     ObjectStoreError."""
@@ -145,7 +149,8 @@ def open_store(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS
     uri = where.text if where.is_remote else where.path.resolve().as_uri()
     make = ObjectStore.shared if shared else ObjectStore.from_uri
     store = make(uri, endpoint=options.endpoint, region=options.region)
-    store.check_root_once()
+    if check_root:
+        store.check_root_once()
     return store
 
 

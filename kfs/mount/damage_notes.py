@@ -23,6 +23,7 @@ from storage.damage import LogDamage, map_segment
 from storage.segment import SegmentScan
 from storage.isolation import IsolationLevel
 from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.protocols import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class DamageNotes:
         self._checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._checking = threading.Lock()
 
-    def unchecked_damage(self, plog: Any) -> list[LogDamage]:
+    def unchecked_damage(self, plog: PartitionLog) -> list[LogDamage]:
         """The damage in the bytes of ``plog``'s segments not checked before: every batch's
         sizes, CRC and offsets, as recovery checks them (the compiled ``SegmentScan``, a block
         at a time), from where the last check of the segment ended (a followed broker's
@@ -88,7 +89,7 @@ class DamageNotes:
             log.error("%s: damaged: %s (reads of it give EIO; `kfs verify --repair` mends it)",
                       name, text)
 
-    def xattr(self, pid: int, plog: Any, writable: bool) -> bytes | None:
+    def xattr(self, pid: int, plog: PartitionLog, writable: bool) -> bytes | None:
         """The ``user.kfs.damage`` value of partition ``pid``: what is wrong, or None."""
         if plog.damage is not None:
             text = str(plog.damage)
@@ -104,7 +105,7 @@ class DamageNotes:
         return text.encode("utf-8", "replace")
 
 
-def readable_run(plog: Any, want: int, limit: int, isolation: IsolationLevel,
+def readable_run(plog: PartitionLog, want: int, limit: int, isolation: IsolationLevel,
                  found: list[LogDamage]) -> list[Any]:
     """Up to ``limit`` records from offset ``want`` as ``LogReader.records_from`` gives them; when
     a batch among them cannot be read, the records around it instead, its damage appended to

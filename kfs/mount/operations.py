@@ -65,7 +65,7 @@ from storage.isolation import IsolationLevel
 from storage.record_cache import RecordCache, record_cost
 from storage.location import Location
 from storage.log_manager import LogManager
-from storage.protocols import LogDirectory
+from storage.protocols import LogDirectory, PartitionLog
 
 from . import inodes
 from .append import (
@@ -265,7 +265,7 @@ class _AppendHandle:
     __slots__ = ("log", "kind", "keyed", "framer", "lock", "max_line", "abandon_errno",
                  "lines_seen", "stored_line", "stored_offset")
 
-    def __init__(self, plog: Any, kind: Kind, max_line: int) -> None:
+    def __init__(self, plog: PartitionLog, kind: Kind, max_line: int) -> None:
         self.log = plog
         self.kind = kind
         self.keyed = kind is Kind.APPEND_KEYED
@@ -376,7 +376,7 @@ class KafkaFs(pyfuse3.Operations):
 
     # ---- partitions
 
-    def _log_by_pid(self, pid: int) -> Any:
+    def _log_by_pid(self, pid: int) -> PartitionLog:
         """The log of partition ``pid`` (the manager keeps logs in memory: no disk here)."""
         if pid in self._gone:
             raise _fail(errno.ENOENT)

@@ -25,13 +25,13 @@ import errno
 import logging
 import threading
 from collections import OrderedDict
-from typing import Any
 
 import pyfuse3
 import trio
 
 from kfs.record_format import StreamFormat
 from storage.isolation import IsolationLevel
+from storage.protocols import PartitionLog
 
 from . import inodes
 from .inodes import Kind
@@ -86,7 +86,7 @@ class Streams:
         self._moved: dict[LogStream, threading.Event] = {}
         self._index_lock = trio.Lock()
 
-    def get(self, plog: Any, pid: int, kind: Kind) -> LogStream:
+    def get(self, plog: PartitionLog, pid: int, kind: Kind) -> LogStream:
         """The stream of partition ``pid`` for a stream file of ``kind``."""
         key = (pid, FORMATS[kind])
         stream = self._streams.get(key)
@@ -99,7 +99,7 @@ class Streams:
         return stream
 
     @staticmethod
-    def resolve_start(plog: Any, name: bytes) -> int:
+    def resolve_start(plog: PartitionLog, name: bytes) -> int:
         """The offset a ``from/<name>`` window starts at. EINVAL for a name that is not an
         offset, ``-N`` or a time; ENOENT for an offset outside [log start, log end], a time
         after the last record, or one before the first record of a log whose start moved up
@@ -249,7 +249,7 @@ class Streams:
             stream.close()
 
 
-def _is_first(plog: Any, offset: int) -> bool:
+def _is_first(plog: PartitionLog, offset: int) -> bool:
     """Whether ``offset`` holds the first record left in ``plog``."""
     first = plog.reader.records_from(plog.log_start_offset, 1)
     return bool(first) and first[0].offset == offset

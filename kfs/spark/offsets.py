@@ -44,16 +44,19 @@ class DataLossError(ValueError):
 
 
 def open_log(backing_dir: str, topic: str, partition: int, remote_path: str | None = None,
-             store: StoreOptions = StoreOptions()) -> PartitionLog:
-    """One partition's log, read-only, through the one door
-    (``storage.directory.open_log_directory``: a directory, a URI, with its remote tier).
-    Raises UnknownTopicOrPartitionError when the partition is missing.
+             store: StoreOptions = StoreOptions(), fail_on_data_loss: bool = True
+             ) -> PartitionLog:
+    """One partition's log, read-only, for a task, through the one door
+    (``storage.directory.open_log_directory``: a directory, a URI, with its remote tier; the
+    stores' roots were checked when the query was planned). Raises
+    UnknownTopicOrPartitionError when the partition is missing.
 
     What opening costs is paid once per process where it can be (Spark reuses a Python worker
     for the next task): object stores are the process's (``ObjectStore.shared``) and
     ``__remote_log_metadata`` is folded again only when its files changed."""
     directory = open_log_directory(backing_dir, remote=remote_path, options=store,
-                                   partitions=lambda t, p: (t, p) == (topic, partition))
+                                   partitions=lambda t, p: (t, p) == (topic, partition),
+                                   fail_on_data_loss=fail_on_data_loss, check_root=False)
     return directory.get(f"{topic}-{partition}")  # a read-only directory holds nothing but its logs
 
 
@@ -61,7 +64,8 @@ def open_matching(opts: SourceOptions) -> LogDirectory:
     """The log directory of ``opts.path``, read-only, holding only the partitions the query
     reads."""
     return open_log_directory(opts.path, remote=opts.remote_path, options=opts.store,
-                              partitions=opts.matches)
+                              partitions=opts.matches,
+                              fail_on_data_loss=opts.fail_on_data_loss)
 
 
 def matching_logs(manager: LogDirectory, opts: SourceOptions

@@ -98,7 +98,6 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
         raise ValueError(f"startingOffsetsByTimestampStrategy must be one of {_STRATEGIES}")
     isolation = IsolationLevel.parse(  # ValueError for an unknown level
         opts.get("isolation.level", opts.get("kafka.isolation.level", "read_uncommitted")))
-    fail_on_data_loss = _boolean(opts, "failOnDataLoss", True)
     return SourceOptions(
         path=path,
         subscribe=subscribe,
@@ -110,11 +109,11 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
         min_partitions=_positive_int(opts, "minPartitions"),
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger"),
-        fail_on_data_loss=fail_on_data_loss,
+        fail_on_data_loss=_boolean(opts, "failOnDataLoss", True),
         include_headers=_boolean(opts, "includeHeaders", False),
         isolation_level=isolation,
         remote_path=opts.get("remote.path") or None,
-        store=StoreOptions.from_options(opts, fail_on_data_loss),
+        store=StoreOptions.from_options(opts),
     )
 
 

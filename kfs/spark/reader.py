@@ -58,7 +58,7 @@ def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
     offset), decoded into columns by the engine (``LogReader.read_columns``). Raises DataLossError
     when the range starts below the log start offset and ``fail_on_data_loss`` (else the lost
     offsets are skipped); CorruptRecordError for a batch that fails its CRC."""
-    log = open_log(backing_dir, rng.topic, rng.partition, remote_path, store)
+    log = open_log(backing_dir, rng.topic, rng.partition, remote_path, store, fail_on_data_loss)
     try:
         start = rng.start
         if start < log.log_start_offset:

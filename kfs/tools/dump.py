@@ -646,12 +646,13 @@ def _sibling(path: str, suffix: str) -> str:
 def _check_exists(path: str, store: StoreOptions, what: str = "") -> None:
     """DumpError unless ``path`` is a file (an object), said once: ``what`` and the path
     before the reason when it is another file than the one dumped."""
+    remote = Location.parse(path).is_remote
     try:
         check_file(path, store)
     except FileNotFoundError:
-        reason = "no such object" if Location.parse(path).is_remote else "No such file or directory"
+        reason = "no such object" if remote else "No such file or directory"
     except IsADirectoryError:
-        reason = "a directory, not an object" if Location.parse(path).is_remote else "Is a directory"
+        reason = "a directory, not an object" if remote else "Is a directory"
     else:
         return
     raise DumpError(f"{what}{java_path(path)}: {reason}" if what else reason)
@@ -710,7 +711,9 @@ class _Dumper:
         self.out.write(json.dumps({**self._partition, **obj}, ensure_ascii=False, separators=(",", ":")) + "\n")
 
     def error(self, path: str, message: str) -> None:
-        self.err.write(f"kfs dump: {java_path(path)}: {message}\n")
+        name = java_path(path)
+        message = message.removeprefix(f"{name}: ")  # (an object store's error names it too)
+        self.err.write(f"kfs dump: {name}: {message}\n")
         self.status = 1
 
     # -- dispatch -------------------------------------------------------------------------

@@ -882,10 +882,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _tiered_root(backing_dir) -> bool:
     """Whether ``backing_dir`` (a ``storage.location.Location``) is a LocalTieredStorage root
-    on a local disk (it holds ``kafka-tiered-storage/``, ``storage.remote.tiered.TIERED_ROOT``,
-    not read here: it imports pyarrow) and no partition directories."""
+    on a local disk (it holds ``kafka-tiered-storage/``) and no partition directories."""
+    from storage.remote import TIERED_ROOT
+
     return (not backing_dir.is_remote
-            and (backing_dir.path / "kafka-tiered-storage").is_dir()
+            and (backing_dir.path / TIERED_ROOT).is_dir()
             and not any(_is_partition_dir(name) for name in os.listdir(backing_dir.path)))
 
 

@@ -42,7 +42,7 @@ from storage.remote.tiered import (
     tiered_base_offset,
     tiered_partitions,
 )
-from storage.remote.uri import redact
+from storage.remote.uri import scrub
 from storage.segment import LogSegment
 from storage.segment_source import ObjectSegmentSource
 
@@ -153,7 +153,7 @@ class TieredPartition(_ObjectFiles, PartitionFiles):
                 problems.append(self.problem(stem + LOG_SUFFIX, None, self._no_log()))
         newest: dict[int, str] = {}  # base offset -> stem (a copy retried: the newest .log)
         for stem in sorted(s for s, kinds in by_stem.items() if LOG_SUFFIX in kinds):
-            base = int(stem[:20])
+            base = tiered_base_offset(stem + LOG_SUFFIX)
             if base not in newest or (infos[stem + LOG_SUFFIX].mtime_ns >
                                       infos[newest[base] + LOG_SUFFIX].mtime_ns):
                 newest[base] = stem
@@ -341,14 +341,11 @@ def _is_partition(name: str) -> bool:
 
 def one_line(error: BaseException, *uris: str) -> str:
     """``error`` said on one line, with no credentials of ``uris`` in it."""
-    text = " ".join(str(error).split())
+    text = str(error)
     for uri in uris:
-        if uri and uri != redact(uri):
-            text = text.replace(uri, redact(uri))
-            userinfo = uri.partition("://")[2].partition("/")[0].rpartition("@")[0]
-            if userinfo:
-                text = text.replace(userinfo, "***")
-    return text
+        if uri:
+            text = scrub(text, uri)
+    return " ".join(text.split())
 
 
 OPEN_ERRORS = (ObjectStoreError, KafkaStorageError, UsageError, OSError, ValueError)

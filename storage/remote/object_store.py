@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,7 +26,7 @@ from storage.errors import KafkaStorageError
 from storage.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from storage.record_cache import RecordCache
 
-from .uri import redact
+from .uri import redact, scrub
 
 SHARED_STORES = 4  # process-wide stores kept (ObjectStore.shared), the least recently used go
 OPEN_OBJECTS = 128  # .log objects a store keeps open (ObjectStore.open), the least recently used go
@@ -86,17 +87,9 @@ class ObjectStore:
         if uri.startswith("s3://"):
             _skip_response_checksums()
         try:
-            if uri.startswith("s3://") and (endpoint or region):
-                bucket_path = uri[len("s3://"):]
-                options = {"region": region} if region else {}
-                if endpoint:
-                    scheme, _, host = endpoint.rpartition("://")
-                    options.update(endpoint_override=host or endpoint, scheme=scheme or "https")
-                fs, root = pafs.S3FileSystem(**options), bucket_path
-            else:
-                fs, root = pafs.FileSystem.from_uri(uri)
+            fs, root = pafs.FileSystem.from_uri(_with_s3_options(uri, endpoint, region))
         except (OSError, ValueError, TypeError) as e:
-            raise ObjectStoreError(f"{redact(uri)}: {e}") from None
+            raise ObjectStoreError(f"{redact(uri)}: {scrub(e, uri)}") from None
         return cls(fs, root, uri)
 
     @classmethod
@@ -244,6 +237,22 @@ class ObjectStore:
 
 _SHARED: OrderedDict[tuple, ObjectStore] = OrderedDict()  # ObjectStore.shared's, by (uri, ...)
 _SHARED_LOCK = threading.Lock()
+
+
+def _with_s3_options(uri: str, endpoint: str | None, region: str | None) -> str:
+    """``uri`` with ``endpoint`` (``http[s]://host:port``) and ``region`` in its query string,
+    as pyarrow's ``FileSystem.from_uri`` takes them (``endpoint_override``, ``scheme``,
+    ``region``), over what the URI or the environment says; other schemes as given."""
+    if not uri.startswith("s3://") or not (endpoint or region):
+        return uri
+    head, _, query = uri.partition("?")
+    options = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    if region:
+        options["region"] = region
+    if endpoint:
+        scheme, _, host = endpoint.rpartition("://")
+        options.update(endpoint_override=host or endpoint, scheme=scheme or "https")
+    return f"{head}?{urllib.parse.urlencode(options)}"
 
 
 def _skip_response_checksums() -> None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from pyarrow.fs import FileInfo, FileType
 
+from storage.remote import TIERED_ROOT
 from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrPartitionError
 from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from storage.log_reader import LogReader
@@ -37,7 +38,6 @@ from .remote_log import RemoteLog, RemoteLogDirectory
 
 log = logging.getLogger(__name__)
 
-TIERED_ROOT = "kafka-tiered-storage"  # LocalTieredStorage's directory under its storage root
 _ID_CHARS = 22  # a UUID in base64url without padding (Kafka's Uuid.toString)
 METADATA_FOLDS_KEPT = 4  # broker log directories whose folded __remote_log_metadata is kept
 

@@ -20,6 +20,18 @@ def redact(uri: str) -> str:
     return f"{scheme}://{authority}{slash}{path}{query}"
 
 
+def scrub(text: str, uri: str) -> str:
+    """``text`` (a library's message about ``uri``) with ``uri`` and the credentials written
+    into it replaced by :func:`redact`'s form, on one line."""
+    text = " ".join(str(text).split())
+    if uri != redact(uri):
+        text = text.replace(uri, redact(uri))
+        userinfo = uri.partition("://")[2].partition("/")[0].rpartition("@")[0]
+        if userinfo:
+            text = text.replace(userinfo, "***")
+    return text
+
+
 def is_uri(path: str) -> bool:
     """Whether ``path`` names a store by URI (``scheme://…``) rather than a local path."""
     return "://" in str(path)

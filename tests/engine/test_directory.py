@@ -93,9 +93,8 @@ def test_a_remote_tier_that_is_not_there_is_said_when_opened(tmp_path):
 
 def test_options_are_parsed_once_with_spark_s_names():
     opts = StoreOptions.from_options({"Endpoint": "http://127.0.0.1:9", "region": "",
-                                      "path": "x"}, fail_on_data_loss=False)
-    assert opts == StoreOptions(endpoint="http://127.0.0.1:9", region=None,
-                                fail_on_data_loss=False)
+                                      "path": "x"})
+    assert opts == StoreOptions(endpoint="http://127.0.0.1:9", region=None)
 
 
 def test_a_location_is_told_apart_once_and_said_without_secrets():

@@ -12,6 +12,7 @@ from helpers.mounts import Mounter
 from helpers.needs import require_fuse
 from helpers.paths import KAFKA_WRITTEN
 from helpers.kfs import kfs_command, kfs_env
+from helpers.tiered import bases_of, tier
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
 
@@ -76,3 +77,44 @@ def test_a_bucket_mounts_as_the_directory_does(tmp_path, s3_server, monkeypatch)
         assert s3_server.secret_key not in remote.log_text()
     finally:
         mounter.close_all()
+
+
+@needs_fixtures
+@pytest.mark.fuse
+def test_a_tiered_topic_mounts_whole_with_its_remote_tier(tmp_path, s3_server, monkeypatch):
+    """``kfs mount --read-only --remote-path s3://… --endpoint URL LOGDIR MNT`` (layout 3, as
+    Spark's ``remote.path``): each partition serves its remote segments below the local log,
+    then the local log, the same tree as the whole partition mounted from disk; the endpoint
+    and region given as options, not by the environment."""
+    require_fuse()
+    env = s3_server.env()
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_EC2_METADATA_DISABLED"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, local = tier(tmp_path, "plain-0", bases[:2], bases[2:])
+    bucket = s3_server.new_bucket()
+    shutil.copytree(root, s3_server.base_dir / bucket / "rsm")
+    mounter = Mounter(tmp_path)
+    try:
+        tiered = mounter(local, "--read-only", f"--remote-path=s3://{bucket}/rsm",
+                         f"--endpoint={s3_server.endpoint}", f"--region={s3_server.region}")
+        whole = mounter(KAFKA_WRITTEN, "--read-only")
+        assert os.listdir(tiered.path) == ["plain-0"]
+        assert tree(tiered.path, "plain-0") == tree(whole.path, "plain-0")
+        assert s3_server.secret_key not in tiered.log_text()
+    finally:
+        mounter.close_all()
+
+
+@pytest.mark.fuse
+def test_a_writable_mount_with_a_remote_tier_is_refused(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "mnt").mkdir()
+    done = subprocess.run(kfs_command("mount", "--remote-path=file:///rsm", str(tmp_path / "data"),
+                                      str(tmp_path / "mnt")),
+                          env=kfs_env(), capture_output=True, timeout=60)
+    assert done.returncode != 0
+    assert b"--read-only" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert list((tmp_path / "data").iterdir()) == []

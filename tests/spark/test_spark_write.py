@@ -1,6 +1,8 @@
 """Batch writes through Spark (``df.write.format("kfs")``): the columns of Spark's Kafka sink,
 Kafka's default partitioner, and each task a transaction the driver commits or aborts."""
 
+from pathlib import Path
+
 import pytest
 from kafka.partitioner.default import murmur2 as oracle_murmur2
 
@@ -140,6 +142,18 @@ def test_bad_columns_raise_and_write_nothing(spark, tmp_path, ddl, message):
     with pytest.raises(Exception, match=message):
         df.write.format("kfs").option("path", str(backing)).mode("append").save()
     assert batches(backing, "t-0") == []
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/logs", "file:///tmp/kfs-never-written"])
+def test_a_write_to_a_uri_is_refused_before_any_task_runs(spark, tmp_path, monkeypatch, uri):
+    """An object store is read-only to kfs: the driver refuses it, so no task ever takes the
+    URI for a local path (a directory named ``s3:`` in some node's working directory)."""
+    monkeypatch.chdir(tmp_path)
+    df = spark.createDataFrame([(b"v",)], "value binary")
+    with pytest.raises(Exception, match="an object store is read-only to kfs"):
+        df.write.format("kfs").option("path", uri).option("topic", "t").mode("append").save()
+    assert list(tmp_path.iterdir()) == []
+    assert not Path("/tmp/kfs-never-written").exists()
 
 
 def test_tail_f_follows_a_spark_write_through_the_mount(spark, mount, tmp_path):

@@ -62,3 +62,32 @@ def test_a_missing_object_is_one_error(tmp_path):
     done = kfs_dump(missing)
     assert done.returncode != 0
     assert "no such object" in done.stderr and "Traceback" not in done.stderr
+
+
+@needs_fixtures
+def test_a_uri_with_its_credentials_and_query_string_dumps_and_never_shows_them(s3_server):
+    """``s3://KEY:SECRET@bucket/…/x.log?endpoint_override=…&scheme=http``, as pyarrow takes
+    it (no environment at all): the file is read as by its path, the endpoint options given
+    as ``--endpoint`` work the same, and neither the secret nor the key is ever printed."""
+    import shutil
+
+    bucket = s3_server.new_bucket()
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", s3_server.base_dir / bucket / "plain-0")
+    log = "plain-0/00000000000000000000.log"
+    query = f"endpoint_override=127.0.0.1:{s3_server.port}&scheme=http&region={s3_server.region}"
+    secret = f"{s3_server.access_key}:{s3_server.secret_key}"
+    want = kfs_dump("--deep-iteration", "--json", KAFKA_WRITTEN / log)
+    env = {k: v for k, v in kfs_env().items() if not k.startswith("AWS_")}
+    for args in ([f"s3://{secret}@{bucket}/{log}?{query}"],
+                 [f"--endpoint={s3_server.endpoint}", f"--region={s3_server.region}",
+                  f"s3://{secret}@{bucket}/{log}"]):
+        got = subprocess.run(kfs_command("dump", "--deep-iteration", "--json", *args), cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == want.stdout
+        missing = subprocess.run(kfs_command("dump", args[-1].replace(".log", ".nope.log"),
+                                             *args[:-1]),
+                                 cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert missing.returncode != 0 and "no such object" in missing.stderr
+        for said in (got.stderr, missing.stdout, missing.stderr):
+            assert s3_server.secret_key not in said and s3_server.access_key not in said
