@@ -30,12 +30,12 @@ import logging
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import CorruptRecordError, InvalidRecordError, LogCleaningAbortedError
 from storage.offset_map import RecordFilter, SkimpyOffsetMap, map_run, map_section
 from storage.log_files import (
@@ -69,7 +69,7 @@ def crash_point(step: str) -> None:
 class CleanerStats:
     """Figures of one pass (Kafka's ``CleanerStats``): bytes and records read while mapping
     (``map_*``) and while recopying, bytes and records written, keyless records dropped, the
-    map's final utilization; times are ``time.monotonic()`` seconds."""
+    map's final utilization; times are ``clock.monotonic()`` seconds."""
 
     bytes_read: int = 0
     bytes_written: int = 0
@@ -79,19 +79,24 @@ class CleanerStats:
     messages_written: int = 0
     invalid_messages_read: int = 0
     buffer_utilization: float = 0.0
-    start_time: float = field(default_factory=time.monotonic)
+    clock: Clock = SYSTEM_CLOCK
+    start_time: float = -1.0
     map_complete_time: float = -1.0
     end_time: float = -1.0
 
+    def __post_init__(self) -> None:
+        if self.start_time < 0:
+            self.start_time = self.clock.monotonic()
+
     def index_done(self) -> None:
-        self.map_complete_time = time.monotonic()
+        self.map_complete_time = self.clock.monotonic()
 
     def all_done(self) -> None:
-        self.end_time = time.monotonic()
+        self.end_time = self.clock.monotonic()
 
     def elapsed_secs(self) -> float:
-        return max((self.end_time if self.end_time >= 0 else time.monotonic()) - self.start_time,
-                   1e-9)
+        end = self.end_time if self.end_time >= 0 else self.clock.monotonic()
+        return max(end - self.start_time, 1e-9)
 
     def elapsed_index_secs(self) -> float:
         return max(self.map_complete_time - self.start_time, 1e-9)
@@ -210,23 +215,22 @@ class Throttler:
 
     CHECK_INTERVAL_S = 0.3
 
-    def __init__(self, bytes_per_second: float, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, bytes_per_second: float, clock: Clock = SYSTEM_CLOCK):
         self.rate = bytes_per_second
-        self._sleep = sleep
-        self._start = time.monotonic()
+        self._clock = clock
+        self._start = clock.monotonic()
         self._observed = 0.0
 
     def maybe_throttle(self, observed: int) -> None:
         if self.rate >= 1.7e308:
             return
         self._observed += observed
-        now = time.monotonic()
-        elapsed = now - self._start
+        elapsed = self._clock.monotonic() - self._start
         if elapsed >= self.CHECK_INTERVAL_S:
             ahead = self._observed / self.rate - elapsed
             if ahead > 0:
-                self._sleep(ahead)
-            self._start, self._observed = time.monotonic(), 0.0
+                self._clock.sleep(ahead)
+            self._start, self._observed = self._clock.monotonic(), 0.0
 
 
 # -- the pass --------------------------------------------------------------------------------
@@ -290,7 +294,7 @@ class Cleaner:
         Returns (the first offset not cleaned, the pass's figures). Raises CorruptRecordError /
         InvalidRecordError for bad data, OSError, LogCleaningAbortedError."""
         log.info("Beginning cleaning of log %s", log_.name)
-        stats = CleanerStats()
+        stats = CleanerStats(clock=log_.clock)
         log.info("Building offset map for %s...", log_.name)
         self.build_offset_map(log_, first_dirty_offset, first_uncleanable_offset, stats)
         end_offset = self.offset_map.latest_offset + 1

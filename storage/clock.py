@@ -1,7 +1,10 @@
 """The engine's clock, as Kafka's ``org.apache.kafka.common.utils.Time``: one object injected
 from the ``LogManager`` into every log, segment, producer state and the cleaner, so that a whole
 run can be held at one instant (``kfs compact --now-ms``; Kafka's ``MockTime`` in its tests).
-Times are epoch milliseconds."""
+
+It gives the wall clock in epoch milliseconds (``Time.milliseconds``), a monotonic time in
+seconds for deadlines and durations (``Time.nanoseconds``), and sleep (``Time.sleep``): nothing
+else in kfs reads time or sleeps."""
 
 from __future__ import annotations
 
@@ -9,10 +12,19 @@ import time
 
 
 class Clock:
-    """What the engine asks of time: ``milliseconds()`` (``Time.milliseconds``)."""
+    """What the engine asks of time: ``milliseconds()`` (``Time.milliseconds``), and the
+    system's ``monotonic()`` seconds and ``sleep(seconds)`` unless a subclass says otherwise
+    (elapsed time stays real when the wall clock is held)."""
 
     def milliseconds(self) -> int:
         raise NotImplementedError
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary start that never go back (``time.monotonic``)."""
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 class SystemClock(Clock):

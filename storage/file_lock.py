@@ -11,9 +11,9 @@ import errno
 import fcntl
 import os
 import struct
-import time
 from pathlib import Path
 
+from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import LogDirLockedError
 from storage.log_files import LOCK_FILE
 
@@ -68,12 +68,13 @@ class FileLock:
     """An exclusive lock on ``directory/.lock``, held until :meth:`release` (or the process
     ends: the kernel drops it with the file description, so a crash never leaves it stale)."""
 
-    def __init__(self, directory: Path, timeout_s: float = 0.0):
-        """Take the lock, waiting up to ``timeout_s`` seconds. Raises LogDirLockedError when
-        another writer holds it past the timeout; OSError when the file cannot be opened."""
+    def __init__(self, directory: Path, timeout_s: float = 0.0, clock: Clock = SYSTEM_CLOCK):
+        """Take the lock, waiting up to ``timeout_s`` seconds (of ``clock``). Raises
+        LogDirLockedError when another writer holds it past the timeout; OSError when the file
+        cannot be opened."""
         self.path = Path(directory) / LOCK_FILE
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        deadline = time.monotonic() + timeout_s
+        deadline = clock.monotonic() + timeout_s
         try:
             while not self._try_lock():
                 holder = _posix_holder(self._fd)
@@ -84,12 +85,12 @@ class FileLock:
                         f"running Kafka broker holds its log directory's; kfs writes none of "
                         f"it while that runs (produce to the broker instead, mount it "
                         f"--read-only to read it alongside, or stop the broker)")
-                if time.monotonic() >= deadline:
+                if clock.monotonic() >= deadline:
                     raise LogDirLockedError(
                         f"{Path(directory)} is in use by another writer (a kfs mount, a Kafka "
                         f"broker or another process holds {self.path}); mount it --read-only to "
                         f"read it alongside, or stop the other writer")
-                time.sleep(_POLL_S)
+                clock.sleep(_POLL_S)
         except BaseException:
             os.close(self._fd)
             raise

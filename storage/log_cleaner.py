@@ -221,7 +221,7 @@ class LogCleaner:
         self._logs = logs
         self._message_max_bytes = message_max_bytes
         self._cleaner: Cleaner | None = None
-        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second)
+        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second, clock)
 
     def cleaner(self, progress: Callable[[int], None] | None = None) -> Cleaner:
         """The Cleaner (its offset map allocated on first use: pages are touched as it

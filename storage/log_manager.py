@@ -9,7 +9,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -138,7 +137,7 @@ class LogManager:
             self.notices.append(f"warning: {warning}")
         self._broker_config = load_broker_config(self.dir)
         self.config = load_manager_config(self.dir)
-        self._file_lock = None if read_only else FileLock(self.dir, lock_timeout_s)
+        self._file_lock = None if read_only else FileLock(self.dir, lock_timeout_s, clock)
         self._lock = threading.RLock()
         self._logs: dict[str, Log] = {}
         # read-only: partitions listed but not opened yet ({name: (topic, partition)})
@@ -305,11 +304,11 @@ class LogManager:
                 self._left_out.pop(name, None)
                 gone = self._logs.pop(name, None)
                 if gone is not None:
-                    self._retired.append((time.monotonic() + RETIRED_S, gone))
+                    self._retired.append((self.clock.monotonic() + RETIRED_S, gone))
             for name in set(found) - known:
                 log.info("%s: new partition %s", self.dir, name)
                 self._unopened[name] = found[name]
-            due = [l for t, l in self._retired if t <= time.monotonic()]
+            due = [l for t, l in self._retired if t <= self.clock.monotonic()]
             self._retired = [(t, l) for t, l in self._retired if l not in due]
         for log_ in due:
             log_.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import time
 from pathlib import Path
 
 from storage import log_loader
@@ -151,11 +150,11 @@ class LogSegments:
 
     def retire(self, segments: list[LogSegment]) -> None:
         """Segments out of the view, closed once no reader can still be in them."""
-        self._retired.extend((time.monotonic() + RETIRED_S, s) for s in segments)
+        self._retired.extend((self.clock.monotonic() + RETIRED_S, s) for s in segments)
 
     def close_retired(self, everything: bool = False) -> None:
         """Close the segments retired a while ago (``everything``: all of them, as at close)."""
-        now = float("inf") if everything else time.monotonic()
+        now = float("inf") if everything else self.clock.monotonic()
         due = [s for t, s in self._retired if t <= now]
         self._retired = [(t, s) for t, s in self._retired if t > now]
         for segment in due:
