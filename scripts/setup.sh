@@ -116,8 +116,10 @@ fetch_jars() {
   if [ ! -f "$dir/.fetched" ] || [ "$pom" -nt "$dir/.fetched" ]; then
     say "fetching $2 with Maven into $dir ($3)"
     rm -rf "$dir/lib"
+    # (Maven 3.8 writes ANSI resets even in batch mode: stripped, so logs read plainly)
     mvn -q -B -f "$pom" dependency:copy-dependencies \
-      -DoutputDirectory="$PWD/$dir/lib" -Dmaven.repo.local="$PWD/$dir/m2" >&2
+      -DoutputDirectory="$PWD/$dir/lib" -Dmaven.repo.local="$PWD/$dir/m2" 2>&1 \
+      | sed 's/\x1b\[[0-9;]*m//g' >&2
     touch "$dir/.fetched"
     took
   fi

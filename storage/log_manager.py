@@ -57,13 +57,14 @@ log = logging.getLogger(__name__)
 
 # Directories LogManager does not load as data logs: KRaft's metadata log.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-_NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})
+# KRaft's metadata log is not a topic's data: no front end serves it as a partition
+NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})
 # What a partition's own bytes can raise while it opens: that partition alone is affected.
 _DAMAGE = (CorruptRecordError, InvalidRecordError, CorruptIndexError, QuarantineError)
 # What a log directory holds at its top besides partitions: a formatted broker's
 # meta.properties, and what kfs or a broker writes there (lock, checkpoints, clean-shutdown
 # marker) or reads (kfs's settings)
-_LOG_DIR_FILES = frozenset({
+LOG_DIR_FILES = frozenset({
     META_PROPERTIES_FILE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT,
     SERVER_PROPERTIES,
@@ -79,7 +80,7 @@ def is_log_directory(path: str | os.PathLike) -> bool:
     ``<topic>.topic.properties``). False for an empty directory, or ``/etc``."""
     with os.scandir(path) as entries:
         for entry in entries:
-            if entry.name in _LOG_DIR_FILES or entry.name.endswith(TOPIC_PROPERTIES_SUFFIX):
+            if entry.name in LOG_DIR_FILES or entry.name.endswith(TOPIC_PROPERTIES_SUFFIX):
                 return True
             try:
                 parse_partition_dir_name(entry.name)
@@ -172,7 +173,7 @@ class LogManager:
         this manager serves (not KRaft's metadata log, nor what ``partitions`` refuses)."""
         found = {}
         for name in sorted(names):
-            if name in _NOT_DATA_LOGS:
+            if name in NOT_DATA_LOGS:
                 continue
             try:
                 topic, partition = parse_partition_dir_name(name)

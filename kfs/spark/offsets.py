@@ -16,7 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from storage.directory import StoreOptions, open_log_directory
+from storage.errors import UnknownTopicOrPartitionError
 from storage.isolation import IsolationLevel
+from storage.location import Location
 from storage.protocols import LogDirectory, PartitionLog
 
 from .options import EARLIEST, LATEST, Bound, SourceOptions
@@ -82,6 +84,20 @@ def matching_logs(manager: LogDirectory, opts: SourceOptions
         names = ", ".join(f"{t}-{p}" for t, p in missing)
         raise ValueError(f"assign names partitions that do not exist in {opts.path}: {names}")
     return logs
+
+
+def check_topics_exist(logs: dict[tuple[str, int], PartitionLog], opts: SourceOptions) -> None:
+    """UnknownTopicOrPartitionError naming each ``subscribe`` topic of which no partition was
+    found and where it was looked for, as Spark's Kafka source fails a batch query of a topic
+    that does not exist (a query that reads nothing would otherwise say nothing)."""
+    missing = sorted(set(opts.subscribe or ()) - {topic for topic, _ in logs})
+    if missing:
+        where = Location.parse(opts.path).display
+        if opts.remote_path:
+            where += f" (with its remote tier {Location.parse(opts.remote_path).display})"
+        raise UnknownTopicOrPartitionError(
+            f"topic{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in {where}: "
+            "no <topic>-<N> partition directory of it there")
 
 
 def latest_offset(log: PartitionLog,

@@ -26,6 +26,7 @@ from .offsets import (
     DEFAULT_MAX_BYTES_PER_PARTITION,
     OffsetRange,
     check_covers,
+    check_topics_exist,
     clamp_to_log,
     latest_offset,
     matching_logs,
@@ -143,6 +144,7 @@ def plan_batch(opts: SourceOptions, max_bytes: int, pushed=None) -> list[OffsetR
     manager = open_matching(opts)
     try:
         logs = matching_logs(manager, opts)
+        check_topics_exist(logs, opts)
         check_covers(opts.starting, logs, "startingOffsets")
         check_covers(opts.ending, logs, "endingOffsets")
         ranges = []

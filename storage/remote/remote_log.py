@@ -21,6 +21,7 @@ from storage.config import LogConfig
 from storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
 from storage.log_files import LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, parse_segment_file_name
 from storage.log_loader import replay_producer_batches
+from storage.log_manager import LOG_DIR_FILES, NOT_A_LOG_DIR, NOT_DATA_LOGS
 from storage.log_reader import LogReader
 from storage.log_segments import LogSegments
 from storage.producer_state import ProducerStateManager
@@ -137,20 +138,25 @@ class RemoteLogDirectory:
         self.store = store
         self.config = config or LogConfig()
         store.check_root()
-        names = []
+        names, log_dir_files = [], False
         for info in store.list():
             if info.type != FileType.Directory:
-                continue  # (checkpoints, meta.properties)
+                log_dir_files |= info.base_name in LOG_DIR_FILES  # (checkpoints, meta.properties)
+                continue
             try:
                 topic, partition = parse_partition_dir_name(info.base_name)
             except InvalidTopicError:
                 continue  # (-delete, -future, strays)
-            if partitions is None or partitions(topic, partition):
+            log_dir_files = True
+            if info.base_name not in NOT_DATA_LOGS and (partitions is None
+                                                        or partitions(topic, partition)):
                 names.append(info.base_name)
         self._names = sorted(names)
         self._starts = self._log_start_offsets()
         self._logs: dict[str, RemoteLog] = {}
-        self.notices: list[str] = []  # (a LogManager's warnings at open: none here)
+        # what a user must hear of, as a read-only LogManager says it of a local directory
+        self.notices: list[str] = [] if log_dir_files else [
+            f"warning: {store.describe()} is {NOT_A_LOG_DIR}: nothing to show"]
 
     def _log_start_offsets(self) -> dict[str, int]:
         # (read whole each time: the checkpoint changes, a shared store's cache is for indexes)

@@ -162,3 +162,29 @@ def test_a_copied_directory_is_read_through_a_store_of_the_process(tmp_path):
     finally:
         first.close()
         second.close()
+
+
+@needs_fixtures
+def test_an_object_store_directory_is_held_to_the_local_rules(tmp_path):
+    """What a local read-only directory says and hides, a URI's says and hides too: a prefix
+    that is no log directory warns (the mount prints it), and KRaft's metadata log is not
+    served as a partition."""
+    (tmp_path / "docs" / "notes").mkdir(parents=True)
+    (tmp_path / "docs" / "readme.txt").write_text("not Kafka's\n")
+    logs = tmp_path / "logs"
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", logs / "plain-0")
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", logs / "__cluster_metadata-0")
+    for location in (tmp_path / "docs", (tmp_path / "docs").as_uri()):
+        directory = open_log_directory(location)
+        try:
+            assert directory.partition_names() == []
+            (notice,) = directory.notices
+            assert "not a Kafka log directory" in notice and "docs" in notice
+        finally:
+            directory.close()
+    for location in (logs, logs.as_uri()):
+        directory = open_log_directory(location)
+        try:
+            assert directory.partition_names() == ["plain-0"] and directory.notices == []
+        finally:
+            directory.close()

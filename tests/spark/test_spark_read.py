@@ -289,3 +289,19 @@ def test_read_committed_hides_the_aborted_transaction(spark):
         o for o in data if o not in aborted]
     everything = load(spark, subscribe="txn")
     assert sorted(r.offset for r in everything.select("offset").collect()) == data
+
+
+@needs_fixtures
+def test_a_read_that_finds_no_topic_says_so_and_where_it_looked(spark, tmp_path):
+    """A topic that is not there, in a log directory, an empty directory or one that is no
+    log directory at all, fails naming the topic and the path (Spark's Kafka source fails with
+    UnknownTopicOrPartitionException), instead of giving 0 rows and no word."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "docs" / "notes").mkdir(parents=True)
+    for path in (FIXTURES, tmp_path / "empty", tmp_path / "docs", FIXTURES.as_uri()):
+        reader = spark.read.format("kfs").option("path", str(path))
+        with pytest.raises(Exception, match=r"topics? nosuch(, plain)? not found in \S*"
+                                            + str(path).rpartition("/")[2]):
+            reader.option("subscribe", "plain,nosuch").load().collect()
+    # a pattern that matches nothing is no error, as with Spark's Kafka source
+    assert load(spark, subscribePattern="nosuch.*").collect() == []
