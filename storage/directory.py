@@ -105,6 +105,8 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
         local = LogManager(where.path, read_only=read_only, partitions=partitions,
                            **local_options)
     if tier is None:
+        if read_only and not where.is_remote:
+            local.notices.extend(_remote_history_notice(where, local.partition_names()))
         return local
     return _with_remote_tier(local, where, tier, options, partitions, fail_on_data_loss,
                              check_root)
@@ -119,6 +121,38 @@ def check_writable(location: str | os.PathLike | Location) -> Location:
         raise ReadOnlyStoreError(f"{where.display}: an object store is read-only to kfs (kfs "
                                  "reads object storage, it does not write it)")
     return where
+
+
+def remote_history(location: str | os.PathLike | Location) -> dict[str, tuple[int, int]]:
+    """``{"<topic>-<N>": (first, last offset)}`` of what a broker's log directory says its
+    partitions hold in their remote tier (``__remote_log_metadata``,
+    ``storage.remote.tiered.remote_history``); empty for a URI or a directory holding none of
+    it (nothing of pyarrow is loaded then). Raises OSError."""
+    where = Location.parse(location)
+    if where.is_remote or not _holds_remote_log_metadata(where.path):
+        return {}
+    from .remote.tiered import remote_history as tiered_history
+
+    return tiered_history(where.path)
+
+
+def _holds_remote_log_metadata(path) -> bool:
+    from .remote.metadata import REMOTE_LOG_METADATA_TOPIC
+
+    with os.scandir(path) as entries:
+        return any(e.name.startswith(REMOTE_LOG_METADATA_TOPIC + "-") for e in entries)
+
+
+def _remote_history_notice(where: Location, names: list[str]) -> list[str]:
+    """A tiered topic's broker log directory read without its remote tier: which partitions'
+    history is elsewhere, and what reads it."""
+    tiered = sorted(set(remote_history(where)) & set(names))
+    if not tiered:
+        return []
+    shown = ", ".join(tiered[:3]) + (f" and {len(tiered) - 3} more" if len(tiered) > 3 else "")
+    return [f"warning: {where.display} holds the local log of tiered partitions ({shown}): "
+            "their history is in the remote tier (__remote_log_metadata names its segments); "
+            "give the RemoteStorageManager's root (remote.path, --remote-path) to read it"]
 
 
 def _with_remote_tier(local, where: Location, tier: Location, options: StoreOptions,

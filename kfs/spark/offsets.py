@@ -100,6 +100,24 @@ def check_topics_exist(logs: dict[tuple[str, int], PartitionLog], opts: SourceOp
             "no <topic>-<N> partition directory of it there")
 
 
+def check_remote_history(log: PartitionLog, bound: Bound, start: int,
+                         history: dict[str, tuple[int, int]], opts: SourceOptions) -> None:
+    """DataLossError when the query would start in the history of a tiered partition that is
+    in its remote tier only (``history``: ``storage.directory.remote_history`` of a broker's
+    log directory read without ``remote.path``), naming the offsets and the option that reads
+    them; the local log's first offset is not the partition's log start then. Nothing when
+    not ``failOnDataLoss`` (the local log is read alone)."""
+    first_remote = history.get(log.name, (None,))[0]
+    if first_remote is None or first_remote >= log.log_start_offset or not opts.fail_on_data_loss:
+        return
+    if bound.kind == "earliest" or start < log.log_start_offset:
+        raise DataLossError(
+            f"{log.name} is tiered: offsets {first_remote}..{log.log_start_offset - 1} are in "
+            f"its remote tier, not in {Location.parse(opts.path).display}: give option "
+            "remote.path (the RemoteStorageManager's root) to read them, or "
+            "failOnDataLoss=false to read the local log alone")
+
+
 def latest_offset(log: PartitionLog,
                   isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
     """Where "latest" is: the last stable offset for read_committed, else the log end offset

@@ -20,12 +20,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from storage.directory import remote_history
 from storage.protocols import LogDirectory
 
 from .offsets import (
     DEFAULT_MAX_BYTES_PER_PARTITION,
     OffsetRange,
     check_covers,
+    check_remote_history,
     check_topics_exist,
     clamp_to_log,
     latest_offset,
@@ -147,12 +149,14 @@ def plan_batch(opts: SourceOptions, max_bytes: int, pushed=None) -> list[OffsetR
         check_topics_exist(logs, opts)
         check_covers(opts.starting, logs, "startingOffsets")
         check_covers(opts.ending, logs, "endingOffsets")
+        history = remote_history(opts.path) if opts.remote_path is None else {}
         ranges = []
         for (topic, partition), log in sorted(logs.items()):
             if pushed is not None and not pushed.allows_partition(partition):
                 continue
             start = resolve_offset(opts.starting, log, True, opts.by_timestamp_strategy,
                                    opts.isolation_level)
+            check_remote_history(log, opts.starting, start, history, opts)
             end = resolve_offset(opts.ending, log, False, isolation=opts.isolation_level)
             rng = clamp_to_log(OffsetRange(topic, partition, start, end), log,
                                opts.fail_on_data_loss)

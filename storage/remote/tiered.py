@@ -172,6 +172,19 @@ def live_metadata_of(log_dir) -> dict[str, dict[str, RemoteLogSegmentMetadata]] 
     return live
 
 
+def remote_history(log_dir) -> dict[str, tuple[int, int]]:
+    """``{"<topic>-<N>": (first offset, last offset)}`` of the live remote segments of each
+    partition, as ``__remote_log_metadata`` in the broker log directory ``log_dir`` says (a
+    recreated topic's current directory); empty when it holds none. Raises OSError."""
+    history = {}
+    for directory, segments in (live_metadata_of(log_dir) or {}).items():
+        name = tiered_partition_name(directory)
+        if name is not None and segments:
+            history[name] = (min(m.start_offset for m in segments.values()),
+                             max(m.end_offset for m in segments.values()))
+    return history
+
+
 def _metadata_signature(log_dir: str) -> tuple | None:
     """(name, inode, size, mtime) of every file of the ``__remote_log_metadata`` partitions
     in ``log_dir``, sorted; None when there is no such partition."""

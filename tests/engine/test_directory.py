@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import KAFKA_WRITTEN, REPO
-from helpers.tiered import bases_of, tier
+from helpers.tiered import bases_of, tier, write_remote_log_metadata
 from storage.directory import (
     ReadOnlyStoreError,
     StoreOptions,
     check_writable,
     open_log_directory,
     read_file,
+    remote_history,
 )
 from storage.location import Location
 from storage.log_manager import LogManager
@@ -188,3 +189,23 @@ def test_an_object_store_directory_is_held_to_the_local_rules(tmp_path):
             assert directory.partition_names() == ["plain-0"] and directory.notices == []
         finally:
             directory.close()
+
+
+@needs_fixtures
+def test_a_tiered_topic_read_without_its_remote_tier_says_where_its_history_is(tmp_path):
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, local = tier(tmp_path, "plain-0", bases[:2], bases[2:])
+    write_remote_log_metadata(root, local, "plain-0")
+    assert remote_history(local) == {"plain-0": (bases[0], bases[2] - 1)}
+    assert remote_history(KAFKA_WRITTEN) == {} and remote_history(local.as_uri()) == {}
+    directory = open_log_directory(local)
+    try:
+        (notice,) = directory.notices
+        assert "plain-0" in notice and "remote.path" in notice and "--remote-path" in notice
+    finally:
+        directory.close()
+    directory = open_log_directory(local, remote=root)
+    try:
+        assert directory.notices == []
+    finally:
+        directory.close()

@@ -305,3 +305,26 @@ def test_a_read_that_finds_no_topic_says_so_and_where_it_looked(spark, tmp_path)
             reader.option("subscribe", "plain,nosuch").load().collect()
     # a pattern that matches nothing is no error, as with Spark's Kafka source
     assert load(spark, subscribePattern="nosuch.*").collect() == []
+
+
+@needs_fixtures
+def test_a_tiered_topic_read_without_its_remote_tier_fails_naming_the_option(spark, tmp_path):
+    """``path`` = a tiered broker's log directory, no ``remote.path``: the history in the
+    remote tier is not silently left out (nor its first local offset called the log start);
+    the error says which offsets are remote and which option reads them."""
+    from helpers.tiered import bases_of, tier, write_remote_log_metadata
+
+    bases = bases_of(FIXTURES / "plain-0")
+    root, local = tier(tmp_path, "plain-0", bases[:2], bases[2:])
+    write_remote_log_metadata(root, local, "plain-0")
+    def read(**options):  # (a reader of its own: option() changes the reader it is called on)
+        reader = spark.read.format("kfs").option("path", str(local)).option("subscribe", "plain")
+        return reader.options(**options).load().select("offset").collect()
+
+    for options in ({}, {"startingOffsets": '{"plain":{"0":0}}'}):
+        with pytest.raises(Exception, match=rf"plain-0 is tiered: offsets {bases[0]}\.\."
+                                            rf"{bases[2] - 1} are in its remote tier.*remote\.path"):
+            read(**options)
+    assert min(r.offset for r in read(failOnDataLoss="false")) == bases[2]
+    whole = read(**{"remote.path": root.as_uri()})
+    assert sorted(r.offset for r in whole) == sorted(r[4] for r in expected("plain"))
