@@ -39,10 +39,10 @@ import time
 import pyfuse3
 import trio
 
-# kfs/mount/operations.py: RECORD_TIMEOUT for a writable mount's record files (entry and attr),
+# kfs/mount/node_attributes.py: RECORD_TIMEOUT for a writable mount's record files (entry and attr),
 # keep_cache=True on open.
 RECORD_TIMEOUT = 3600.0
-# kfs/mount/operations.py: STREAM_BLKSIZE, the stream files' st_blksize (cat and grep size their
+# kfs/mount/node_attributes.py: STREAM_BLKSIZE, the stream files' st_blksize (cat and grep size their
 # reads by it, so both file systems get requests of the same size)
 STREAM_BLKSIZE = 1 << 20
 

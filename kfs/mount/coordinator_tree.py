@@ -15,6 +15,7 @@ from typing import Any
 import pyfuse3
 import trio
 
+from . import inodes
 from .views import ROOT_NAMES, CoordinatorViews, Entry
 
 # readdir cookies 1 and 2 are "." and ".."; a directory's own entries come after them.
@@ -50,8 +51,9 @@ class CoordinatorTree:
         self._views, self._attr, self._root_attr = views, attr, root_attr
 
     def path(self, ino: int) -> tuple[str, ...] | None:
-        """The tree's path of ``ino``, or None when it is not one of the tree's inodes."""
-        return self._views.path(ino)
+        """The tree's path of ``ino``, or None when it is not one of the tree's inodes (the
+        mount's root is the partition tree's)."""
+        return None if ino == inodes.ROOT_INO else self._views.path(ino)
 
     @staticmethod
     async def _in_views(fn: Callable[..., Any], *args: Any) -> Any:

@@ -38,24 +38,46 @@ def _in_thread(fn: Callable[..., object], *args: object) -> Callable[[], Awaitab
     return lambda: trio.to_thread.run_sync(fn, *args)
 
 
-async def _log_cleaner_rounds(fs, backoff_s: float) -> None:
-    """Kafka's CleanerThread.doWork: clean the dirtiest log, at once again after a pass,
-    after ``log.cleaner.backoff.ms`` when there was nothing to clean (or the round failed)."""
+async def apply_retention(mgr, records) -> dict[str, int]:
+    """Run retention on every log (``LogManager.cleanup_logs``, in a worker thread), then tell
+    ``records`` (the mount's ``RecordFiles``) which offsets went, so the kernel's cached
+    entries of them go too. Returns ``{partition: segments deleted}``."""
+    names = mgr.partition_names()
+    before = {name: mgr.get(name).log_start_offset for name in names}
+    deleted = await trio.to_thread.run_sync(mgr.cleanup_logs)
+    for name in names:
+        start = mgr.get(name).log_start_offset
+        if start > before[name]:
+            await records.forget_below(name, start)
+    return deleted
+
+
+async def _log_cleaner_rounds(mgr, records, backoff_s: float) -> None:
+    """Kafka's CleanerThread.doWork: clean the dirtiest log (``storage.log_cleaner``, in a
+    worker thread), at once again after a pass, after ``log.cleaner.backoff.ms`` when there
+    was nothing to clean (or the round failed). The offsets a pass removed read ENOENT at
+    once: ``records`` forgets the kernel's entries below the end of the pass."""
+    from storage.log_cleaner import for_log_manager
+
+    cleaner = None  # (made on the first round: its offset map is large)
     while True:
         try:
-            cleaned = await fs.run_log_cleaner()
+            cleaner = cleaner or for_log_manager(mgr)
+            result = await trio.to_thread.run_sync(cleaner.clean_filthiest_log)
+            if result is not None:
+                await records.forget_below(result.name, result.end)
         except Exception:  # noqa: BLE001 - keep serving; the next round retries
             log.exception("background job log cleaner failed")
-            cleaned = False
-        await trio.sleep(0 if cleaned else backoff_s)
+            result = None
+        await trio.sleep(0 if result is not None else backoff_s)
 
 
 def start_jobs(nursery: trio.Nursery, fs, mgr) -> None:
-    """Start the jobs of a writable mount in ``nursery`` (``fs`` a KafkaFs, ``mgr`` its
-    LogManager)."""
+    """Start the jobs of a writable mount in ``nursery`` (``fs`` a KafkaFs, told through its
+    ``records`` what retention and the cleaner removed; ``mgr`` its LogManager)."""
     cfg = mgr.config
-    nursery.start_soon(_every, cfg.retention_check_interval_ms / 1000, fs.apply_retention,
-                       "retention")
+    nursery.start_soon(_every, cfg.retention_check_interval_ms / 1000,
+                       lambda: apply_retention(mgr, fs.records), "retention")
     nursery.start_soon(_every, TICK_S, lambda: trio.to_thread.run_sync(
         lambda: (mgr.flush_dirty_logs(mgr.clock.milliseconds()), mgr.delete_due_files())), "flush")
     nursery.start_soon(_every, cfg.flush_offset_checkpoint_interval_ms / 1000,
@@ -66,4 +88,4 @@ def start_jobs(nursery: trio.Nursery, fs, mgr) -> None:
                        cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
                        _in_thread(mgr.abort_timed_out_transactions), "transaction timeouts")
     if cfg.log_cleaner_enable:
-        nursery.start_soon(_log_cleaner_rounds, fs, cfg.log_cleaner_backoff_ms / 1000)
+        nursery.start_soon(_log_cleaner_rounds, mgr, fs.records, cfg.log_cleaner_backoff_ms / 1000)

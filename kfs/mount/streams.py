@@ -35,6 +35,7 @@ from storage.protocols import PartitionLog
 
 from . import inodes
 from .inodes import Kind
+from .node_attributes import NodeAttributes
 from .text_stream import ChunkSpan, LogStream
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,21 @@ class Streams:
                 self._streams.popitem(last=False)
         self._streams.move_to_end(key)
         return stream
+
+    def of(self, plog: PartitionLog, node: inodes.Node) -> tuple[LogStream, int]:
+        """(stream, start offset) of a stream file's node of partition ``plog``."""
+        stream = self.get(plog, node.pid, node.kind)
+        return stream, plog.log_start_offset if node.offset is None else node.offset
+
+    async def attr(self, plog: PartitionLog, node: inodes.Node, attributes: NodeAttributes
+                   ) -> pyfuse3.EntryAttributes:
+        """A stream file's attributes: its size (the stream's from its start, indexed so far)
+        and the log's last change."""
+        stream, start = self.of(plog, node)
+        ino = (inodes.fixed_ino(node.pid, node.kind) if node.offset is None
+               else inodes.offset_ino(node.pid, node.kind, node.offset))
+        return attributes.stream(ino, await self.size(stream, start),
+                                 stream.log.segments.last_modified_ms() * 1_000_000)
 
     @staticmethod
     def resolve_start(plog: PartitionLog, name: bytes) -> int:

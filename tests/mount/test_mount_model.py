@@ -82,7 +82,7 @@ TEXT = st.lists(st.one_of(BYTE, st.just(b"\t")), max_size=24).map(b"".join)  # a
 
 # The append files stay open in this process, which never forks: the kernel sends FUSE a flush
 # on every close of a descriptor, the close-on-exec ones of a forked child included, and a
-# flush stores the pending partial line (kfs/mount/operations.py). The test itself spawns shells.
+# flush stores the pending partial line (kfs/mount/append_files.py). The test itself spawns shells.
 FD_HOLDER = r"""
 import base64, json, os, sys
 for line in sys.stdin:
