@@ -78,6 +78,12 @@ class LogDirLockedError(KafkaStorageError):
     broker or another engine (as Kafka's ``LogManager.lockLogDirs`` refuses a second broker)."""
 
 
+class NotALogDirectoryError(KafkaStorageError):
+    """A writable open of a directory that is not Kafka's: one not empty with nothing of a log
+    directory in it, or a ``<topic>-<N>`` directory holding files neither kfs nor a broker
+    writes (``/etc/dbus-1``). kfs writes nothing into a directory it does not recognise."""
+
+
 class CorruptCheckpointError(KafkaStorageError):
     """A checkpoint file that does not parse (Kafka's ``CheckpointFile`` "Malformed line")."""
 

@@ -890,6 +890,58 @@ def test_a_read_only_mount_of_a_directory_that_is_not_a_log_directory_warns(moun
     assert "not a Kafka log directory" not in m.log_text()
 
 
+def etc_like(root: Path) -> Path:
+    """A copy of what ``/etc`` looks like to a partition-name parser: ``dbus-1/`` and
+    ``polkit-1/`` named like partitions, holding files no broker writes."""
+    (root / "dbus-1" / "system.d").mkdir(parents=True)
+    (root / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    (root / "polkit-1").mkdir()
+    (root / "polkit-1" / "rules.d").write_text("")
+    (root / "hostname").write_text("box\n")
+    return root
+
+
+def test_a_writable_mount_never_writes_into_a_directory_that_is_not_kafkas(mount, tmp_path):
+    """Issue 37 item 1: ``kfs mount`` of a copy of ``/etc`` wrote ``.lock``, checkpoints and
+    segments into ``dbus-1/``. A ``<topic>-<N>`` directory holding foreign files and no segment
+    is not a partition: a writable mount refuses to start (naming it), beside real partitions
+    too, and a non-empty directory that is not a log directory is refused as well; nothing is
+    written anywhere. A read-only mount warns and skips it."""
+    etc = etc_like(tmp_path / "etc")
+    before = tree_digest(etc)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        assert_one_line_error(run_kfs("mount", str(etc), str(mnt)),
+                              f"{etc / 'dbus-1'} is not a Kafka partition directory: it holds "
+                              "system.conf, which neither kfs nor a broker writes")
+    finally:  # (a mount made without the fixture, before the fix)
+        if is_mounted(mnt):
+            run_kfs("umount", str(mnt))
+    assert tree_digest(etc) == before and not is_mounted(mnt)
+    logs = tmp_path / "logs"  # a log directory with a real partition beside a foreign one
+    m = mount(logs)
+    sh("mkdir orders-0 && echo kept >> orders-0/append", m.path)
+    mount.unmount(m)
+    (logs / "dbus-1").mkdir()
+    (logs / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    with_partition = tree_digest(logs)
+    assert_one_line_error(run_kfs("mount", str(logs), str(mnt)), f"{logs / 'dbus-1'} is not")
+    assert tree_digest(logs) == with_partition and not is_mounted(mnt)
+    plain = tmp_path / "plain"  # no partition-like name at all: still not Kafka's
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine\n")
+    assert_one_line_error(run_kfs("mount", str(plain), str(mnt)),
+                          f"{plain} is not a Kafka log directory")
+    assert os.listdir(plain) == ["notes.txt"] and not is_mounted(mnt)
+    ro = mount(logs, "--read-only")
+    assert sorted(os.listdir(ro.path)) == ["orders-0"]
+    assert (f"WARNING storage.log_manager: {logs / 'dbus-1'} is not a Kafka partition "
+            "directory: it holds system.conf") in ro.log_text()
+    mount.unmount(ro)
+    assert tree_digest(logs) == with_partition
+
+
 def test_cli_reports_a_failure_of_the_serving_process(tmp_path):
     (tmp_path / "mnt").mkdir()
     backing = tmp_path / "data"
