@@ -67,6 +67,7 @@ def add_parser(sub) -> None:
                             "of aborted transactions and everything at or past the last stable "
                             "offset (default: read_uncommitted, every record but markers)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    mount.add_argument("--backing-fd", type=int, help=argparse.SUPPRESS)  # (daemon.py)
     mount.set_defaults(func=cmd_mount)
 
     umount = sub.add_parser(
@@ -89,6 +90,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
         separator = parse_separator(args.key_separator)
     except ValueError as exc:
         raise CliError(f"--key-separator: {exc}") from None
+    if args.backing_fd is not None:  # (the serving process of a URI: argv has it redacted)
+        args.backing_dir = daemon.read_backing_location(args.backing_fd)
     mountpoint = os.path.abspath(args.mountpoint)
     _clear_stale_mount(mountpoint)
     if is_uri(args.backing_dir):  # a log directory in an object store

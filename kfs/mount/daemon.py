@@ -35,7 +35,11 @@ FAILED = b"E"
 READY_TIMEOUT_S = 120.0
 
 
-def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, ready_fd: int) -> list[str]:
+def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, ready_fd: int,
+                   backing_fd: int | None = None) -> list[str]:
+    """The serving process's argv. With ``backing_fd``, the backing location is read from that
+    descriptor and argv names it redacted: argv is any user's to read (``ps``), and a URI may
+    carry credentials."""
     cmd = [sys.executable, "-m", "kfs", "mount", "--foreground", f"--ready-fd={ready_fd}",
            f"--log-level={args.log_level}", f"--key-separator={args.key_separator}",
            f"--isolation-level={args.isolation_level}"]
@@ -43,7 +47,17 @@ def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, read
         cmd.append("--read-only")
     if args.log_file:
         cmd.append(f"--log-file={os.path.abspath(args.log_file)}")
+    if backing_fd is not None:
+        cmd.append(f"--backing-fd={backing_fd}")
+        backing = redact(backing)
     return cmd + ["--", backing, mountpoint]
+
+
+def read_backing_location(fd: int) -> str:
+    """The backing location the launcher wrote to inherited descriptor ``fd`` (read to EOF,
+    then closed)."""
+    with os.fdopen(fd, "rb") as f:
+        return os.fsdecode(f.read())
 
 
 def close_report_file(pid: int) -> str:
@@ -107,14 +121,22 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
     # The child must import this very kfs (and storage) even when it is not installed.
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    # a URI (it may carry credentials) goes to the child through a pipe, never in its argv
+    location_fd, location_w = os.pipe() if is_uri(backing) else (None, None)
     try:
         child = subprocess.Popen(
-            _child_command(backing, mountpoint, args, write_fd),
+            _child_command(backing, mountpoint, args, write_fd, location_fd),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,), start_new_session=True, cwd="/", env=env,
+            pass_fds=tuple(fd for fd in (write_fd, location_fd) if fd is not None),
+            start_new_session=True, cwd="/", env=env,
         )
     finally:
         os.close(write_fd)
+        if location_fd is not None:
+            os.close(location_fd)
+    if location_w is not None:
+        with contextlib.suppress(BrokenPipeError), os.fdopen(location_w, "wb") as f:
+            f.write(os.fsencode(backing))
     try:
         message = _read_until_eof(read_fd, READY_TIMEOUT_S)
     finally:
@@ -288,7 +310,7 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         reporter.failed(message)
         raise CliError(message) from None
 
-    log.info("serving %s at %s%s", backing, mountpoint, " (read-only)" if args.read_only else "")
+    log.info("serving %s at %s%s", redact(backing), mountpoint, " (read-only)" if args.read_only else "")
     failed = True
     try:
         trio.run(_serve_loop, pyfuse3, reporter.ready,

@@ -76,3 +76,33 @@ def test_a_bucket_mounts_as_the_directory_does(tmp_path, s3_server, monkeypatch)
         assert s3_server.secret_key not in remote.log_text()
     finally:
         mounter.close_all()
+
+
+@needs_fixtures
+@pytest.mark.fuse
+def test_credentials_in_a_uri_are_never_in_the_serving_process_arguments(tmp_path, s3_server,
+                                                                         monkeypatch):
+    """Issue 37 item 4: ``kfs mount --read-only 's3://KEY:SECRET@bucket/x' MNT`` left the whole
+    URI in the background serving process's argv for the mount's lifetime, which any user reads
+    (``ps -eo args``). The location reaches that process through an inherited pipe: ``ps``
+    shows it redacted, the mount serves the bucket, the log names no secret."""
+    require_fuse()
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # (the URI's alone)
+        monkeypatch.delenv(key)
+    bucket = s3_server.new_bucket()
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", s3_server.base_dir / bucket / "logs" / "plain-0")
+    mounter = Mounter(tmp_path)
+    try:
+        m = mounter(f"s3://{s3_server.access_key}:{s3_server.secret_key}@{bucket}/logs",
+                    "--read-only")
+        assert os.listdir(m.path) == ["plain-0"]
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True,
+                            check=True).stdout
+        server = [line for line in ps.splitlines() if line.split()[0] == str(m.pid)]
+        assert server and f"s3://***@{bucket}/logs" in server[0], server
+        assert s3_server.secret_key not in ps
+        assert s3_server.secret_key not in m.log_text()
+    finally:
+        mounter.close_all()
