@@ -217,6 +217,10 @@ def check_paths(backing: str, mountpoint: str, read_only: bool, create: bool = F
     if os.path.commonpath([real_backing, real_mnt]) == real_mnt:
         # The daemon would read its own mount and deadlock.
         raise CliError(f"backing directory {backing} must not be the mountpoint or inside it")
+    if os.path.commonpath([real_backing, real_mnt]) == real_backing:
+        # The same: the mount would show itself as a partition (DIR/loop-0) and wait on itself.
+        raise CliError(f"mountpoint {mountpoint} must not be inside the backing directory "
+                       f"{backing}")
     if os.path.exists(backing):
         if not os.path.isdir(backing):
             raise CliError(f"backing directory {backing} is not a directory")

@@ -841,6 +841,30 @@ def test_cli_refuses_bad_paths(tmp_path):
     assert not (tmp_path / "data").exists() and not is_mounted(tmp_path / "mnt")
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_mountpoint_inside_the_backing_directory_is_refused(tmp_path, read_only):
+    """Issue 37 item 5: ``kfs mount DIR DIR/loop-0`` mounted, and ``echo hi >>
+    DIR/loop-0/loop-0/append`` then hung in D state, the server waiting on its own mount. One
+    line, nothing mounted, nothing written (deeper and through a symlink too)."""
+    backing = tmp_path / "data"
+    m = backing / "loop-0"
+    m.mkdir(parents=True)
+    (backing / "deep" / "mnt").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(backing)
+    mode = ("--read-only",) if read_only else ()
+    try:
+        for mountpoint in (m, backing / "deep" / "mnt", tmp_path / "link" / "loop-0"):
+            assert_one_line_error(run_kfs("mount", *mode, str(backing), str(mountpoint)),
+                                  f"mountpoint {mountpoint} must not be inside the backing "
+                                  f"directory {backing}")
+            assert not is_mounted(mountpoint)
+        assert sorted(os.listdir(backing)) == ["deep", "loop-0"]
+    finally:  # (a mount made before the fix)
+        for mountpoint in (m, backing / "deep" / "mnt"):
+            if is_mounted(mountpoint):
+                subprocess.run(["fusermount3", "-uz", str(mountpoint)], timeout=60)
+
+
 def test_a_missing_backing_directory_is_created_only_when_asked(mount, tmp_path):
     """A mistyped path is not made (issue 25): a writable mount of a missing backing directory
     is refused unless ``--create``, which makes it (and its parents) and mounts it."""
