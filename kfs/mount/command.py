@@ -92,6 +92,21 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise CliError(f"--key-separator: {exc}") from None
     if args.backing_fd is not None:  # (the serving process of a URI: argv has it redacted)
         args.backing_dir = daemon.read_backing_location(args.backing_fd)
+    try:
+        backing, mountpoint = _checked_paths(args)
+    except CliError as exc:
+        if args.ready_fd is not None:  # (the background serving process: the launcher may be gone)
+            daemon.report_refused_start(args.backing_dir, os.path.abspath(args.mountpoint),
+                                        args, str(exc))
+        raise
+    if args.foreground:
+        return daemon.serve(backing, mountpoint, args, separator)
+    return daemon.launch_background(backing, mountpoint, args)
+
+
+def _checked_paths(args: argparse.Namespace) -> tuple[str, str]:
+    """``(backing, mountpoint)`` of ``kfs mount`` once they passed every check (a stale mount
+    cleared, a closing process waited for, a directory ``--create`` made); CliError."""
     mountpoint = os.path.abspath(args.mountpoint)
     _clear_stale_mount(mountpoint)
     if is_uri(args.backing_dir):  # a log directory in an object store
@@ -110,9 +125,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
             os.makedirs(backing)
         except OSError as exc:
             raise CliError(f"cannot create backing directory {backing}: {exc.strerror}") from None
-    if args.foreground:
-        return daemon.serve(backing, mountpoint, args, separator)
-    return daemon.launch_background(backing, mountpoint, args)
+    return backing, mountpoint
 
 
 def _wait_for(pids: list[int], timeout_s: float) -> list[int]:

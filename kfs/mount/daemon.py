@@ -190,10 +190,14 @@ def _setup_logging(level: str, log_file: str | None, started: str = "") -> None:
 
 class _Reporter:
     """Tells the launcher (if any) how start-up went: READY + notices for stderr, or FAILED +
-    text. Without a launcher (``--foreground``), notices go to stderr at once."""
+    text. Without a launcher (``--foreground``), notices go to stderr at once. A failure is
+    logged too when there is a log file (``logs``): the launcher may be gone, and the log is
+    where the user looks."""
 
-    def __init__(self, fd: int | None) -> None:
+    def __init__(self, fd: int | None, logs: bool = False) -> None:
         self._fd = fd
+        self._logs = logs
+        self._settled = False
         self.notices: list[str] = []
 
     def _send(self, data: bytes) -> None:
@@ -208,13 +212,36 @@ class _Reporter:
             self._fd = None
 
     def ready(self) -> None:
+        self._settled = True
         text = "".join(f"kfs: {line}\n" for line in self.notices)
         if self._fd is None and text:
             print(text, end="", file=sys.stderr)
         self._send(READY + text.encode("utf-8", "replace"))
 
     def failed(self, message: str) -> None:
+        """Report that start-up failed (nothing once it was reported ready or failed)."""
+        if self._settled:
+            return
+        self._settled = True
+        if self._logs:
+            log.error("%s", message)
         self._send(FAILED + message.encode("utf-8", "replace"))
+
+
+def _start_logging(backing: str, mountpoint: str, args: argparse.Namespace) -> None:
+    """Logging set up for the serving process, its first line naming the mount."""
+    _setup_logging(args.log_level, args.log_file,
+                   f"mounting {redact(backing)} at {mountpoint}"
+                   f"{' (read-only)' if args.read_only else ''}; logging {args.log_level} and up")
+
+
+def report_refused_start(backing: str, mountpoint: str, args: argparse.Namespace,
+                         message: str) -> None:
+    """The background serving process refused to start before serving (a check of ``kfs
+    mount`` failed in it, e.g. the mountpoint was filled meanwhile): say why in its log and to
+    its launcher, which may be gone."""
+    _start_logging(backing, mountpoint, args)
+    _Reporter(args.ready_fd, logs=bool(args.log_file)).failed(message)
 
 
 @contextlib.contextmanager
@@ -263,12 +290,10 @@ def _retention_warnings(mgr) -> list[str]:
 
 def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: bytes) -> int:
     """Mount and serve until unmounted or signalled; returns the exit status."""
-    _setup_logging(args.log_level, args.log_file,
-                   f"mounting {redact(backing)} at {mountpoint}"
-                   f"{' (read-only)' if args.read_only else ''}; logging {args.log_level} and up")
+    _start_logging(backing, mountpoint, args)
     with contextlib.suppress(OSError):  # (an earlier process's, with this pid)
         os.unlink(close_report_file(os.getpid()))
-    reporter = _Reporter(args.ready_fd)
+    reporter = _Reporter(args.ready_fd, logs=bool(args.log_file))
     try:
         import pyfuse3
         import trio

@@ -976,6 +976,40 @@ def test_cli_reports_a_failure_of_the_serving_process(tmp_path):
     assert not is_mounted(tmp_path / "mnt")
 
 
+def test_why_a_mount_failed_is_in_its_log(tmp_path):
+    """Issue 37 item 10: a refused start left only the "mounting X at Y" line in the mount's
+    log, and a serving process whose launcher was gone said why nowhere. The reason is logged
+    as an error: a directory that cannot be opened, a URI that cannot be read, and a check the
+    serving process itself refuses (run here as the launcher runs it, its launcher gone)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "server.properties").write_text("log.segment.bytes=not-a-number\n")
+    for n, args in enumerate(([str(backing)], ["--read-only", "file:///nowhere"])):
+        log = tmp_path / f"kfs{n}.log"
+        res = run_kfs("mount", f"--log-file={log}", *args, str(mnt))
+        assert_one_line_error(res, "cannot open backing directory")
+        reason = res.stderr.decode().removeprefix("kfs: error: ").strip()
+        assert f" ERROR kfs: {reason}" in log.read_text(), log.read_text()
+        assert not is_mounted(mnt)
+    (mnt / "left.txt").write_text("")  # (filled after the launcher checked it)
+    log = tmp_path / "child.log"
+    (tmp_path / "new").mkdir()
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the launcher is gone
+    try:
+        done = subprocess.run(
+            kfs_command("mount", "--foreground", f"--ready-fd={write_end}", f"--log-file={log}",
+                        "--", str(tmp_path / "new"), str(mnt)),
+            cwd=REPO, env=kfs_env(), pass_fds=(write_end,), capture_output=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert f"ERROR kfs: mountpoint {mnt} is not empty" in log.read_text(), log.read_text()
+    assert not is_mounted(mnt)
+
+
 @pytest.mark.fuse
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_foreground_mount_ends_cleanly_on_signal(tmp_path, signum):
