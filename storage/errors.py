@@ -35,6 +35,12 @@ class KeylessRecordError(InvalidRecordError):
     Nothing of that append is stored."""
 
 
+class InvalidTimestampError(InvalidRecordError):
+    """A CreateTime record whose timestamp is further from now than
+    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` allow (Kafka's
+    ``InvalidTimestampException`` from ``LogValidator``)."""
+
+
 class RecordTooLargeError(KafkaStorageError):
     """A record batch larger than ``max.message.bytes`` or ``segment.bytes`` (Kafka's
     ``RecordTooLargeException`` / ``RecordBatchTooLargeException``)."""
