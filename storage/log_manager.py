@@ -55,7 +55,7 @@ from storage.log import Log
 from storage.log_loader import IntactDataAfterDamageError
 from storage.quarantine import Quarantine, QuarantineError, default_root
 from storage.salvage import plan_partition, salvage_partition
-from storage.topic_partition import parse_partition_dir_name
+from storage.topic_partition import has_collision, parse_partition_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -413,6 +413,7 @@ class LogManager:
             path = self.dir / name
             if name in self._logs or path.exists():
                 raise PartitionExistsError(f"partition {name} already exists")
+            self._refuse_collision(topic)
             path.mkdir()
             try:
                 write_atomically(path / PARTITION_METADATA_FILE,
@@ -423,6 +424,20 @@ class LogManager:
                 raise
             self._logs[name] = log_
             return log_
+
+    def _refuse_collision(self, topic: str) -> None:
+        """InvalidTopicError when ``topic`` collides with a topic of the directory (``a.b``
+        beside ``a_b``), as Kafka refuses to create it (``Topic.hasCollision``)."""
+        topics = {t for t, _ in self._unopened.values()} | {l.topic for l in self._logs.values()}
+        for name in os.listdir(self.dir):  # (partitions left out count too)
+            try:
+                topics.add(parse_partition_dir_name(name)[0])
+            except InvalidTopicError:
+                continue
+        colliding = sorted(t for t in topics if t != topic and has_collision(t, topic))
+        if colliding:
+            raise InvalidTopicError(f"Topic '{topic}' collides with existing topics: "
+                                    f"{', '.join(colliding)}")
 
     def _topic_id(self, topic: str) -> str:
         """The topic id of an existing partition of ``topic``, else a new random one, as

@@ -145,6 +145,21 @@ def test_mkdir_illegal_name_is_einval_and_creates_nothing(mount, name):
     assert out("ls -A", m.path).split() == []
 
 
+def test_mkdir_of_a_topic_colliding_with_another_is_einval(mount):
+    """Issue 37 item 12: ``mkdir a.b-0`` beside ``a_b-0`` succeeded, where Kafka refuses a
+    topic whose name equals another's once ``.`` is read as ``_`` (``Topic.hasCollision``).
+    Another partition of the same topic is no collision."""
+    m = mount()
+    sh("mkdir a_b-0", m.path)
+    before = sorted(os.listdir(m.backing))
+    for name in ("a.b-0", "a.b-1"):
+        fails_with(f"mkdir {name}", m.path, "Invalid argument")
+    assert sorted(os.listdir(m.backing)) == before
+    assert "Topic 'a.b' collides with existing topics: a_b" in m.log_text()
+    sh("mkdir a_b-1 a.c-0", m.path)
+    assert out("ls", m.path).split() == ["a.c-0", "a_b-0", "a_b-1"]
+
+
 @pytest.mark.parametrize("setting, reason", [
     ("bogus.key=1", "unknown topic config 'bogus.key'"),
     ("retention.ms=abc", "retention.ms='abc': not an integer"),
