@@ -120,6 +120,26 @@ def test_user_session(mount):
 # --------------------------------------------------------------------------- mkdir
 
 
+def test_the_lines_of_one_write_share_a_batch_and_a_timestamp_and_printf_makes_one_per_line(
+        mount):
+    """Issue 37 item 11: the README said the three lines of one ``printf`` always share a
+    timestamp; bash line-buffers its builtin ``printf``, which makes one ``write()`` per line,
+    so each line is its own append (its own batch, its own millisecond). The lines of one
+    ``write()`` are one append: one batch, one timestamp."""
+    from storage.records.batch import iter_batches
+
+    m = mount()
+    new_partition(m)
+    sh("printf 'a\\nb\\nc\\n' >> orders-0/append", m.path)
+    with open(m.path / "orders-0" / "append", "ab", buffering=0) as f:
+        f.write(b"d\ne\nf\n")
+    batches = list(iter_batches((m.backing / "orders-0" / "00000000000000000000.log").read_bytes()))
+    assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 0), (1, 1), (2, 2), (3, 5)]
+    stamps = {int(xattr(f"orders-0/by-offset/{o}", "user.kafka.timestamp", m.path))
+              for o in range(3, 6)}
+    assert len(stamps) == 1
+
+
 def test_mkdir_creates_a_partition_visible_at_once(mount):
     m = mount()
     assert out("ls", m.path).split() == []
