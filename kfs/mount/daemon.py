@@ -104,7 +104,7 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
     if not args.log_file:
         args.log_file = default_log_file(mountpoint)
         try:
-            os.makedirs(os.path.dirname(args.log_file), exist_ok=True)
+            os.makedirs(os.path.dirname(args.log_file), mode=0o700, exist_ok=True)
         except OSError as exc:
             print(f"kfs: the mount's log is discarded: cannot create "
                   f"{os.path.dirname(args.log_file)}: {exc.strerror} (see --log-file)",
@@ -112,8 +112,7 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
             args.log_file = None
     if args.log_file:  # (made here, so that the path said exists from the start, or said why not)
         try:
-            with open(args.log_file, "a"):
-                pass
+            _create_private(args.log_file)
         except OSError as exc:
             raise CliError(f"cannot create the log file {args.log_file}: {exc.strerror}") from None
     read_fd, write_fd = os.pipe()
@@ -175,10 +174,19 @@ def _read_until_eof(fd: int, timeout: float) -> bytes | None:
         chunks.append(chunk)
 
 
+def _create_private(path: str) -> None:
+    """Create the log file ``path`` readable by its owner alone (0600: it names partitions,
+    records' offsets and refused lines); an existing file keeps its mode."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
+
+
 def _setup_logging(level: str, log_file: str | None, started: str = "") -> None:
     """Log at ``level`` and up to ``log_file`` (else stderr); a log file gets the line
     ``started`` first, whatever the level, so it shows from the start which mount it is of."""
     handler: logging.Handler
+    if log_file:
+        with contextlib.suppress(OSError):  # (FileHandler says why it cannot)
+            _create_private(log_file)
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
