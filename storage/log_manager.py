@@ -100,14 +100,17 @@ def foreign_file(partition_dir: str | os.PathLike) -> str | None:
     writes there (``storage.log_files.is_partition_file``), when the directory also holds no
     segment and no ``partition.metadata``: then it is not a partition, only named like one
     (``/etc/dbus-1``), and kfs must neither load nor write it. None for a partition (an empty
-    directory is one, as Kafka loads it)."""
+    directory is one, as Kafka loads it; so is one that cannot be listed: opening it says why)."""
     foreign = []
-    with os.scandir(partition_dir) as entries:
-        for entry in entries:
-            if entry.name == PARTITION_METADATA_FILE or parse_segment_file_name(entry.name):
-                return None
-            if not is_partition_file(entry.name):
-                foreign.append(entry.name)
+    try:
+        with os.scandir(partition_dir) as entries:
+            for entry in entries:
+                if entry.name == PARTITION_METADATA_FILE or parse_segment_file_name(entry.name):
+                    return None
+                if not is_partition_file(entry.name):
+                    foreign.append(entry.name)
+    except OSError:
+        return None
     return min(foreign, default=None)
 
 
@@ -127,7 +130,11 @@ class LogManager:
     ``force_recovery=True`` revalidates every segment of every log, whatever the marker says.
     ``read_only=True`` takes no lock and never changes a byte; ``partitions(topic, n)`` (for
     read-only readers) opens only the partitions it accepts. Raises FileNotFoundError /
-    NotADirectoryError for a bad directory and InvalidConfigError for bad settings.
+    NotADirectoryError for a bad directory and InvalidConfigError for bad settings. kfs writes
+    nothing into a directory it does not recognise as Kafka's: a writable manager raises
+    NotALogDirectoryError, before it takes the lock, for a non-empty directory that is not a log
+    directory (``is_log_directory``) or one holding a ``<topic>-<N>`` directory of foreign files
+    (``foreign_file``); a read-only one warns (``notices``) and skips such directories.
 
     A damaged partition never keeps the others from opening: one whose end cannot be read is
     served up to the damage with its appends refused (``Log.damage``); every byte recovery
