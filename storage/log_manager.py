@@ -174,7 +174,7 @@ class LogManager:
             if not read_only:  # (kfs would write its lock and checkpoints there)
                 raise NotALogDirectoryError(
                     f"{self.dir} is {NOT_A_LOG_DIR}, and not empty: kfs writes nothing there "
-                    "(mount it --read-only, or give an empty or new directory)")
+                    "(it can be read read-only; to write, give an empty or new directory)")
             warning = f"{self.dir} is {NOT_A_LOG_DIR}: nothing to show until partitions appear there"
             log.warning("%s", warning)
             self.notices.append(f"warning: {warning}")
@@ -241,8 +241,8 @@ class LogManager:
             reason = not_a_partition(self.dir / name, foreign)
             if not self.read_only:
                 raise NotALogDirectoryError(
-                    f"{reason}: kfs writes nothing there (move it out of {self.dir}, or mount "
-                    "--read-only)")
+                    f"{reason}: kfs writes nothing there (move it out of {self.dir}; a "
+                    "read-only open skips it)")
             log.warning("%s: skipped", reason)
             self.notices.append(f"warning: {reason}: skipped")
 
