@@ -57,6 +57,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: younger records are not cleaned
     max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms: older dirty ones must be
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    # how far a CreateTime record's timestamp may be before / after now (Kafka 4's defaults)
+    message_timestamp_before_max_ms: int = 2**63 - 1  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms (1 h)
 
     def __post_init__(self) -> None:
         # Kafka checks the codec levels when the config is read, not at the first append.
@@ -136,6 +139,10 @@ _INT_KEYS = {
         "min_compaction_lag_ms", (("log.cleaner.min.compaction.lag.ms", 1),), 0),
     "max.compaction.lag.ms": (
         "max_compaction_lag_ms", (("log.cleaner.max.compaction.lag.ms", 1),), 1),
+    "message.timestamp.before.max.ms": (
+        "message_timestamp_before_max_ms", (("log.message.timestamp.before.max.ms", 1),), 0),
+    "message.timestamp.after.max.ms": (
+        "message_timestamp_after_max_ms", (("log.message.timestamp.after.max.ms", 1),), 0),
 }
 # topic key -> (field, broker key, minimum, maximum)
 _FLOAT_KEYS = {
@@ -174,7 +181,6 @@ _NOT_APPLIED_YET = frozenset({
     "preallocate",
     "min.insync.replicas", "unclean.leader.election.enable", "message.downconversion.enable",
     "message.format.version", "message.timestamp.difference.max.ms",
-    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
     "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
     "local.retention.ms", "local.retention.bytes", "remote.storage.enable",
 })

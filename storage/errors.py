@@ -35,6 +35,12 @@ class KeylessRecordError(InvalidRecordError):
     Nothing of that append is stored."""
 
 
+class InvalidTimestampError(InvalidRecordError):
+    """A CreateTime record whose timestamp is further from now than
+    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` allow (Kafka's
+    ``InvalidTimestampException`` from ``LogValidator``)."""
+
+
 class RecordTooLargeError(KafkaStorageError):
     """A record batch larger than ``max.message.bytes`` or ``segment.bytes`` (Kafka's
     ``RecordTooLargeException`` / ``RecordBatchTooLargeException``)."""
@@ -76,6 +82,12 @@ class InvalidConfigError(KafkaStorageError):
 class LogDirLockedError(KafkaStorageError):
     """The backing directory's ``.lock`` is held by another writer: a running mount, a Kafka
     broker or another engine (as Kafka's ``LogManager.lockLogDirs`` refuses a second broker)."""
+
+
+class NotALogDirectoryError(KafkaStorageError):
+    """A writable open of a directory that is not Kafka's: one not empty with nothing of a log
+    directory in it, or a ``<topic>-<N>`` directory holding files neither kfs nor a broker
+    writes (``/etc/dbus-1``). kfs writes nothing into a directory it does not recognise."""
 
 
 class CorruptCheckpointError(KafkaStorageError):

@@ -25,6 +25,7 @@ from storage.errors import (
     CorruptRecordError,
     DamagedLogError,
     InvalidRecordError,
+    InvalidTimestampError,
     LogCleaningAbortedError,
     KeylessRecordError,
     KeySeparatorMissingError,
@@ -166,6 +167,10 @@ class Log:
         if not values:
             return self._leo
         now = self.clock.milliseconds()
+        if timestamps is not None and self.config.timestamp_type == TimestampType.CREATE_TIME:
+            for line, ts in enumerate(timestamps, 1):
+                if ts is not None:
+                    _check_timestamp(self.config, ts, now, f"record {line} of the append")
         if headers is None and timestamps is None and None not in values:
             sections = [(encode_records(values[start:end],
                                         None if keys is None else keys[start:end]),
@@ -430,11 +435,28 @@ class Log:
                 raise RecordTooLargeError(
                     f"a {batch.size_in_bytes}-byte record batch exceeds"
                     f" max.message.bytes={self.config.max_message_bytes}")
+            if not batch.is_control_batch and \
+                    self.config.timestamp_type == TimestampType.CREATE_TIME:
+                self._check_batch_timestamps(batch)
             out.append((batch.position, batch.last_offset_delta + 1))
             consumed = batch.position + batch.size_in_bytes
         if consumed != len(buf):
             raise CorruptRecordError(f"{len(buf) - consumed} bytes of a partial batch at the end")
         return out
+
+    def _check_batch_timestamps(self, batch) -> None:
+        """A producer's batch checked as ``LogValidator`` checks CreateTime records: its
+        maxTimestamp against ``message.timestamp.after.max.ms``, and each record's against
+        ``message.timestamp.before.max.ms`` when that is set (its default lets every past
+        timestamp pass, so the records are not decoded for it)."""
+        now, config = self.clock.milliseconds(), self.config
+        _check_timestamp(config, batch.max_timestamp, now,
+                         f"the batch with base sequence {batch.base_sequence}")
+        if config.message_timestamp_before_max_ms < 2**63 - 1:
+            for record in batch.records():
+                _check_timestamp(config, record.timestamp, now,
+                                 f"the record at offset delta "
+                                 f"{record.offset - batch.base_offset}")
 
     def _append_whole(self, data: bytes, first: int, last: int, max_ts: int, shallow: int,
                       epochs: list[tuple[int, int]] | None = None, producers=None) -> None:
@@ -763,6 +785,18 @@ class Log:
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
             if errors:
                 raise errors[0]
+
+
+def _check_timestamp(config: LogConfig, ts: int, now: int, what: str) -> None:
+    """InvalidTimestampError when CreateTime ``ts`` (epoch ms; -1, none, always passes) is more
+    than ``message.timestamp.before.max.ms`` before ``now`` or ``message.timestamp.after.max.ms``
+    after it (Kafka's ``LogValidator.validateTimestamp``; its words)."""
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    if ts != -1 and (now - ts > before or ts - now > after):
+        raise InvalidTimestampError(
+            f"Timestamp {ts} of {what} is out of range. The timestamp should be within "
+            f"[{max(now - before, 0)}, {now + after}] (message.timestamp.before.max.ms={before}, "
+            f"message.timestamp.after.max.ms={after})")
 
 
 def _records_in(batch: bytes) -> int:

@@ -50,6 +50,19 @@ LOCK_FILE = ".lock"  # LogManager.LockFileName
 META_PROPERTIES_FILE = "meta.properties"  # MetaPropertiesEnsemble (a formatted broker's only)
 
 
+# what else Kafka keeps in a partition directory: snapshots, its two small files and their
+# temporary copies while written (CheckpointFile, PartitionMetadataFile write "<name>.tmp")
+_OTHER_PARTITION_FILE = re.compile(r"\d{20}\.snapshot(?:\.deleted)?|"
+                                   r"(?:partition\.metadata|leader-epoch-checkpoint)(?:\.tmp)?")
+
+
+def is_partition_file(name: str) -> bool:
+    """Whether a broker or kfs writes a file named ``name`` in a partition directory: a
+    segment's file (any extra suffix), a producer snapshot, ``partition.metadata``,
+    ``leader-epoch-checkpoint`` or their ``.tmp`` copies."""
+    return bool(_SEGMENT_FILE.fullmatch(name) or _OTHER_PARTITION_FILE.fullmatch(name))
+
+
 class SegmentFileName(NamedTuple):
     """A segment file's name, parsed: base offset, kind (``.log``, ``.index``, ...) and the
     extra suffix (``""``, ``.cleaned``, ``.swap`` or ``.deleted``)."""

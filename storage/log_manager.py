@@ -30,6 +30,7 @@ from storage.errors import (
     InvalidRecordError,
     InvalidTopicError,
     KafkaStorageError,
+    NotALogDirectoryError,
     PartitionExistsError,
     ReadOnlyLogError,
     UnknownTopicOrPartitionError,
@@ -46,12 +47,14 @@ from storage.log_files import (
     META_PROPERTIES_FILE,
     PARTITION_METADATA_FILE,
     RECOVERY_POINT_CHECKPOINT,
+    is_partition_file,
+    parse_segment_file_name,
 )
 from storage.log import Log
 from storage.log_loader import IntactDataAfterDamageError
 from storage.quarantine import Quarantine, QuarantineError, default_root
 from storage.salvage import plan_partition, salvage_partition
-from storage.topic_partition import parse_partition_dir_name
+from storage.topic_partition import has_collision, parse_partition_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +78,10 @@ NOT_A_LOG_DIR = ("not a Kafka log directory (no <topic>-<N> partition directory,
 
 def is_log_directory(path: str | os.PathLike) -> bool:
     """Whether ``path`` looks like a Kafka log directory: it holds a ``<topic>-<N>`` partition
-    directory, a broker's ``meta.properties`` or a file kfs or a broker keeps at the top of one
-    (``.lock``, the checkpoints, ``.kafka_cleanshutdown``, ``server.properties``,
-    ``<topic>.topic.properties``). False for an empty directory, or ``/etc``."""
+    directory (not one holding foreign files: :func:`foreign_file`), a broker's
+    ``meta.properties`` or a file kfs or a broker keeps at the top of one (``.lock``, the
+    checkpoints, ``.kafka_cleanshutdown``, ``server.properties``, ``<topic>.topic.properties``).
+    False for an empty directory, or ``/etc`` (whose ``dbus-1/`` only looks like a partition)."""
     with os.scandir(path) as entries:
         for entry in entries:
             if entry.name in LOG_DIR_FILES or entry.name.endswith(TOPIC_PROPERTIES_SUFFIX):
@@ -86,9 +90,34 @@ def is_log_directory(path: str | os.PathLike) -> bool:
                 parse_partition_dir_name(entry.name)
             except InvalidTopicError:
                 continue
-            if entry.is_dir():
+            if entry.is_dir() and foreign_file(entry.path) is None:
                 return True
     return False
+
+
+def foreign_file(partition_dir: str | os.PathLike) -> str | None:
+    """The first (by name) entry of a ``<topic>-<N>`` directory that neither kfs nor a broker
+    writes there (``storage.log_files.is_partition_file``), when the directory also holds no
+    segment and no ``partition.metadata``: then it is not a partition, only named like one
+    (``/etc/dbus-1``), and kfs must neither load nor write it. None for a partition (an empty
+    directory is one, as Kafka loads it; so is one that cannot be listed: opening it says why)."""
+    foreign = []
+    try:
+        with os.scandir(partition_dir) as entries:
+            for entry in entries:
+                if entry.name == PARTITION_METADATA_FILE or parse_segment_file_name(entry.name):
+                    return None
+                if not is_partition_file(entry.name):
+                    foreign.append(entry.name)
+    except OSError:
+        return None
+    return min(foreign, default=None)
+
+
+def not_a_partition(path: str | os.PathLike, foreign: str) -> str:
+    """Why ``path`` is not loaded as a partition, ``foreign`` its first foreign file."""
+    return (f"{path} is not a Kafka partition directory: it holds {foreign}, which neither kfs "
+            "nor a broker writes, and no segment or partition.metadata")
 
 
 class LogManager:
@@ -101,7 +130,11 @@ class LogManager:
     ``force_recovery=True`` revalidates every segment of every log, whatever the marker says.
     ``read_only=True`` takes no lock and never changes a byte; ``partitions(topic, n)`` (for
     read-only readers) opens only the partitions it accepts. Raises FileNotFoundError /
-    NotADirectoryError for a bad directory and InvalidConfigError for bad settings.
+    NotADirectoryError for a bad directory and InvalidConfigError for bad settings. kfs writes
+    nothing into a directory it does not recognise as Kafka's: a writable manager raises
+    NotALogDirectoryError, before it takes the lock, for a non-empty directory that is not a log
+    directory (``is_log_directory``) or one holding a ``<topic>-<N>`` directory of foreign files
+    (``foreign_file``); a read-only one warns (``notices``) and skips such directories.
 
     A damaged partition never keeps the others from opening: one whose end cannot be read is
     served up to the damage with its appends refused (``Log.damage``); every byte recovery
@@ -130,10 +163,19 @@ class LogManager:
             raise NotADirectoryError(f"backing directory {self.dir} is not a directory")
         # what opening found that a user must hear of (a salvage at recovery), one line each
         self.notices: list[str] = []
+        # <topic>-<N> directories that are not partitions ({name: first foreign file}): never
+        # loaded, never written
+        self.foreign: dict[str, str] = {}
+        self._accepts = partitions
+        # (before a byte is written: the lock, the marker consumed)
+        found = self._partition_dirs(os.listdir(self.dir))
+        self._refuse_or_skip_foreign()
         if not is_log_directory(self.dir) and (read_only or any(self.dir.iterdir())):
-            warning = (f"{self.dir} is {NOT_A_LOG_DIR}: "
-                       + ("nothing to show until partitions appear there" if read_only
-                          else "kfs writes its partitions and checkpoints there"))
+            if not read_only:  # (kfs would write its lock and checkpoints there)
+                raise NotALogDirectoryError(
+                    f"{self.dir} is {NOT_A_LOG_DIR}, and not empty: kfs writes nothing there "
+                    "(it can be read read-only; to write, give an empty or new directory)")
+            warning = f"{self.dir} is {NOT_A_LOG_DIR}: nothing to show until partitions appear there"
             log.warning("%s", warning)
             self.notices.append(f"warning: {warning}")
         self._broker_config = load_broker_config(self.dir)
@@ -143,7 +185,6 @@ class LogManager:
         self._logs: dict[str, Log] = {}
         # read-only: partitions listed but not opened yet ({name: (topic, partition)})
         self._unopened: dict[str, tuple[str, int]] = {}
-        self._accepts = partitions
         # (recovery point, log start offset) of partitions left out: kept in the checkpoints
         self._left_out: dict[str, tuple[int, int]] = {}
         # following another writer (read-only): what the directory and checkpoint looked like,
@@ -156,7 +197,9 @@ class LogManager:
             self._recovery_points_read = ({} if force_recovery else
                                           self._read_checkpoint(RECOVERY_POINT_CHECKPOINT))
             self._start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
-            for name, topic_partition in self._partition_dirs(os.listdir(self.dir)).items():
+            if not read_only:  # (listed again under the lock: its last holder may have added some)
+                found = self._partition_dirs(os.listdir(self.dir), known=set(found))
+            for name, topic_partition in found.items():
                 if read_only:  # opened when first asked for: memory and descriptors follow use
                     self._unopened[name] = topic_partition
                 else:
@@ -168,12 +211,14 @@ class LogManager:
                 self._file_lock.release()
             raise
 
-    def _partition_dirs(self, names: list[str]) -> dict[str, tuple[str, int]]:
+    def _partition_dirs(self, names: list[str], known=frozenset()) -> dict[str, tuple[str, int]]:
         """``{name: (topic, partition)}`` of the partition directories among ``names`` that
-        this manager serves (not KRaft's metadata log, nor what ``partitions`` refuses)."""
+        this manager serves (not KRaft's metadata log, nor what ``partitions`` refuses, nor a
+        directory only named like a partition: noted in ``foreign``, the ``known`` names are
+        not looked into again)."""
         found = {}
         for name in sorted(names):
-            if name in NOT_DATA_LOGS:
+            if name in NOT_DATA_LOGS or name in self.foreign:
                 continue
             try:
                 topic, partition = parse_partition_dir_name(name)
@@ -181,8 +226,25 @@ class LogManager:
                 continue
             if (self._accepts is None or self._accepts(topic, partition)) and \
                     (self.dir / name).is_dir():
-                found[name] = (topic, partition)
+                foreign = None if name in known else foreign_file(self.dir / name)
+                if foreign is None:
+                    found[name] = (topic, partition)
+                else:
+                    self.foreign[name] = foreign
         return found
+
+    def _refuse_or_skip_foreign(self) -> None:
+        """A writable manager refuses a directory with a ``<topic>-<N>`` directory that is not
+        a partition (it would write Kafka's files into it: NotALogDirectoryError naming the
+        first); a read-only one skips each, with a warning."""
+        for name, foreign in sorted(self.foreign.items()):
+            reason = not_a_partition(self.dir / name, foreign)
+            if not self.read_only:
+                raise NotALogDirectoryError(
+                    f"{reason}: kfs writes nothing there (move it out of {self.dir}; a "
+                    "read-only open skips it)")
+            log.warning("%s: skipped", reason)
+            self.notices.append(f"warning: {reason}: skipped")
 
     def _open(self, name: str, topic: str, partition: int) -> Log | None:
         """Open partition ``name`` into ``_logs`` (None, noted as left out, when it cannot
@@ -296,9 +358,10 @@ class LogManager:
         names = self._dir_watch.names()
         if names is None:
             return False
-        found = self._partition_dirs(names)
         with self._lock:
             known = set(self._logs) | set(self._unopened) | set(self._left_out)
+        found = self._partition_dirs(names, known)
+        with self._lock:
             for name in known - set(found):
                 log.info("%s: partition %s is gone", self.dir, name)
                 self._unopened.pop(name, None)
@@ -357,6 +420,7 @@ class LogManager:
             path = self.dir / name
             if name in self._logs or path.exists():
                 raise PartitionExistsError(f"partition {name} already exists")
+            self._refuse_collision(topic)
             path.mkdir()
             try:
                 write_atomically(path / PARTITION_METADATA_FILE,
@@ -367,6 +431,20 @@ class LogManager:
                 raise
             self._logs[name] = log_
             return log_
+
+    def _refuse_collision(self, topic: str) -> None:
+        """InvalidTopicError when ``topic`` collides with a topic of the directory (``a.b``
+        beside ``a_b``), as Kafka refuses to create it (``Topic.hasCollision``)."""
+        topics = {t for t, _ in self._unopened.values()} | {l.topic for l in self._logs.values()}
+        for name in os.listdir(self.dir):  # (partitions left out count too)
+            try:
+                topics.add(parse_partition_dir_name(name)[0])
+            except InvalidTopicError:
+                continue
+        colliding = sorted(t for t in topics if t != topic and has_collision(t, topic))
+        if colliding:
+            raise InvalidTopicError(f"Topic '{topic}' collides with existing topics: "
+                                    f"{', '.join(colliding)}")
 
     def _topic_id(self, topic: str) -> str:
         """The topic id of an existing partition of ``topic``, else a new random one, as

@@ -32,6 +32,13 @@ def validate_topic(topic: str) -> None:
         )
 
 
+def has_collision(topic: str, other: str) -> bool:
+    """Whether two topic names collide: equal once ``.`` is read as ``_`` (Kafka's
+    ``Topic.hasCollision``: their metric names would be the same, so Kafka refuses to create
+    the second)."""
+    return topic.replace(".", "_") == other.replace(".", "_")
+
+
 def parse_partition_dir_name(name: str) -> tuple[str, int]:
     """(topic, partition) of a live partition directory name ``<topic>-<N>``, split at the
     last ``-`` as ``LocalLog.parseTopicPartitionName`` does. The partition must be a canonical

@@ -71,6 +71,7 @@ def add_parser(sub) -> None:
                                "BACKING_DIR: each partition serves its remote segments below "
                                "the local log, then the local log (as Spark's remote.path)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    mount.add_argument("--backing-fd", type=int, help=argparse.SUPPRESS)  # (daemon.py)
     mount.set_defaults(func=cmd_mount)
 
     umount = sub.add_parser(
@@ -93,11 +94,29 @@ def cmd_mount(args: argparse.Namespace) -> int:
         separator = parse_separator(args.key_separator)
     except ValueError as exc:
         raise CliError(f"--key-separator: {exc}") from None
+    if args.backing_fd is not None:  # (the serving process of a URI: argv has it redacted)
+        args.backing_dir, args.remote_path = daemon.read_backing_location(args.backing_fd)
+    try:
+        backing, mountpoint = _checked_paths(args)
+    except CliError as exc:
+        if args.ready_fd is not None:  # (the background serving process: the launcher may be gone)
+            daemon.report_refused_start(args.backing_dir, os.path.abspath(args.mountpoint),
+                                        args, str(exc))
+        raise
+    if args.foreground:
+        return daemon.serve(backing, mountpoint, args, separator)
+    return daemon.launch_background(backing, mountpoint, args)
+
+
+def _checked_paths(args: argparse.Namespace) -> tuple[str, str]:
+    """``(backing, mountpoint)`` of ``kfs mount`` once they passed every check (a stale mount
+    cleared, a closing process waited for, a directory ``--create`` made); CliError."""
     mountpoint = os.path.abspath(args.mountpoint)
     _clear_stale_mount(mountpoint)
     where = Location.parse(args.backing_dir)
     if not args.read_only and (where.is_remote or args.remote_path):
-        raise CliError(f"{where.display if where.is_remote else args.remote_path}: an object "
+        tier = where if where.is_remote else Location.parse(args.remote_path)
+        raise CliError(f"{tier.display}: an object "
                        "store or remote tier is mounted --read-only (kfs reads object storage, "
                        "it does not write it)")
     backing = where.text if where.is_remote else os.path.abspath(where.text)
@@ -111,9 +130,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
             os.makedirs(backing)
         except OSError as exc:
             raise CliError(f"cannot create backing directory {backing}: {exc.strerror}") from None
-    if args.foreground:
-        return daemon.serve(backing, mountpoint, args, separator)
-    return daemon.launch_background(backing, mountpoint, args)
+    return backing, mountpoint
 
 
 def _wait_for(pids: list[int], timeout_s: float) -> list[int]:
@@ -218,6 +235,10 @@ def check_paths(backing: str, mountpoint: str, read_only: bool, create: bool = F
     if os.path.commonpath([real_backing, real_mnt]) == real_mnt:
         # The daemon would read its own mount and deadlock.
         raise CliError(f"backing directory {backing} must not be the mountpoint or inside it")
+    if os.path.commonpath([real_backing, real_mnt]) == real_backing:
+        # The same: the mount would show itself as a partition (DIR/loop-0) and wait on itself.
+        raise CliError(f"mountpoint {mountpoint} must not be inside the backing directory "
+                       f"{backing}")
     if os.path.exists(backing):
         if not os.path.isdir(backing):
             raise CliError(f"backing directory {backing} is not a directory")

@@ -35,18 +35,36 @@ FAILED = b"E"
 READY_TIMEOUT_S = 120.0
 
 
-def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, ready_fd: int) -> list[str]:
+def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, ready_fd: int,
+                   backing_fd: int | None = None) -> list[str]:
+    """The serving process's argv. With ``backing_fd``, the backing location and the remote
+    tier's are read from that descriptor and argv names them redacted: argv is any user's to
+    read (``ps``), and a URI may carry credentials."""
     cmd = [sys.executable, "-m", "kfs", "mount", "--foreground", f"--ready-fd={ready_fd}",
            f"--log-level={args.log_level}", f"--key-separator={args.key_separator}",
            f"--isolation-level={args.isolation_level}"]
     if args.read_only:
         cmd.append("--read-only")
-    for option in ("remote_path", "endpoint", "region"):
-        if getattr(args, option):
-            cmd.append(f"--{option.replace('_', '-')}={getattr(args, option)}")
+    remote_path = args.remote_path
+    if backing_fd is not None:
+        cmd.append(f"--backing-fd={backing_fd}")
+        backing = Location.parse(backing).display
+        remote_path = remote_path and Location.parse(remote_path).display
+    for option, value in (("remote-path", remote_path), ("endpoint", args.endpoint),
+                          ("region", args.region)):
+        if value:
+            cmd.append(f"--{option}={value}")
     if args.log_file:
         cmd.append(f"--log-file={os.path.abspath(args.log_file)}")
     return cmd + ["--", backing, mountpoint]
+
+
+def read_backing_location(fd: int) -> tuple[str, str | None]:
+    """(the backing location, the remote tier's or None) the launcher wrote to inherited
+    descriptor ``fd`` (read to EOF, then closed)."""
+    with os.fdopen(fd, "rb") as f:
+        backing, _, remote = os.fsdecode(f.read()).partition("\0")
+    return backing, remote or None
 
 
 def close_report_file(pid: int) -> str:
@@ -93,7 +111,7 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
     if not args.log_file:
         args.log_file = default_log_file(mountpoint)
         try:
-            os.makedirs(os.path.dirname(args.log_file), exist_ok=True)
+            os.makedirs(os.path.dirname(args.log_file), mode=0o700, exist_ok=True)
         except OSError as exc:
             print(f"kfs: the mount's log is discarded: cannot create "
                   f"{os.path.dirname(args.log_file)}: {exc.strerror} (see --log-file)",
@@ -101,8 +119,7 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
             args.log_file = None
     if args.log_file:  # (made here, so that the path said exists from the start, or said why not)
         try:
-            with open(args.log_file, "a"):
-                pass
+            _create_private(args.log_file)
         except OSError as exc:
             raise CliError(f"cannot create the log file {args.log_file}: {exc.strerror}") from None
     read_fd, write_fd = os.pipe()
@@ -110,14 +127,23 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
     # The child must import this very kfs (and storage) even when it is not installed.
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    # a URI (it may carry credentials) goes to the child through a pipe, never in its argv
+    uris = [Location.parse(p).is_remote for p in (backing, args.remote_path) if p]
+    location_fd, location_w = os.pipe() if any(uris) else (None, None)
     try:
         child = subprocess.Popen(
-            _child_command(backing, mountpoint, args, write_fd),
+            _child_command(backing, mountpoint, args, write_fd, location_fd),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,), start_new_session=True, cwd="/", env=env,
+            pass_fds=tuple(fd for fd in (write_fd, location_fd) if fd is not None),
+            start_new_session=True, cwd="/", env=env,
         )
     finally:
         os.close(write_fd)
+        if location_fd is not None:
+            os.close(location_fd)
+    if location_w is not None:
+        with contextlib.suppress(BrokenPipeError), os.fdopen(location_w, "wb") as f:
+            f.write(os.fsencode(backing + "\0" + (args.remote_path or "")))
     try:
         message = _read_until_eof(read_fd, READY_TIMEOUT_S)
     finally:
@@ -156,10 +182,19 @@ def _read_until_eof(fd: int, timeout: float) -> bytes | None:
         chunks.append(chunk)
 
 
+def _create_private(path: str) -> None:
+    """Create the log file ``path`` readable by its owner alone (0600: it names partitions,
+    records' offsets and refused lines); an existing file keeps its mode."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
+
+
 def _setup_logging(level: str, log_file: str | None, started: str = "") -> None:
     """Log at ``level`` and up to ``log_file`` (else stderr); a log file gets the line
     ``started`` first, whatever the level, so it shows from the start which mount it is of."""
     handler: logging.Handler
+    if log_file:
+        with contextlib.suppress(OSError):  # (FileHandler says why it cannot)
+            _create_private(log_file)
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -171,10 +206,14 @@ def _setup_logging(level: str, log_file: str | None, started: str = "") -> None:
 
 class _Reporter:
     """Tells the launcher (if any) how start-up went: READY + notices for stderr, or FAILED +
-    text. Without a launcher (``--foreground``), notices go to stderr at once."""
+    text. Without a launcher (``--foreground``), notices go to stderr at once. A failure is
+    logged too when there is a log file (``logs``): the launcher may be gone, and the log is
+    where the user looks."""
 
-    def __init__(self, fd: int | None) -> None:
+    def __init__(self, fd: int | None, logs: bool = False) -> None:
         self._fd = fd
+        self._logs = logs
+        self._settled = False
         self.notices: list[str] = []
 
     def _send(self, data: bytes) -> None:
@@ -189,13 +228,36 @@ class _Reporter:
             self._fd = None
 
     def ready(self) -> None:
+        self._settled = True
         text = "".join(f"kfs: {line}\n" for line in self.notices)
         if self._fd is None and text:
             print(text, end="", file=sys.stderr)
         self._send(READY + text.encode("utf-8", "replace"))
 
     def failed(self, message: str) -> None:
+        """Report that start-up failed (nothing once it was reported ready or failed)."""
+        if self._settled:
+            return
+        self._settled = True
+        if self._logs:
+            log.error("%s", message)
         self._send(FAILED + message.encode("utf-8", "replace"))
+
+
+def _start_logging(backing: str, mountpoint: str, args: argparse.Namespace) -> None:
+    """Logging set up for the serving process, its first line naming the mount."""
+    _setup_logging(args.log_level, args.log_file,
+                   f"mounting {Location.parse(backing).display} at {mountpoint}"
+                   f"{' (read-only)' if args.read_only else ''}; logging {args.log_level} and up")
+
+
+def report_refused_start(backing: str, mountpoint: str, args: argparse.Namespace,
+                         message: str) -> None:
+    """The background serving process refused to start before serving (a check of ``kfs
+    mount`` failed in it, e.g. the mountpoint was filled meanwhile): say why in its log and to
+    its launcher, which may be gone."""
+    _start_logging(backing, mountpoint, args)
+    _Reporter(args.ready_fd, logs=bool(args.log_file)).failed(message)
 
 
 @contextlib.contextmanager
@@ -235,12 +297,10 @@ def _retention_warnings(mgr) -> list[str]:
 
 def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: bytes) -> int:
     """Mount and serve until unmounted or signalled; returns the exit status."""
-    _setup_logging(args.log_level, args.log_file,
-                   f"mounting {Location.parse(backing).display} at {mountpoint}"
-                   f"{' (read-only)' if args.read_only else ''}; logging {args.log_level} and up")
+    _start_logging(backing, mountpoint, args)
     with contextlib.suppress(OSError):  # (an earlier process's, with this pid)
         os.unlink(close_report_file(os.getpid()))
-    reporter = _Reporter(args.ready_fd)
+    reporter = _Reporter(args.ready_fd, logs=bool(args.log_file))
     try:
         import pyfuse3
         import trio
@@ -282,7 +342,8 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         reporter.failed(message)
         raise CliError(message) from None
 
-    log.info("serving %s at %s%s", backing, mountpoint, " (read-only)" if args.read_only else "")
+    log.info("serving %s at %s%s", Location.parse(backing).display, mountpoint,
+             " (read-only)" if args.read_only else "")
     failed = True
     try:
         trio.run(_serve_loop, pyfuse3, reporter.ready,

@@ -54,6 +54,9 @@ def errno_for(exc: BaseException) -> int:
     if isinstance(exc, serr.KeylessRecordError):
         log.warning("append refused: %s", exc)  # the errno alone would not say why
         return errno.EINVAL
+    if isinstance(exc, serr.InvalidTimestampError):  # (the errno alone would not say why)
+        log.warning("append refused (EINVAL), nothing of it stored: %s", exc)
+        return errno.EINVAL
     if isinstance(exc, InvalidJsonLineError):
         log.warning("append.jsonl write refused (EINVAL), nothing of it stored: %s", exc)
         return errno.EINVAL

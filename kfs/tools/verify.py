@@ -305,6 +305,7 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
 
             if not is_log_directory(backing):
                 raise UsageError(f"{backing} is {NOT_A_LOG_DIR}")
+        _refuse_foreign(found)
         return found
     paths = []
     for name in names:
@@ -312,7 +313,20 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
         if not (backing / name).is_dir():
             raise UsageError(f"no partition {name} in {backing}")
         paths.append(backing / name)
+    _refuse_foreign(paths)
     return paths
+
+
+def _refuse_foreign(partitions: list[Path]) -> None:
+    """UsageError naming the first ``<topic>-<N>`` directory that is not a partition (it holds
+    files neither kfs nor a broker writes, and no segment: ``/etc/dbus-1``) and its first
+    foreign file: the directory is not the log directory it was taken for."""
+    from storage.log_manager import foreign_file, not_a_partition
+
+    for path in partitions:
+        foreign = foreign_file(path)
+        if foreign is not None:
+            raise UsageError(not_a_partition(path, foreign))
 
 
 def check_partition_name(name: str) -> None:

@@ -120,6 +120,26 @@ def test_user_session(mount):
 # --------------------------------------------------------------------------- mkdir
 
 
+def test_the_lines_of_one_write_share_a_batch_and_a_timestamp_and_printf_makes_one_per_line(
+        mount):
+    """Issue 37 item 11: the README said the three lines of one ``printf`` always share a
+    timestamp; bash line-buffers its builtin ``printf``, which makes one ``write()`` per line,
+    so each line is its own append (its own batch, its own millisecond). The lines of one
+    ``write()`` are one append: one batch, one timestamp."""
+    from storage.records.batch import iter_batches
+
+    m = mount()
+    new_partition(m)
+    sh("printf 'a\\nb\\nc\\n' >> orders-0/append", m.path)
+    with open(m.path / "orders-0" / "append", "ab", buffering=0) as f:
+        f.write(b"d\ne\nf\n")
+    batches = list(iter_batches((m.backing / "orders-0" / "00000000000000000000.log").read_bytes()))
+    assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 0), (1, 1), (2, 2), (3, 5)]
+    stamps = {int(xattr(f"orders-0/by-offset/{o}", "user.kafka.timestamp", m.path))
+              for o in range(3, 6)}
+    assert len(stamps) == 1
+
+
 def test_mkdir_creates_a_partition_visible_at_once(mount):
     m = mount()
     assert out("ls", m.path).split() == []
@@ -143,6 +163,21 @@ def test_mkdir_illegal_name_is_einval_and_creates_nothing(mount, name):
     fails_with(f"mkdir -- {name}", m.path, "Invalid argument")
     assert sorted(os.listdir(m.backing)) == before
     assert out("ls -A", m.path).split() == []
+
+
+def test_mkdir_of_a_topic_colliding_with_another_is_einval(mount):
+    """Issue 37 item 12: ``mkdir a.b-0`` beside ``a_b-0`` succeeded, where Kafka refuses a
+    topic whose name equals another's once ``.`` is read as ``_`` (``Topic.hasCollision``).
+    Another partition of the same topic is no collision."""
+    m = mount()
+    sh("mkdir a_b-0", m.path)
+    before = sorted(os.listdir(m.backing))
+    for name in ("a.b-0", "a.b-1"):
+        fails_with(f"mkdir {name}", m.path, "Invalid argument")
+    assert sorted(os.listdir(m.backing)) == before
+    assert "Topic 'a.b' collides with existing topics: a_b" in m.log_text()
+    sh("mkdir a_b-1 a.c-0", m.path)
+    assert out("ls", m.path).split() == ["a.c-0", "a_b-0", "a_b-1"]
 
 
 @pytest.mark.parametrize("setting, reason", [
@@ -841,6 +876,30 @@ def test_cli_refuses_bad_paths(tmp_path):
     assert not (tmp_path / "data").exists() and not is_mounted(tmp_path / "mnt")
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_mountpoint_inside_the_backing_directory_is_refused(tmp_path, read_only):
+    """Issue 37 item 5: ``kfs mount DIR DIR/loop-0`` mounted, and ``echo hi >>
+    DIR/loop-0/loop-0/append`` then hung in D state, the server waiting on its own mount. One
+    line, nothing mounted, nothing written (deeper and through a symlink too)."""
+    backing = tmp_path / "data"
+    m = backing / "loop-0"
+    m.mkdir(parents=True)
+    (backing / "deep" / "mnt").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(backing)
+    mode = ("--read-only",) if read_only else ()
+    try:
+        for mountpoint in (m, backing / "deep" / "mnt", tmp_path / "link" / "loop-0"):
+            assert_one_line_error(run_kfs("mount", *mode, str(backing), str(mountpoint)),
+                                  f"mountpoint {mountpoint} must not be inside the backing "
+                                  f"directory {backing}")
+            assert not is_mounted(mountpoint)
+        assert sorted(os.listdir(backing)) == ["deep", "loop-0"]
+    finally:  # (a mount made before the fix)
+        for mountpoint in (m, backing / "deep" / "mnt"):
+            if is_mounted(mountpoint):
+                subprocess.run(["fusermount3", "-uz", str(mountpoint)], timeout=60)
+
+
 def test_a_missing_backing_directory_is_created_only_when_asked(mount, tmp_path):
     """A mistyped path is not made (issue 25): a writable mount of a missing backing directory
     is refused unless ``--create``, which makes it (and its parents) and mounts it."""
@@ -890,6 +949,58 @@ def test_a_read_only_mount_of_a_directory_that_is_not_a_log_directory_warns(moun
     assert "not a Kafka log directory" not in m.log_text()
 
 
+def etc_like(root: Path) -> Path:
+    """A copy of what ``/etc`` looks like to a partition-name parser: ``dbus-1/`` and
+    ``polkit-1/`` named like partitions, holding files no broker writes."""
+    (root / "dbus-1" / "system.d").mkdir(parents=True)
+    (root / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    (root / "polkit-1").mkdir()
+    (root / "polkit-1" / "rules.d").write_text("")
+    (root / "hostname").write_text("box\n")
+    return root
+
+
+def test_a_writable_mount_never_writes_into_a_directory_that_is_not_kafkas(mount, tmp_path):
+    """Issue 37 item 1: ``kfs mount`` of a copy of ``/etc`` wrote ``.lock``, checkpoints and
+    segments into ``dbus-1/``. A ``<topic>-<N>`` directory holding foreign files and no segment
+    is not a partition: a writable mount refuses to start (naming it), beside real partitions
+    too, and a non-empty directory that is not a log directory is refused as well; nothing is
+    written anywhere. A read-only mount warns and skips it."""
+    etc = etc_like(tmp_path / "etc")
+    before = tree_digest(etc)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        assert_one_line_error(run_kfs("mount", str(etc), str(mnt)),
+                              f"{etc / 'dbus-1'} is not a Kafka partition directory: it holds "
+                              "system.conf, which neither kfs nor a broker writes")
+    finally:  # (a mount made without the fixture, before the fix)
+        if is_mounted(mnt):
+            run_kfs("umount", str(mnt))
+    assert tree_digest(etc) == before and not is_mounted(mnt)
+    logs = tmp_path / "logs"  # a log directory with a real partition beside a foreign one
+    m = mount(logs)
+    sh("mkdir orders-0 && echo kept >> orders-0/append", m.path)
+    mount.unmount(m)
+    (logs / "dbus-1").mkdir()
+    (logs / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    with_partition = tree_digest(logs)
+    assert_one_line_error(run_kfs("mount", str(logs), str(mnt)), f"{logs / 'dbus-1'} is not")
+    assert tree_digest(logs) == with_partition and not is_mounted(mnt)
+    plain = tmp_path / "plain"  # no partition-like name at all: still not Kafka's
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine\n")
+    assert_one_line_error(run_kfs("mount", str(plain), str(mnt)),
+                          f"{plain} is not a Kafka log directory")
+    assert os.listdir(plain) == ["notes.txt"] and not is_mounted(mnt)
+    ro = mount(logs, "--read-only")
+    assert sorted(os.listdir(ro.path)) == ["orders-0"]
+    assert (f"WARNING storage.log_manager: {logs / 'dbus-1'} is not a Kafka partition "
+            "directory: it holds system.conf") in ro.log_text()
+    mount.unmount(ro)
+    assert tree_digest(logs) == with_partition
+
+
 def test_cli_reports_a_failure_of_the_serving_process(tmp_path):
     (tmp_path / "mnt").mkdir()
     backing = tmp_path / "data"
@@ -898,6 +1009,40 @@ def test_cli_reports_a_failure_of_the_serving_process(tmp_path):
     res = run_kfs("mount", str(backing), str(tmp_path / "mnt"))
     assert_one_line_error(res, "cannot open backing directory")
     assert not is_mounted(tmp_path / "mnt")
+
+
+def test_why_a_mount_failed_is_in_its_log(tmp_path):
+    """Issue 37 item 10: a refused start left only the "mounting X at Y" line in the mount's
+    log, and a serving process whose launcher was gone said why nowhere. The reason is logged
+    as an error: a directory that cannot be opened, a URI that cannot be read, and a check the
+    serving process itself refuses (run here as the launcher runs it, its launcher gone)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "server.properties").write_text("log.segment.bytes=not-a-number\n")
+    for n, args in enumerate(([str(backing)], ["--read-only", "file:///nowhere"])):
+        log = tmp_path / f"kfs{n}.log"
+        res = run_kfs("mount", f"--log-file={log}", *args, str(mnt))
+        assert_one_line_error(res, "cannot open backing directory")
+        reason = res.stderr.decode().removeprefix("kfs: error: ").strip()
+        assert f" ERROR kfs: {reason}" in log.read_text(), log.read_text()
+        assert not is_mounted(mnt)
+    (mnt / "left.txt").write_text("")  # (filled after the launcher checked it)
+    log = tmp_path / "child.log"
+    (tmp_path / "new").mkdir()
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the launcher is gone
+    try:
+        done = subprocess.run(
+            kfs_command("mount", "--foreground", f"--ready-fd={write_end}", f"--log-file={log}",
+                        "--", str(tmp_path / "new"), str(mnt)),
+            cwd=REPO, env=kfs_env(), pass_fds=(write_end,), capture_output=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert f"ERROR kfs: mountpoint {mnt} is not empty" in log.read_text(), log.read_text()
+    assert not is_mounted(mnt)
 
 
 @pytest.mark.fuse

@@ -197,6 +197,44 @@ def test_a_record_too_large_is_efbig(tmp_path, mount):
     assert os.listdir(part / "by-offset") == ["0"]
 
 
+def test_a_timestamp_kafka_refuses_is_einval(tmp_path, mount):
+    """Issue 37 item 12: ``append.jsonl`` took ``"ts": 9223372036854775807``. As Kafka 4's
+    LogValidator, a CreateTime record more than ``message.timestamp.after.max.ms`` (1 h by
+    default) after now, or more than ``message.timestamp.before.max.ms`` (unlimited by default)
+    before it, is refused: EINVAL, nothing of the write stored, the reason in the log; the same
+    for a producer's batch through ``append-batches``. A LogAppendTime topic stamps now."""
+    backing = tmp_path / "data"
+    backing.mkdir()
+    (backing / "day.topic.properties").write_text("message.timestamp.before.max.ms=86400000\n")
+    (backing / "lat.topic.properties").write_text("message.timestamp.type=LogAppendTime\n")
+    m = mount(backing)
+    now = int(__import__("time").time() * 1000)
+    for name in ("p-0", "day-0", "lat-0"):
+        os.mkdir(m.path / name)
+
+    def refused(name: str, data: bytes, file: str = "append.jsonl") -> None:
+        with pytest.raises(OSError) as info:
+            with open(m.path / name / file, "ab", buffering=0) as f:
+                f.write(data)
+        assert info.value.errno == errno.EINVAL
+
+    for ts in (9223372036854775807, now + 2 * 3_600_000):
+        refused("p-0", b'{"payload": "ok"}\n{"payload": "x", "ts": %d}\n' % ts)
+        assert f"Timestamp {ts} of record 2 of the append is out of range" in m.log_text()
+    refused("p-0", bytes(build_batch(0, [b"late"], None, [now + 2 * 3_600_000])),
+            "append-batches")
+    refused("day-0", b'{"payload": "x", "ts": 5}\n')
+    assert os.listdir(m.path / "p-0" / "by-offset") == []
+    assert os.listdir(m.path / "day-0" / "by-offset") == []
+    with open(m.path / "p-0" / "append.jsonl", "ab", buffering=0) as f:  # within the bounds
+        f.write(b'{"payload": "old", "ts": 5}\n{"payload": "soon", "ts": %d}\n'
+                % (now + 1_800_000))
+    with open(m.path / "lat-0" / "append.jsonl", "ab", buffering=0) as f:
+        f.write(b'{"payload": "x", "ts": 9223372036854775807}\n')
+    assert sorted(os.listdir(m.path / "p-0" / "by-offset")) == ["0", "1"]
+    assert lines(m.path / "lat-0" / "records.jsonl")[0]["ts"] < now + 3_600_000
+
+
 def test_lines_are_framed_as_appends_are(tmp_path, mount):
     """A line may span writes; a last line without a newline is stored at close."""
     m = mount(tmp_path / "data")

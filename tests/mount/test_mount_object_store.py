@@ -97,13 +97,17 @@ def test_a_tiered_topic_mounts_whole_with_its_remote_tier(tmp_path, s3_server, m
     bucket = s3_server.new_bucket()
     shutil.copytree(root, s3_server.base_dir / bucket / "rsm")
     mounter = Mounter(tmp_path)
+    secret = f"{s3_server.access_key}:{s3_server.secret_key}"
     try:
-        tiered = mounter(local, "--read-only", f"--remote-path=s3://{bucket}/rsm",
+        tiered = mounter(local, "--read-only", f"--remote-path=s3://{secret}@{bucket}/rsm",
                          f"--endpoint={s3_server.endpoint}", f"--region={s3_server.region}")
         whole = mounter(KAFKA_WRITTEN, "--read-only")
         assert os.listdir(tiered.path) == ["plain-0"]
         assert tree(tiered.path, "plain-0") == tree(whole.path, "plain-0")
-        assert s3_server.secret_key not in tiered.log_text()
+        ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True,
+                            check=True).stdout
+        assert f"--remote-path=s3://***@{bucket}/rsm" in ps
+        assert s3_server.secret_key not in ps + tiered.log_text()
     finally:
         mounter.close_all()
 
@@ -118,3 +122,33 @@ def test_a_writable_mount_with_a_remote_tier_is_refused(tmp_path):
     assert done.returncode != 0
     assert b"--read-only" in done.stderr and len(done.stderr.splitlines()) == 1
     assert list((tmp_path / "data").iterdir()) == []
+
+
+@needs_fixtures
+@pytest.mark.fuse
+def test_credentials_in_a_uri_are_never_in_the_serving_process_arguments(tmp_path, s3_server,
+                                                                         monkeypatch):
+    """Issue 37 item 4: ``kfs mount --read-only 's3://KEY:SECRET@bucket/x' MNT`` left the whole
+    URI in the background serving process's argv for the mount's lifetime, which any user reads
+    (``ps -eo args``). The location reaches that process through an inherited pipe: ``ps``
+    shows it redacted, the mount serves the bucket, the log names no secret."""
+    require_fuse()
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # (the URI's alone)
+        monkeypatch.delenv(key)
+    bucket = s3_server.new_bucket()
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", s3_server.base_dir / bucket / "logs" / "plain-0")
+    mounter = Mounter(tmp_path)
+    try:
+        m = mounter(f"s3://{s3_server.access_key}:{s3_server.secret_key}@{bucket}/logs",
+                    "--read-only")
+        assert os.listdir(m.path) == ["plain-0"]
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True,
+                            check=True).stdout
+        server = [line for line in ps.splitlines() if line.split()[0] == str(m.pid)]
+        assert server and f"s3://***@{bucket}/logs" in server[0], server
+        assert s3_server.secret_key not in ps
+        assert s3_server.secret_key not in m.log_text()
+    finally:
+        mounter.close_all()

@@ -117,6 +117,9 @@ def test_a_background_mount_logs_under_xdg_state_home_by_default(mount, tmp_path
     assert run("mkdir mnt/orders-0", tmp_path).returncode != 0
     log = state / "kfs" / log_name(tmp_path / "mnt")
     assert "unknown topic config 'bogus.key'" in log.read_text()
+    # issue 37 item 12: the log is its owner's alone, and so is the directory made for it
+    assert (oct(log.stat().st_mode & 0o777), oct((state / "kfs").stat().st_mode & 0o777)) == \
+        ("0o600", "0o700")
     assert run('"$PY" -m kfs umount mnt', tmp_path).returncode == 0
     # without XDG_STATE_HOME (or with a relative one, which the XDG spec says to ignore)
     where = ('"$PY" -c "from kfs.mount.daemon import default_log_file as f; '

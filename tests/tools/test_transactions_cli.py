@@ -26,9 +26,11 @@ def rows(out: str) -> list[list[str]]:
 
 @pytest.fixture
 def backing(tmp_path):
-    """orders-0: a plain record, then open transactions of producer 9 (old) and 10 (now)."""
-    (tmp_path / "orders-0").mkdir()
-    log = Log(tmp_path / "orders-0", "orders", 0, LogConfig())
+    """orders-0: a plain record, then open transactions of producer 9 (old) and 10 (now), in
+    a directory of its own (a mount's mountpoint is never inside it)."""
+    data = tmp_path / "data"
+    (data / "orders-0").mkdir(parents=True)
+    log = Log(data / "orders-0", "orders", 0, LogConfig())
     log.append([b"plain"])
     log.append_as_leader(build_batch(0, [b"x", b"y"], producer_id=9, producer_epoch=3,
                                      base_sequence=0, is_transactional=True, timestamps=OLD))
@@ -36,7 +38,7 @@ def backing(tmp_path):
                                      base_sequence=0, is_transactional=True,
                                      timestamps=now_ms()))
     log.close()
-    return tmp_path
+    return data
 
 
 def markers(backing):

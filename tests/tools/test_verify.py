@@ -163,6 +163,29 @@ def test_a_directory_that_is_not_a_kafka_log_directory_is_refused(tmp_path):
         assert res.stdout.splitlines()[-1].startswith("0 partitions, ")
 
 
+def test_a_directory_whose_partitions_only_look_like_partitions_is_refused(tmp_path):
+    """Issue 37 item 1: ``kfs verify /etc`` said "2 partitions, 0 segments ... no problems":
+    ``dbus-1/`` holding ``system.conf`` and no segment is not a partition. A usage error naming
+    the first foreign file, whether the directory has real partitions beside it or not, and when
+    the directory is named."""
+    etc = tmp_path / "etc"
+    (etc / "dbus-1").mkdir(parents=True)
+    (etc / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    (etc / "polkit-1").mkdir()
+    (etc / "polkit-1" / "rules").write_text("")
+    for args in ((etc,), (etc, "dbus-1")):
+        res = kfs_verify(*args)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert res.stdout == ""
+        assert res.stderr == (f"kfs verify: error: {etc / 'dbus-1'} is not a Kafka partition "
+                              "directory: it holds system.conf, which neither kfs nor a broker "
+                              "writes, and no segment or partition.metadata\n")
+    (etc / "orders-0").mkdir()  # (an empty partition, as a broker's loader takes it)
+    res = kfs_verify(etc)
+    assert res.returncode == 2 and "dbus-1 is not a Kafka partition directory" in res.stderr
+    assert kfs_verify(etc, "orders-0").returncode == 0
+
+
 # -- damage --------------------------------------------------------------------------------
 
 
