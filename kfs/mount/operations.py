@@ -73,12 +73,14 @@ from .append import (
     AbandonedLineError,
     BatchFramer,
     InvalidJsonLineError,
+    JsonLinePrefix,
     LineFramer,
     PartialBatchError,
     json_records,
 )
 from .attrs import XATTR_PREFIX, partition_xattrs, record_xattrs
 from .damage_notes import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes, readable_run
+from .last_error import LAST_ERROR_XATTR, stamped
 from .inodes import Kind
 from .streams import StreamHandle, Streams
 from .coordinator_tree import DOT_COOKIES, CoordinatorTree, ViewDirHandle, reply_dots
@@ -262,14 +264,16 @@ class _AppendHandle:
     """One open ``append``/``append-keyed``/``append-batches``/``append.jsonl`` file: its own
     framer (lines, or record batches), writes serialized in order."""
 
-    __slots__ = ("log", "kind", "keyed", "framer", "lock", "max_line", "abandon_errno",
-                 "lines_seen", "stored_line", "stored_offset")
+    __slots__ = ("log", "kind", "keyed", "framer", "prefix", "lock", "max_line",
+                 "abandon_errno", "lines_seen", "stored_line", "stored_offset")
 
     def __init__(self, plog: PartitionLog, kind: Kind, max_line: int) -> None:
         self.log = plog
         self.kind = kind
         self.keyed = kind is Kind.APPEND_KEYED
         self.framer = BatchFramer(max_line) if kind is Kind.APPEND_BATCHES else LineFramer()
+        # append.jsonl: its partial line is refused at the write that makes it impossible
+        self.prefix = JsonLinePrefix() if kind is Kind.APPEND_JSONL else None
         self.lock = _FifoLock()  # requests are stored in the order they arrived
         self.max_line = max_line
         self.abandon_errno = errno.EIO  # what refused continuations of an abandoned line get
@@ -288,6 +292,10 @@ class _AppendHandle:
         """What a refused write of ``lines`` lines (after ``lines_seen``; 0: a partial line)
         left, for the mount's log: the lines it held counted from the open, the last line and
         offset this open file stored, and where to resume."""
+        file = next(n for n, k in inodes.PARTITION_ENTRIES if k is self.kind).decode()
+        if self.kind is Kind.APPEND_BATCHES:  # (batches, not lines: no place to resume from)
+            return (f"{self.log.name}/{file}: write refused ({errno.errorcode.get(code, code)})"
+                    f"{detail}, nothing of it stored")
         first = self.lines_seen + 1
         held = f"line {first}" if lines <= 1 else f"lines {first}-{first + lines - 1}"
         if self.stored_offset < 0:
@@ -295,7 +303,6 @@ class _AppendHandle:
         else:
             stored = (f"stored from this open file: up to line {self.stored_line}, the last "
                       f"stored offset {self.stored_offset}")
-        file = next(n for n, k in inodes.PARTITION_ENTRIES if k is self.kind).decode()
         return (f"{self.log.name}/{file}: write refused "
                 f"({errno.errorcode.get(code, code)}){detail}, nothing of it stored ({held}, counted "
                 f"from the open; each write() is all or nothing); {stored}; to resume, append "
@@ -362,6 +369,7 @@ class KafkaFs(pyfuse3.Operations):
         self._mount_ns = time.time_ns()
         self._streams = Streams(self._isolation, key_separator)
         self._damage = DamageNotes()
+        self._last_errors: dict[int, bytes] = {}  # pid -> user.kfs.last_error (last_error.py)
         # /consumer-groups and /transactions: requests for their inodes go there
         self._coordinator = CoordinatorTree(CoordinatorViews(mgr), self._attr,
                                             lambda: self._fixed_attr(inodes.Node(Kind.ROOT)))
@@ -1045,14 +1053,17 @@ class KafkaFs(pyfuse3.Operations):
                 if handle.kind is not Kind.APPEND_BATCHES:
                     handle.lines_seen += bytes(buf).count(b"\n")
                 raise _fail(handle.abandon_errno) from None
-            except ValueError:  # append-batches: a declared batch size that cannot be right
+            except ValueError as exc:  # append-batches: a header that cannot be a batch's
                 handle.abandon_errno = errno.EINVAL
+                self._refused(handle, errno.EINVAL, f": {exc}".replace(" append-batches:", ""))
                 raise _fail(errno.EINVAL) from None
             count = 0  # lines stored (the append counts them: no second pass over the bytes)
             try:
                 if handle.kind is not Kind.APPEND_BATCHES and framer.pending_len > handle.max_line:
                     # Refuse early: this line can never fit a batch, and must not fill memory.
                     raise serr.RecordTooLargeError(f"line longer than {handle.max_line} bytes")
+                if handle.prefix is not None:  # (before the write's lines: all or nothing)
+                    handle.prefix.feed(buf, handle.lines_seen + bytes(buf).count(b"\n") + 1)
                 if lines:
                     offsets = await self._store_soon(handle, lines)
                     count = len(offsets)
@@ -1060,18 +1071,38 @@ class KafkaFs(pyfuse3.Operations):
                         handle.stored(offsets.start, count)
             except Exception as exc:
                 framer.abandon(buf)
+                if handle.prefix is not None:
+                    handle.prefix = JsonLinePrefix()  # (the rest of the line is refused anyway)
                 handle.abandon_errno = errno_for(exc)
                 if handle.kind is not Kind.APPEND_BATCHES:
                     count = bytes(lines).count(b"\n")
-                    detail = ""
-                    if isinstance(exc, serr.KeySeparatorMissingError):  # (counted in the write)
-                        detail = (f": line {handle.lines_seen + exc.line} has no key separator "
-                                  f"{self._sep!r}")
-                    log.warning("%s", handle.refusal(count, handle.abandon_errno, detail))
+                self._refused(handle, handle.abandon_errno, self._detail(handle, exc), count,
+                              exc)
                 raise _fail(handle.abandon_errno) from None
             finally:
                 handle.lines_seen += count
         return len(buf)
+
+    def _detail(self, handle: _AppendHandle, exc: Exception) -> str:
+        """What the refusal line says of why, where the errno alone would not."""
+        if isinstance(exc, serr.KeySeparatorMissingError):  # (counted in the write)
+            return f": line {handle.lines_seen + exc.line} has no key separator {self._sep!r}"
+        if handle.kind is Kind.APPEND_BATCHES:
+            return f": {exc}"
+        return ""
+
+    def _refused(self, handle: _AppendHandle, code: int, detail: str = "", lines: int = 0,
+                 exc: Exception | None = None) -> None:
+        """Log a refused write of ``handle`` (``lines`` lines after ``lines_seen``) and keep it
+        as its partition's ``user.kfs.last_error``: a shell ignores the error of a ``close()``
+        (where a last line without newline, or a partial batch, is refused), so this is where
+        a shell user finds it (``kfs last-error``)."""
+        text = handle.refusal(lines, code, detail)
+        log.warning("%s", text)
+        reason = str(exc) if exc is not None else ""
+        if reason and reason not in text:
+            text += f" (why: {reason})"
+        self._last_errors[self._ids.id_for(handle.log.name)] = stamped(text)
 
     async def _store_soon(self, handle: _AppendHandle, lines) -> range:
         """Lines are appended on the trio thread when that only means writing into the page
@@ -1116,15 +1147,18 @@ class KafkaFs(pyfuse3.Operations):
                 try:
                     handle.framer.finish()
                 except PartialBatchError as exc:
+                    self._refused(handle, errno.EINVAL, f": {exc}")
                     raise InvalidBatchesError(str(exc)) from None
                 return
             tail = handle.framer.finish()
+            if handle.prefix is not None:
+                handle.prefix = JsonLinePrefix()  # (the next write starts a line)
             if tail is not None:  # on failure the tail is dropped: never stored in pieces
                 try:
                     handle.stored((await self._store_soon(handle, tail + b"\n")).start, 1)
                 except Exception as exc:
                     code = errno_for(exc)
-                    log.warning("%s", handle.refusal(1, code))
+                    self._refused(handle, code, self._detail(handle, exc), 1, exc)
                     raise _fail(code) from None
                 finally:
                     handle.lines_seen += 1
@@ -1179,12 +1213,16 @@ class KafkaFs(pyfuse3.Operations):
             damage = self._damage.xattr(node.pid, plog, not self._read_only)
             if damage is not None:
                 attrs[DAMAGE_XATTR] = damage
+            last_error = self._last_errors.get(node.pid)
+            if last_error is not None:
+                attrs[LAST_ERROR_XATTR] = last_error
             return attrs
         return {}
 
     @_fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: Any = None) -> bytes:
-        """A ``user.kafka.*`` (or ``user.kfs.damage``) attribute; ENOATTR when the node does
+        """A ``user.kafka.*`` (or ``user.kfs.damage``, ``user.kfs.last_error``) attribute;
+        ENOATTR when the node does
         not have it. Other names (``ls -l`` asks every file for ``security.*`` and
         ``system.posix_acl_*``) are answered without resolving the record."""
         if not name.startswith((XATTR_PREFIX, KFS_XATTR_PREFIX)):
