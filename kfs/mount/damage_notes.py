@@ -13,6 +13,7 @@ once, then only what is appended), so it is there from the mount on.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import weakref
 from typing import Any
@@ -30,6 +31,13 @@ log = logging.getLogger(__name__)
 DAMAGE_XATTR = b"user.kfs.damage"
 KFS_XATTR_PREFIX = b"user.kfs."
 _READ_ERRORS = (CorruptRecordError, InvalidRecordError)
+_OFFSET_NAMED = re.compile(r"\bat offset (\d+)\b")  # the codec's "Record batch at offset N"
+
+
+def _covers(damage: LogDamage, offset: int | None) -> bool:
+    """Whether ``offset`` is one of those ``damage`` costs."""
+    return offset is not None and damage.offset <= offset and (
+        damage.last_offset is None or offset <= damage.last_offset)
 
 
 class DamageNotes:
@@ -37,7 +45,9 @@ class DamageNotes:
     what the partition's ``user.kfs.damage`` tells."""
 
     def __init__(self) -> None:
-        self._found: dict[int, dict[str, None]] = {}  # pid -> texts, in the order found
+        # pid -> texts in the order found: a description's LogDamage, a read's bare error's
+        # offset (None: unknown)
+        self._found: dict[int, dict[str, LogDamage | int | None]] = {}
         # LogSegment -> (bytes of its .log checked, the offset expected after them)
         self._checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._checking = threading.Lock()
@@ -78,16 +88,40 @@ class DamageNotes:
                 self._checked[segment] = (size, mapped.next_offset)
         return found
 
-    def note(self, pid: int, name: str, damage: LogDamage | Exception) -> None:
+    def note(self, pid: int, name: str, damage: LogDamage | Exception,
+             offset: int | None = None) -> None:
+        """Remember and log ``damage`` of partition ``pid`` unless it is known: one
+        description per damage, whoever found it first. A read's bare error (``offset``: the
+        offset read, else the one the error names) of damage described with its place is not
+        news; a description of damage known only by a read's bare error takes that error's
+        place, and is logged (it says more)."""
         found = self._found.setdefault(pid, {})
         text = str(damage)
-        # (a read's bare error of damage already described, with its place, is not news)
-        known = text in found or (isinstance(damage, Exception)
-                                  and any(f": {text} (" in seen for seen in found))
-        if not known:
-            found[text] = None
-            log.error("%s: damaged: %s (reads of it give EIO; `kfs verify --repair` mends it)",
-                      name, text)
+        if text in found:
+            return
+        if isinstance(damage, LogDamage):
+            bare = {seen for seen, at in found.items() if not isinstance(at, LogDamage)
+                    and (f": {seen} (" in text or _covers(damage, at))}
+            if bare:  # it takes the place of the first bare error it describes; the others go
+                kept: dict[str, LogDamage | int | None] = {}
+                for seen, at in found.items():
+                    if seen not in bare:
+                        kept[seen] = at
+                    elif text not in kept:
+                        kept[text] = damage
+                self._found[pid] = kept
+            else:
+                found[text] = damage
+        else:
+            if offset is None:
+                match = _OFFSET_NAMED.search(text)
+                offset = int(match.group(1)) if match else None
+            if any(isinstance(at, LogDamage) and (f": {text} (" in seen or _covers(at, offset))
+                   for seen, at in found.items()):
+                return
+            found[text] = offset
+        log.error("%s: damaged: %s (reads of it give EIO; `kfs verify --repair` mends it)",
+                  name, text)
 
     def xattr(self, pid: int, plog: PartitionLog, writable: bool) -> bytes | None:
         """The ``user.kfs.damage`` value of partition ``pid``: what is wrong, or None."""

@@ -481,7 +481,7 @@ class KafkaFs(pyfuse3.Operations):
         try:
             record = await _cached_first(plog.reader.read, offset, self._isolation)
         except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
-            self._damage.note(pid, plog.name, exc)
+            await self._note_read_damage(pid, plog, exc, offset)
             raise
         if record is None:
             past_damage = plog.damage is not None and offset >= plog.damage.offset
@@ -1027,8 +1027,8 @@ class KafkaFs(pyfuse3.Operations):
             try:
                 return await self._streams.read(handle, off, size)
             except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
-                name = handle.stream.log.name  # the reader reached damaged bytes: EIO
-                self._damage.note(self._ids.id_for(name), name, exc)
+                plog = handle.stream.log  # the reader reached damaged bytes: EIO
+                await self._note_read_damage(self._ids.id_for(plog.name), plog, exc)
                 raise
         if not isinstance(handle, _RecordHandle):
             raise _fail(errno.EBADF)
@@ -1233,6 +1233,16 @@ class KafkaFs(pyfuse3.Operations):
         if value is None:
             raise _fail(ENOATTR)
         return value
+
+    async def _note_read_damage(self, pid: int, plog: PartitionLog, exc: Exception,
+                                offset: int | None = None) -> None:
+        """A read tripped over damage: note it as the check of the partition's unchecked
+        batches describes it (file, byte, the offsets lost), as ``user.kfs.damage`` told it
+        before the read; the read's bare error only when no check finds it (a batch whose CRC
+        holds but whose records cannot be decoded). ``offset``: the offset read, if known."""
+        for damage in await trio.to_thread.run_sync(self._damage.unchecked_damage, plog):
+            self._damage.note(pid, plog.name, damage)
+        self._damage.note(pid, plog.name, exc, offset)  # (not news when described above)
 
     async def _check_damage(self, inode: int) -> None:
         """Before a partition's ``user.kfs.damage`` is told, check its batches not checked yet
