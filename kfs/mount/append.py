@@ -156,8 +156,11 @@ class BatchFramer:
     big-endian batchLength counting the rest (``storage.records.framing.next_batch_size``,
     Kafka's ``ByteBufferLogInputStream``). A batch may span any number of chunks.
 
-    ``feed`` returns the batches a chunk completes (as one bytes object, possibly empty);
-    ``finish`` raises PartialBatchError when a partial batch is left. After a failed store
+    ``feed`` returns the batches a chunk completes (as one bytes object, possibly empty), and
+    raises ValueError (the framer abandoned) at the chunk that shows a header cannot be a
+    producer's batch: a size below the smallest entry or over ``max_batch`` (its 12 bytes),
+    a magic other than 2 or a size below the v2 header's (its 17); ``finish`` raises
+    PartialBatchError when a partial batch is left. After a failed store
     (``abandon``) the stream cannot be resynchronised: every later ``feed`` raises
     AbandonedLineError."""
 
@@ -185,7 +188,7 @@ class BatchFramer:
                 end += size
         except CorruptRecordError as exc:  # garbage, or a batch over max.message.bytes
             self.abandon()
-            raise ValueError(f"append-batches: {exc}") from None
+            raise ValueError(str(exc)) from None
         done = bytes(self._buf[:end])
         del self._buf[:end]
         return done

@@ -1038,8 +1038,10 @@ class KafkaFs(pyfuse3.Operations):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         """Append the complete lines of ``buf`` as records in one ``Log.append`` (all or
         nothing; ``off`` is ignored: O_APPEND semantics).  EFBIG for a line over
-        max.message.bytes, EINVAL for a keyed line without separator or an ``append.jsonl``
-        line that is not a record object (the reason logged), EROFS, ENOSPC/EIO.
+        max.message.bytes, EINVAL for a keyed line without separator, an ``append.jsonl``
+        line that is not a record object (or a partial one that cannot become one) or an
+        ``append-batches`` header that cannot be a producer's (the reason logged and kept as
+        the partition's ``user.kfs.last_error``), EROFS, ENOSPC/EIO.
 
         A failed write abandons the line it ends in (see ``LineFramer``): nothing of a line
         that touched a failed write is ever stored, and later writes continuing that line fail
@@ -1055,7 +1057,7 @@ class KafkaFs(pyfuse3.Operations):
                 raise _fail(handle.abandon_errno) from None
             except ValueError as exc:  # append-batches: a header that cannot be a batch's
                 handle.abandon_errno = errno.EINVAL
-                self._refused(handle, errno.EINVAL, f": {exc}".replace(" append-batches:", ""))
+                self._refused(handle, errno.EINVAL, f": {exc}")
                 raise _fail(errno.EINVAL) from None
             count = 0  # lines stored (the append counts them: no second pass over the bytes)
             try:
@@ -1222,8 +1224,7 @@ class KafkaFs(pyfuse3.Operations):
     @_fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: Any = None) -> bytes:
         """A ``user.kafka.*`` (or ``user.kfs.damage``, ``user.kfs.last_error``) attribute;
-        ENOATTR when the node does
-        not have it. Other names (``ls -l`` asks every file for ``security.*`` and
+        ENOATTR when the node does not have it. Other names (``ls -l`` asks every file for ``security.*`` and
         ``system.posix_acl_*``) are answered without resolving the record."""
         if not name.startswith((XATTR_PREFIX, KFS_XATTR_PREFIX)):
             raise _fail(ENOATTR)
