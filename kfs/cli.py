@@ -2,7 +2,7 @@
 (``add_parser``) and runs it: ``kfs mount`` / ``kfs umount`` (``kfs.mount.command``), and the
 offline tools of ``kfs.tools``: ``retention``, ``dump`` (``kafka-dump-log``), ``verify``,
 ``transactions`` (``kafka-transactions.sh``), ``compact`` (the log cleaner, now) and
-``adopt``. Only the module of the command given is imported (all of them for ``kfs --help``),
+``adopt``; ``last-error`` (``kfs.mount.last_error``). Only the module of the command given is imported (all of them for ``kfs --help``),
 so a command starts without loading the others.
 """
 
@@ -22,7 +22,7 @@ COMMANDS = {
     "mount": "kfs.mount.command", "umount": "kfs.mount.command",
     "retention": "kfs.tools.retention", "dump": "kfs.tools.dump", "verify": "kfs.tools.verify",
     "transactions": "kfs.tools.transactions", "compact": "kfs.tools.compact",
-    "adopt": "kfs.tools.adopt",
+    "adopt": "kfs.tools.adopt", "last-error": "kfs.mount.last_error",
 }
 
 

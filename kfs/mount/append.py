@@ -23,10 +23,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any, NamedTuple
 
 from storage.errors import CorruptRecordError
-from storage.records.framing import next_batch_size
+from storage.records.framing import (
+    CURRENT_MAGIC,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    next_batch_size,
+)
 
 DEFAULT_KEY_SEPARATOR = b"\t"
 
@@ -147,8 +156,11 @@ class BatchFramer:
     big-endian batchLength counting the rest (``storage.records.framing.next_batch_size``,
     Kafka's ``ByteBufferLogInputStream``). A batch may span any number of chunks.
 
-    ``feed`` returns the batches a chunk completes (as one bytes object, possibly empty);
-    ``finish`` raises PartialBatchError when a partial batch is left. After a failed store
+    ``feed`` returns the batches a chunk completes (as one bytes object, possibly empty), and
+    raises ValueError (the framer abandoned) at the chunk that shows a header cannot be a
+    producer's batch: a size below the smallest entry or over ``max_batch`` (its 12 bytes),
+    a magic other than 2 or a size below the v2 header's (its 17); ``finish`` raises
+    PartialBatchError when a partial batch is left. After a failed store
     (``abandon``) the stream cannot be resynchronised: every later ``feed`` raises
     AbandonedLineError."""
 
@@ -169,12 +181,14 @@ class BatchFramer:
         self._buf += chunk
         buf, end = self._buf, 0
         try:  # a size that cannot be right is refused as soon as its 12 bytes are here
-            while (size := next_batch_size(buf, end, self.max_batch)) is not None \
-                    and size <= len(buf) - end:
+            while (size := next_batch_size(buf, end, self.max_batch)) is not None:
+                _check_magic(buf, end, size)  # (its 17 bytes are here)
+                if size > len(buf) - end:
+                    break
                 end += size
         except CorruptRecordError as exc:  # garbage, or a batch over max.message.bytes
             self.abandon()
-            raise ValueError(f"append-batches: {exc}") from None
+            raise ValueError(str(exc)) from None
         done = bytes(self._buf[:end])
         del self._buf[:end]
         return done
@@ -188,6 +202,23 @@ class BatchFramer:
             left = len(self._buf)
             self._buf.clear()
             raise PartialBatchError(f"{left} bytes of a partial record batch at close")
+
+
+def _check_magic(buf, at: int, size: int) -> None:
+    """CorruptRecordError unless the entry at ``buf[at:]`` (its first 17 bytes there) can be a
+    producer's batch: magic 2 (a broker takes nothing else in a produce request since Kafka 4),
+    at least the v2 header's size. Checked at the write that brings the magic, not at close."""
+    magic = buf[at + MAGIC_OFFSET]
+    if magic != CURRENT_MAGIC:
+        raise CorruptRecordError(f"magic {magic} at byte {at + MAGIC_OFFSET}: not a v2 record "
+                                 "batch (producers write magic 2)")
+    if size < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(f"batchLength {size - LOG_OVERHEAD} at byte "
+                                 f"{at + LENGTH_OFFSET} is shorter than a v2 batch header "
+                                 f"({RECORD_BATCH_OVERHEAD - LOG_OVERHEAD})")
+
+
+assert HEADER_SIZE_UP_TO_MAGIC == MAGIC_OFFSET + 1  # next_batch_size waits for the magic
 
 
 class InvalidJsonLineError(ValueError):
@@ -299,3 +330,151 @@ def _headers(value: Any, number: int) -> list[tuple[str, bytes | None]]:
                                        "surrogate") from None
         pairs.append((key, _field_bytes(value[i + 1], number, f"header {key}")))
     return pairs
+
+
+# ---- the partial line of append.jsonl: refused at write() as soon as it cannot become valid
+
+_WS = frozenset(b" \t\r\n")
+_STRING_RUN = re.compile(rb'[^"\\\x00-\x1f]*')
+_ESCAPE = re.compile(rb'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_PARTIAL_ESCAPE = re.compile(rb'\\(?:u[0-9a-fA-F]{0,3})?')
+_WORD = re.compile(rb"[-+.0-9A-Za-z]*")
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_PREFIX = re.compile(
+    rb"-?(?:(?:0|[1-9][0-9]*)(?:\.|\.[0-9]+(?:[eE][+-]?[0-9]*)?|[eE][+-]?[0-9]*)?)?")
+# Python's json (what json_records parses with) also takes NaN and the infinities
+_LITERALS = (b"true", b"false", b"null", b"NaN", b"Infinity", b"-Infinity")
+# what may come next: the line's object, a key or "}", a key, ":", a value, a value or "]",
+# "," or the container's end, nothing (the object is closed)
+_START, _KEY_OR_END, _KEY, _COLON, _VALUE, _VALUE_OR_END, _AFTER, _END = range(8)
+
+
+class JsonLinePrefix:
+    """Whether the partial line of ``append.jsonl`` written so far can still become one JSON
+    object (only its syntax: what the object holds is checked when the line is whole).
+
+    ``feed(chunk)`` takes each ``write()`` chunk as it comes (a newline in it starts a new
+    line: only the bytes after the chunk's last newline are checked, complete lines being
+    parsed by :func:`json_records`) and raises InvalidJsonLineError at the first byte no
+    continuation can make valid, so a shell's ``printf '{bad' >> append.jsonl`` fails at its
+    ``write()``, which the shell reports, not at ``close()``, which it ignores. Never refuses a
+    prefix that can still be completed; a chunk is scanned once (an unfinished token, at most
+    an escape, a number or a literal, is carried to the next chunk)."""
+
+    __slots__ = ("_state", "_closers", "_in_string", "_key", "_carry", "_at")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._state = _START
+        self._closers: list[int] = []  # the closing bytes of the open containers
+        self._in_string = False
+        self._key = False  # the open string is a key
+        self._carry = b""  # an unfinished token's bytes
+        self._at = 0  # bytes of the line before the carry (where an error is)
+
+    def feed(self, chunk: bytes, line: int) -> None:
+        """Check ``chunk``; ``line`` is the number (from the open) of the line its last byte
+        is in, for the error."""
+        if type(chunk) is not bytes:
+            chunk = bytes(chunk)
+        last = chunk.rfind(b"\n") + 1
+        if last:
+            self._reset()
+            chunk = chunk[last:]
+        data = self._carry + chunk
+        self._carry = b""
+        bad = self._scan(data)
+        if bad is not None:
+            at = self._at + bad
+            self._reset()
+            raise InvalidJsonLineError(
+                f"line {line}: not JSON ({data[bad:bad + 10]!r} at byte {at + 1} of the line "
+                "cannot continue a JSON object; a line is refused at the write that makes it "
+                "impossible)")
+        self._at += len(data) - len(self._carry)
+
+    def _scan(self, data: bytes) -> int | None:
+        """Advance over ``data``; the index of the first bad byte, or None."""
+        i, n = 0, len(data)
+        while i < n:
+            if self._in_string:
+                i = _STRING_RUN.match(data, i).end()
+                if i == n:
+                    return None
+                c = data[i]
+                if c == 0x22:  # the closing quote
+                    self._in_string = False
+                    self._state = _COLON if self._key else _AFTER
+                    i += 1
+                elif c == 0x5C:  # backslash: an escape, maybe cut by the chunk's end
+                    m = _ESCAPE.match(data, i)
+                    if m:
+                        i = m.end()
+                        continue
+                    if _PARTIAL_ESCAPE.match(data, i).end() == n:
+                        self._carry = data[i:]
+                        return None
+                    return i
+                else:  # a control character: JSON strings escape them
+                    return i
+                continue
+            c = data[i]
+            if c in _WS:
+                i += 1
+                continue
+            state = self._state
+            if state == _END:
+                return i
+            if c == 0x22:  # '"'
+                if state == _COLON or state == _AFTER or state == _START:
+                    return i
+                self._in_string = True
+                self._key = state == _KEY_OR_END or state == _KEY
+                i += 1
+                continue
+            if state == _KEY_OR_END or state == _KEY:  # only a key (or "}") may come
+                if not (c == 0x7D and state == _KEY_OR_END):
+                    return i
+                self._close()
+            elif state == _COLON:
+                if c != 0x3A:
+                    return i
+                self._state = _VALUE
+            elif state == _AFTER:
+                if not self._closers:
+                    return i
+                if c == 0x2C:  # ','
+                    self._state = _KEY if self._closers[-1] == 0x7D else _VALUE
+                elif c == self._closers[-1]:
+                    self._close()
+                else:
+                    return i
+            elif c == 0x7B or (c == 0x5B and state != _START):  # '{', '['
+                self._closers.append(0x7D if c == 0x7B else 0x5D)
+                self._state = _KEY_OR_END if c == 0x7B else _VALUE_OR_END
+            elif state == _START:  # a line is one object
+                return i
+            elif c == 0x5D and state == _VALUE_OR_END:  # ']'
+                self._close()
+            else:  # a number or a literal
+                end = _WORD.match(data, i).end()
+                word = data[i:end]
+                if end == n:  # it may go on in the next chunk
+                    if _NUMBER_PREFIX.fullmatch(word) or any(lit.startswith(word)
+                                                             for lit in _LITERALS):
+                        self._carry = word
+                        return None
+                    return i
+                if not (word in _LITERALS or _NUMBER.fullmatch(word)):
+                    return i
+                self._state = _AFTER
+                i = end
+                continue
+            i += 1
+        return None
+
+    def _close(self) -> None:
+        self._closers.pop()
+        self._state = _AFTER if self._closers else _END

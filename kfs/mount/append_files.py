@@ -18,9 +18,17 @@ from storage import errors as serr
 from storage.protocols import PartitionLog
 
 from . import inodes
-from .append import AbandonedLineError, BatchFramer, LineFramer, PartialBatchError, json_records
+from .append import (
+    AbandonedLineError,
+    BatchFramer,
+    JsonLinePrefix,
+    LineFramer,
+    PartialBatchError,
+    json_records,
+)
 from .errors import InvalidBatchesError, errno_for, fail
 from .inodes import Kind
+from .last_error import stamped
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +66,16 @@ class AppendHandle:
     """One open ``append``/``append-keyed``/``append-batches``/``append.jsonl`` file: its own
     framer (lines, or record batches), writes serialized in order."""
 
-    __slots__ = ("log", "kind", "keyed", "framer", "lock", "max_line", "abandon_errno",
-                 "lines_seen", "stored_line", "stored_offset")
+    __slots__ = ("log", "kind", "keyed", "framer", "prefix", "lock", "max_line",
+                 "abandon_errno", "lines_seen", "stored_line", "stored_offset")
 
     def __init__(self, plog: PartitionLog, kind: Kind, max_line: int) -> None:
         self.log = plog
         self.kind = kind
         self.keyed = kind is Kind.APPEND_KEYED
         self.framer = BatchFramer(max_line) if kind is Kind.APPEND_BATCHES else LineFramer()
+        # append.jsonl: its partial line is refused at the write that makes it impossible
+        self.prefix = JsonLinePrefix() if kind is Kind.APPEND_JSONL else None
         self.lock = _FifoLock()  # requests are stored in the order they arrived
         self.max_line = max_line
         self.abandon_errno = errno.EIO  # what refused continuations of an abandoned line get
@@ -84,6 +94,10 @@ class AppendHandle:
         """What a refused write of ``lines`` lines (after ``lines_seen``; 0: a partial line)
         left, for the mount's log: the lines it held counted from the open, the last line and
         offset this open file stored, and where to resume."""
+        file = next(n for n, k in inodes.PARTITION_ENTRIES if k is self.kind).decode()
+        if self.kind is Kind.APPEND_BATCHES:  # (batches, not lines: no place to resume from)
+            return (f"{self.log.name}/{file}: write refused ({errno.errorcode.get(code, code)})"
+                    f"{detail}, nothing of it stored")
         first = self.lines_seen + 1
         held = f"line {first}" if lines <= 1 else f"lines {first}-{first + lines - 1}"
         if self.stored_offset < 0:
@@ -91,7 +105,6 @@ class AppendHandle:
         else:
             stored = (f"stored from this open file: up to line {self.stored_line}, the last "
                       f"stored offset {self.stored_offset}")
-        file = next(n for n, k in inodes.PARTITION_ENTRIES if k is self.kind).decode()
         return (f"{self.log.name}/{file}: write refused "
                 f"({errno.errorcode.get(code, code)}){detail}, nothing of it stored ({held}, counted "
                 f"from the open; each write() is all or nothing); {stored}; to resume, append "
@@ -99,10 +112,18 @@ class AppendHandle:
 
 
 class AppendFiles:
-    """Opens and writes the append files; ``key_separator`` splits ``append-keyed`` lines."""
+    """Opens and writes the append files; ``key_separator`` splits ``append-keyed`` lines.
+    Each partition's last refused write is kept for its ``user.kfs.last_error``
+    (``kfs.mount.last_error``): a shell ignores the error of a ``close()``, where a last line
+    without newline, or a partial batch, is refused."""
 
     def __init__(self, key_separator: bytes) -> None:
         self._sep = key_separator
+        self._last_errors: dict[str, bytes] = {}  # partition name -> user.kfs.last_error
+
+    def last_error(self, partition: str) -> bytes | None:
+        """The ``user.kfs.last_error`` of ``partition``: its last refused write, or None."""
+        return self._last_errors.get(partition)
 
     def open(self, plog: PartitionLog, kind: Kind) -> AppendHandle:
         """An append file of ``plog`` opened for writing. EIO when its end could not be read
@@ -129,14 +150,17 @@ class AppendFiles:
                 if handle.kind is not Kind.APPEND_BATCHES:
                     handle.lines_seen += bytes(buf).count(b"\n")
                 raise fail(handle.abandon_errno) from None
-            except ValueError:  # append-batches: a declared batch size that cannot be right
+            except ValueError as exc:  # append-batches: a header that cannot be a batch's
                 handle.abandon_errno = errno.EINVAL
+                self._refused(handle, errno.EINVAL, f": {exc}")
                 raise fail(errno.EINVAL) from None
             count = 0  # lines stored (the append counts them: no second pass over the bytes)
             try:
                 if handle.kind is not Kind.APPEND_BATCHES and framer.pending_len > handle.max_line:
                     # Refuse early: this line can never fit a batch, and must not fill memory.
                     raise serr.RecordTooLargeError(f"line longer than {handle.max_line} bytes")
+                if handle.prefix is not None:  # (before the write's lines: all or nothing)
+                    handle.prefix.feed(buf, handle.lines_seen + bytes(buf).count(b"\n") + 1)
                 if lines:
                     offsets = await self._store_soon(handle, lines)
                     count = len(offsets)
@@ -144,18 +168,37 @@ class AppendFiles:
                         handle.stored(offsets.start, count)
             except Exception as exc:
                 framer.abandon(buf)
+                if handle.prefix is not None:
+                    handle.prefix = JsonLinePrefix()  # (the rest of the line is refused anyway)
                 handle.abandon_errno = errno_for(exc)
                 if handle.kind is not Kind.APPEND_BATCHES:
                     count = bytes(lines).count(b"\n")
-                    detail = ""
-                    if isinstance(exc, serr.KeySeparatorMissingError):  # (counted in the write)
-                        detail = (f": line {handle.lines_seen + exc.line} has no key separator "
-                                  f"{self._sep!r}")
-                    log.warning("%s", handle.refusal(count, handle.abandon_errno, detail))
+                self._refused(handle, handle.abandon_errno, self._detail(handle, exc), count,
+                              exc)
                 raise fail(handle.abandon_errno) from None
             finally:
                 handle.lines_seen += count
         return len(buf)
+
+    def _detail(self, handle: AppendHandle, exc: Exception) -> str:
+        """What the refusal line says of why, where the errno alone would not."""
+        if isinstance(exc, serr.KeySeparatorMissingError):  # (counted in the write)
+            return f": line {handle.lines_seen + exc.line} has no key separator {self._sep!r}"
+        if handle.kind is Kind.APPEND_BATCHES:
+            return f": {exc}"
+        return ""
+
+    def _refused(self, handle: AppendHandle, code: int, detail: str = "", lines: int = 0,
+                 exc: Exception | None = None) -> None:
+        """Log a refused write of ``handle`` (``lines`` lines after ``lines_seen``) and keep it
+        as its partition's ``user.kfs.last_error``, where a shell user finds it (``kfs
+        last-error``)."""
+        text = handle.refusal(lines, code, detail)
+        log.warning("%s", text)
+        reason = str(exc) if exc is not None else ""
+        if reason and reason not in text:
+            text += f" (why: {reason})"
+        self._last_errors[handle.log.name] = stamped(text)
 
     async def _store_soon(self, handle: AppendHandle, lines) -> range:
         """Lines are appended on the trio thread when that only means writing into the page
@@ -196,15 +239,18 @@ class AppendFiles:
                 try:
                     handle.framer.finish()
                 except PartialBatchError as exc:
+                    self._refused(handle, errno.EINVAL, f": {exc}")
                     raise InvalidBatchesError(str(exc)) from None
                 return
             tail = handle.framer.finish()
+            if handle.prefix is not None:
+                handle.prefix = JsonLinePrefix()  # (the next write starts a line)
             if tail is not None:  # on failure the tail is dropped: never stored in pieces
                 try:
                     handle.stored((await self._store_soon(handle, tail + b"\n")).start, 1)
                 except Exception as exc:
                     code = errno_for(exc)
-                    log.warning("%s", handle.refusal(1, code))
+                    self._refused(handle, code, self._detail(handle, exc), 1, exc)
                     raise fail(code) from None
                 finally:
                     handle.lines_seen += 1

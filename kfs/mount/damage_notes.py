@@ -13,10 +13,12 @@ once, then only what is appended), so it is there from the mount on.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import weakref
 from typing import Any
 
+import trio
 from crc32c import crc32c
 
 from storage.damage import LogDamage, map_segment
@@ -30,6 +32,13 @@ log = logging.getLogger(__name__)
 DAMAGE_XATTR = b"user.kfs.damage"
 KFS_XATTR_PREFIX = b"user.kfs."
 _READ_ERRORS = (CorruptRecordError, InvalidRecordError)
+_OFFSET_NAMED = re.compile(r"\bat offset (\d+)\b")  # the codec's "Record batch at offset N"
+
+
+def _covers(damage: LogDamage, offset: int | None) -> bool:
+    """Whether ``offset`` is one of those ``damage`` costs."""
+    return offset is not None and damage.offset <= offset and (
+        damage.last_offset is None or offset <= damage.last_offset)
 
 
 class DamageNotes:
@@ -37,7 +46,9 @@ class DamageNotes:
     what the partition's ``user.kfs.damage`` tells."""
 
     def __init__(self) -> None:
-        self._found: dict[int, dict[str, None]] = {}  # pid -> texts, in the order found
+        # pid -> texts in the order found: a description's LogDamage, a read's bare error's
+        # offset (None: unknown)
+        self._found: dict[int, dict[str, LogDamage | int | None]] = {}
         # LogSegment -> (bytes of its .log checked, the offset expected after them)
         self._checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._checking = threading.Lock()
@@ -78,16 +89,50 @@ class DamageNotes:
                 self._checked[segment] = (size, mapped.next_offset)
         return found
 
-    def note(self, pid: int, name: str, damage: LogDamage | Exception) -> None:
+    async def note_read(self, pid: int, plog: PartitionLog, exc: Exception,
+                        offset: int | None = None) -> None:
+        """A read tripped over damage: note it as the check of the partition's unchecked
+        batches describes it (file, byte, the offsets lost), as ``user.kfs.damage`` told it
+        before the read; the read's bare error only when no check finds it (a batch whose CRC
+        holds but whose records cannot be decoded). ``offset``: the offset read, if known."""
+        for damage in await trio.to_thread.run_sync(self.unchecked_damage, plog):
+            self.note(pid, plog.name, damage)
+        self.note(pid, plog.name, exc, offset)  # (not news when described above)
+
+    def note(self, pid: int, name: str, damage: LogDamage | Exception,
+             offset: int | None = None) -> None:
+        """Remember and log ``damage`` of partition ``pid`` unless it is known: one
+        description per damage, whoever found it first. A read's bare error (``offset``: the
+        offset read, else the one the error names) of damage described with its place is not
+        news; a description of damage known only by a read's bare error takes that error's
+        place, and is logged (it says more)."""
         found = self._found.setdefault(pid, {})
         text = str(damage)
-        # (a read's bare error of damage already described, with its place, is not news)
-        known = text in found or (isinstance(damage, Exception)
-                                  and any(f": {text} (" in seen for seen in found))
-        if not known:
-            found[text] = None
-            log.error("%s: damaged: %s (reads of it give EIO; `kfs verify --repair` mends it)",
-                      name, text)
+        if text in found:
+            return
+        if isinstance(damage, LogDamage):
+            bare = {seen for seen, at in found.items() if not isinstance(at, LogDamage)
+                    and (f": {seen} (" in text or _covers(damage, at))}
+            if bare:  # it takes the place of the first bare error it describes; the others go
+                kept: dict[str, LogDamage | int | None] = {}
+                for seen, at in found.items():
+                    if seen not in bare:
+                        kept[seen] = at
+                    elif text not in kept:
+                        kept[text] = damage
+                self._found[pid] = kept
+            else:
+                found[text] = damage
+        else:
+            if offset is None:
+                match = _OFFSET_NAMED.search(text)
+                offset = int(match.group(1)) if match else None
+            if any(isinstance(at, LogDamage) and (f": {text} (" in seen or _covers(at, offset))
+                   for seen, at in found.items()):
+                return
+            found[text] = offset
+        log.error("%s: damaged: %s (reads of it give EIO; `kfs verify --repair` mends it)",
+                  name, text)
 
     def xattr(self, pid: int, plog: PartitionLog, writable: bool) -> bytes | None:
         """The ``user.kfs.damage`` value of partition ``pid``: what is wrong, or None."""

@@ -74,6 +74,7 @@ from .coordinator_tree import CoordinatorTree, ViewDirHandle
 from .damage_notes import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes
 from .errors import errno_for, fail, fuse_errors
 from .inodes import Kind
+from .last_error import LAST_ERROR_XATTR
 from .listings import DirHandle, Listings
 from .node_attributes import (  # noqa: F401 - the mount's timeouts, named here as ever
     DIR_TIMEOUT,
@@ -386,8 +387,8 @@ class KafkaFs(pyfuse3.Operations):
             try:
                 return await self._streams.read(handle, off, size)
             except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
-                name = handle.stream.log.name  # the reader reached damaged bytes: EIO
-                self._damage.note(self._partitions.ids.id_for(name), name, exc)
+                plog = handle.stream.log  # the reader reached damaged bytes: EIO
+                await self._damage.note_read(self._partitions.ids.id_for(plog.name), plog, exc)
                 raise
         return self._handle(fh, _RecordHandle).value[off:off + size]
 
@@ -437,13 +438,16 @@ class KafkaFs(pyfuse3.Operations):
             damage = self._damage.xattr(node.pid, plog, not self._read_only)
             if damage is not None:
                 attrs[DAMAGE_XATTR] = damage
+            last_error = self._appends.last_error(plog.name)
+            if last_error is not None:
+                attrs[LAST_ERROR_XATTR] = last_error
             return attrs
         return {}
 
     @fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: Any = None) -> bytes:
-        """A ``user.kafka.*`` (or ``user.kfs.damage``) attribute; ENOATTR when the node does
-        not have it. Other names (``ls -l`` asks every file for ``security.*`` and
+        """A ``user.kafka.*`` (or ``user.kfs.damage``, ``user.kfs.last_error``) attribute;
+        ENOATTR when the node does not have it. Other names (``ls -l`` asks every file for ``security.*`` and
         ``system.posix_acl_*``) are answered without resolving the record.
 
         Before a partition's ``user.kfs.damage`` is told, its batches not checked yet are

@@ -89,7 +89,7 @@ class RecordFiles:
         try:
             record = await cached_first(plog.reader.read, offset, self._isolation)
         except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
-            self._damage.note(pid, plog.name, exc)
+            await self._damage.note_read(pid, plog, exc, offset)
             raise
         if record is None:
             past_damage = plog.damage is not None and offset >= plog.damage.offset

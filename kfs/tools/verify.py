@@ -133,6 +133,9 @@ class Problem:
     position: int | None
     what: str
     directory: str | None = None
+    # the state an unclean shutdown leaves in a segment Kafka's loader recovers at the next
+    # start (an active segment's preallocated indexes): said, but not damage
+    recovered: bool = False
 
     def __str__(self) -> str:
         where = self.directory or self.partition
@@ -199,8 +202,9 @@ class PartitionFiles:
         """The size of the segments' ``.log`` files (what the progress bar counts)."""
         raise NotImplementedError
 
-    def problem(self, file: str, position: int | None, what: str) -> Problem:
-        return Problem(self.partition, file, position, what, self.directory)
+    def problem(self, file: str, position: int | None, what: str,
+                recovered: bool = False) -> Problem:
+        return Problem(self.partition, file, position, what, self.directory, recovered)
 
     def audit(self, segment: SegmentFiles, scan: _LogScan) -> Iterator[Problem]:
         """Problems of a ``.log`` just scanned beyond its bytes' own (what a record of its
@@ -344,18 +348,20 @@ def log_bytes(partitions: Iterable[Path | PartitionFiles]) -> int:
 
 def verify_partitions(partitions: Sequence[Path | PartitionFiles],
                       on_bytes: Callable[[int], None] = lambda n: None,
-                      in_use: bool = False) -> Iterator[Problem | VerifyStats]:
+                      in_use: bool = False, unclean: bool = False
+                      ) -> Iterator[Problem | VerifyStats]:
     """Problems of every partition in order, then the VerifyStats of the whole run.
     ``on_bytes(n)`` is called as .log bytes are checked. ``in_use``: a writer (a kfs mount,
-    a broker) holds the directory: see :func:`verify_partition`. A partition with a remote
-    tier (``kfs.tools.verify_remote.Tiers``) is checked by its own ``verify``."""
+    a broker) holds the directory; ``unclean``: it was not shut down cleanly (see
+    :func:`verify_partition`). A partition with a remote tier
+    (``kfs.tools.verify_remote.Tiers``) is checked by its own ``verify``."""
     stats = VerifyStats()
     for partition in partitions:
         stats.partitions += 1
         if hasattr(partition, "verify"):
             yield from partition.verify(stats, on_bytes, in_use)
         else:
-            yield from verify_partition(partition, stats, on_bytes, in_use)
+            yield from verify_partition(partition, stats, on_bytes, in_use, unclean)
     yield stats
 
 
@@ -364,12 +370,21 @@ def verify_partitions(partitions: Sequence[Path | PartitionFiles],
 
 def verify_partition(partition: Path | PartitionFiles, stats: VerifyStats | None = None,
                      on_bytes: Callable[[int], None] = lambda n: None,
-                     in_use: bool = False) -> Generator[Problem, None, int | None]:
+                     in_use: bool = False, unclean: bool = False
+                     ) -> Generator[Problem, None, int | None]:
     """Every problem of one partition (a local directory, or ``PartitionFiles`` wherever they
     are), segment by segment (read-only); returns the offset after its last batch (None when
     it has none). ``in_use``: a running writer holds the directory, so its active segment is
     checked as Kafka checks a running log: indexes preallocated (zero-filled past their
-    entries) and a batch still being written at the end of the ``.log`` are not problems."""
+    entries) and a batch still being written at the end of the ``.log`` are not problems.
+
+    ``unclean``: the directory was not shut down cleanly (no ``.kafka_cleanshutdown``) and
+    nobody holds it. Kafka's loader then recovers every segment from the recovery point on,
+    the active one always among them (``LogLoader.recoverLog``: ``recoverSegment`` rebuilds
+    their indexes), as the next mount does, so the state a writer stopped mid-segment leaves
+    in the active segment's indexes (zero-filled preallocated slots, a time index without the
+    segment's largest timestamp: a rolled segment's are trimmed and final) is yielded with
+    ``recovered`` set: said, not damage."""
     files = _as_files(partition)
     stats = stats if stats is not None else VerifyStats()
     try:
@@ -387,7 +402,8 @@ def verify_partition(partition: Path | PartitionFiles, stats: VerifyStats | None
                                 f"are in no segment (the segment before ends at offset "
                                 f"{previous_end - 1})")
         scan = _LogScan(files, segment, previous_end, on_bytes,
-                        active=in_use and segment is segments[-1])
+                        active=in_use and segment is segments[-1],
+                        recovered=unclean and segment is segments[-1])
         try:
             yield from scan.run()
         except files.read_errors as e:
@@ -405,11 +421,13 @@ class _LogScan:
     here, one by one)."""
 
     def __init__(self, files: PartitionFiles, segment: SegmentFiles, previous_end: int | None,
-                 on_bytes: Callable[[int], None], active: bool = False) -> None:
+                 on_bytes: Callable[[int], None], active: bool = False,
+                 recovered: bool = False) -> None:
         self.files = files
         self.segment = segment
         self.partition = files.partition
         self.active = active  # the segment a running writer appends to
+        self.recovered = recovered  # one the loader recovers at the next start (unclean)
         self.base = segment.base
         self.file = segment.name(LOG_SUFFIX)
         self.previous_end = previous_end
@@ -428,8 +446,9 @@ class _LogScan:
         """The end of the last whole batch read."""
         return self.batches.valid_end
 
-    def problem(self, position: int | None, what: str, kind: str = LOG_SUFFIX) -> Problem:
-        return self.files.problem(self.segment.name(kind), position, what)
+    def problem(self, position: int | None, what: str, kind: str = LOG_SUFFIX,
+                recovered: bool = False) -> Problem:
+        return self.files.problem(self.segment.name(kind), position, what, recovered)
 
     def run(self) -> Iterator[Problem]:
         """The .log's problems, then its indexes'."""
@@ -521,7 +540,7 @@ def _check_offset_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem
     except ValueError as e:
         yield scan.problem(None, str(e), INDEX_SUFFIX)
     if (tail := _zero_tail(index, "index", scan.active)) is not None:
-        yield scan.problem(index.entries * 8, tail, INDEX_SUFFIX)
+        yield scan.problem(index.entries * 8, tail, INDEX_SUFFIX, scan.recovered)
     beyond = None
     for slot, what in scan.batches.check_offset_index(index.raw_entries(), scan.readable):
         if what == "beyond":
@@ -548,7 +567,7 @@ def _check_time_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
     except ValueError as e:
         yield scan.problem(None, str(e), TIME_INDEX_SUFFIX)
     if (tail := _zero_tail(index, "time index", scan.active)) is not None:
-        yield scan.problem(index.entries * 12, tail, TIME_INDEX_SUFFIX)
+        yield scan.problem(index.entries * 12, tail, TIME_INDEX_SUFFIX, scan.recovered)
     for slot, what in scan.batches.check_time_index(index.raw_entries(), scan.readable):
         timestamp, offset = index.entry(slot)
         yield scan.problem(slot * 12, f"entry (timestamp {timestamp}, offset {offset}): {what}",
@@ -562,7 +581,7 @@ def _check_time_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
             yield scan.problem(None, f"{what}, but the segment's largest timestamp is "
                                      f"{largest[0]} (at offset {largest[1]}): Kafka takes it "
                                      "from the last entry (retention, ListOffsets)",
-                               TIME_INDEX_SUFFIX)
+                               TIME_INDEX_SUFFIX, scan.recovered)
 
 
 def _check_snapshot(files, name: str) -> Iterator[Problem]:
@@ -987,24 +1006,48 @@ def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) 
         out.write(f"{Path(local_dir)} is in use (a kfs mount or a Kafka broker holds its "
                   ".lock): its active segments are checked as Kafka checks a running log "
                   "(preallocated indexes and a batch being written are not problems)\n")
+    unclean = not in_use and bool(partitions) and _unclean(local_dir)
     total = log_bytes(partitions)
     show = progress if progress is not None else (sys.stderr.isatty() or total > PROGRESS_BYTES)
     problems = []
     started = time.monotonic()
+    recovered = 0
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="verify",
               disable=not show, file=sys.stderr, leave=False) as bar:
-        for item in verify_partitions(partitions, bar.update, in_use):
+        for item in verify_partitions(partitions, bar.update, in_use, unclean):
             if isinstance(item, VerifyStats):
                 stats = item
                 continue
-            problems.append(item)
-            if show:
-                tqdm.write(str(item), file=out)
+            if item.recovered:
+                if not recovered:
+                    out.write(f"{Path(local_dir)} was not shut down cleanly (no "
+                              ".kafka_cleanshutdown: its writer was killed or crashed); the next "
+                              "mount or broker start recovers its active segments, as Kafka's "
+                              "loader does (their indexes rebuilt): what that recovery mends is "
+                              "marked [recovered at the next start], not a problem\n")
+                recovered += 1
+                text = f"{item} [recovered at the next start]"
             else:
-                out.write(f"{item}\n")
+                problems.append(item)
+                text = str(item)
+            if show:
+                tqdm.write(text, file=out)
+            else:
+                out.write(f"{text}\n")
     seconds = time.monotonic() - started
+    summary = count(len(problems), 'problem') if problems else 'no problems'
+    if recovered:
+        summary += (f" ({count(recovered, 'finding')} marked [recovered at the next start]: "
+                    "an uncleanly closed log's state, not damage)")
     out.write(f"{count(stats.partitions, 'partition')}, {count(stats.segments, 'segment')}, "
-              f"{count(stats.bytes, 'byte')} checked in {seconds:.1f} s: "
-              f"{count(len(problems), 'problem') if problems else 'no problems'}\n")
+              f"{count(stats.bytes, 'byte')} checked in {seconds:.1f} s: {summary}\n")
     out.flush()
     return problems
+
+
+def _unclean(local_dir) -> bool:
+    """Whether the local log directory ``local_dir`` was not shut down cleanly (no
+    ``.kafka_cleanshutdown``: its writer was killed or crashed)."""
+    from storage.log_files import CLEAN_SHUTDOWN_FILE
+
+    return local_dir is not None and not (Path(local_dir) / CLEAN_SHUTDOWN_FILE).exists()

@@ -245,6 +245,24 @@ def test_user_kfs_damage_is_there_from_the_mount_on(mount, tmp_path, mode):
     assert os.getxattr(m.path / "plain-0", "user.kfs.damage").decode() == damage
 
 
+@needs_fixtures
+@pytest.mark.parametrize("first_read", ["by-offset/8", "by-offset/20"])
+def test_user_kfs_damage_is_one_description_whoever_found_it_first(mount, tmp_path, first_read):
+    """Issue 37, item 8: a read that trips over the damage before anyone asked for
+    ``user.kfs.damage`` leaves the same description the attribute gives otherwise (file, byte,
+    the offsets lost), not the read's bare error, and counts it once (as ``kfs verify``)."""
+    backing = copy_partitions(tmp_path / "data", "plain-0")
+    flip_bit(backing / "plain-0" / FIRST, 1032 + 100)  # the batch at offsets 8-25
+    m = mount(backing, "--read-only")
+    status, _, err = cat_digest(m.path / "plain-0" / first_read)
+    assert status == 1 and "Input/output error" in err
+    damage = os.getxattr(m.path / "plain-0", "user.kfs.damage").decode()
+    assert damage.startswith(f"{FIRST}:1032: Record batch at offset 8 is corrupt"), damage
+    assert damage.endswith("(offsets 8-25 cannot be read; those after them can)"), damage
+    assert m.log_text().count("plain-0: damaged: ") == 1, m.log_text()
+    assert f"plain-0: damaged: {damage} (reads of it give EIO" in m.log_text()
+
+
 def test_a_read_only_mount_of_a_crashed_partition_says_its_damage_at_once(mount, tmp_path):
     """Issue 25, item 2: two appends, an unclean stop, the 5th byte from the end flipped, a
     read-only mount (which recovers nothing): ``user.kfs.damage`` names the corrupt batch

@@ -1,12 +1,14 @@
 """Unit tests of kfs.mount.append: lines and keys out of write() chunks (no FUSE, no disk)."""
 
+import json
 import random
 
 import pytest
 
 from helpers.records import EXAMPLE_2_7, EXAMPLE_2_8
-from kfs.mount.append import (AbandonedLineError, BatchFramer, InvalidJsonLineError, LineFramer,
-                              PartialBatchError, json_records, parse_separator)
+from kfs.mount.append import (AbandonedLineError, BatchFramer, InvalidJsonLineError,
+                              JsonLinePrefix, LineFramer, PartialBatchError, json_records,
+                              parse_separator)
 
 
 def lines_of(fed) -> list[bytes]:
@@ -238,9 +240,85 @@ def test_batch_framer_refuses_an_impossible_size_from_its_12_bytes():
         framer.feed(EXAMPLE_2_8[:12])  # 8 bytes longer
 
 
+def test_batch_framer_refuses_a_header_that_cannot_be_a_producers_batch_at_its_magic():
+    """The magic (byte 16) of a producer's batch is 2, and its batchLength holds a v2 header:
+    known from the write that brings byte 16, not at close."""
+    framer = BatchFramer(1 << 20)
+    assert framer.feed(EXAMPLE_2_7[:16]) == b""
+    with pytest.raises(ValueError, match="magic 1 at byte 16: not a v2 record batch"):
+        framer.feed(b"\x01")
+    framer = BatchFramer(1 << 20)
+    with pytest.raises(ValueError, match="batchLength 40 at byte 8 is shorter than a v2"):
+        framer.feed(bytes(8) + (40).to_bytes(4, "big") + bytes(4) + b"\x02")
+    framer = BatchFramer(1 << 20)  # a whole batch, then the next one's bad magic
+    with pytest.raises(ValueError, match=f"magic 0 at byte {len(EXAMPLE_2_7) + 16}"):
+        framer.feed(EXAMPLE_2_7 + EXAMPLE_2_7[:16] + b"\x00")
+
+
 def test_batch_framer_finish_refuses_a_partial_batch():
     framer = BatchFramer(1 << 20)
     assert framer.feed(EXAMPLE_2_7 + EXAMPLE_2_8[:16]) == EXAMPLE_2_7
     assert framer.pending_len == 16
     with pytest.raises(PartialBatchError):
         framer.finish()
+
+
+# -- append.jsonl: a partial line refused once it cannot become a JSON object -----------------
+
+
+def _random_value(rng, depth=0):
+    roll = rng.random()
+    if depth > 3 or roll < 0.3:
+        return rng.choice([None, True, False, 0, -1, 12.5e-7, 1e300, -0.0, 'q"\\\u2028\x01x', "",
+                           float("nan"), float("-inf"), 123456789])
+    if roll < 0.65:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(["a", 'b"', "\u00e9", ""]): _random_value(rng, depth + 1)
+            for _ in range(rng.randint(0, 3))}
+
+
+def test_json_prefix_takes_every_prefix_of_an_object_in_any_chunking():
+    """Never a false refusal: every prefix of a line Python's json parses as an object (any
+    spacing, escapes, numbers, NaN), fed in random chunks, is taken."""
+    rng = random.Random(11)
+    for _ in range(400):
+        obj = {"payload": _random_value(rng), "k": _random_value(rng)}
+        line = b" " + json.dumps(obj, ensure_ascii=rng.random() < 0.5,
+                                 separators=rng.choice([None, (",", ":"), (" , ", " : ")])
+                                 ).encode() + b" "
+        for cut in range(len(line) + 1):
+            prefix, at = JsonLinePrefix(), 0
+            while at < cut:
+                n = rng.randint(1, 7)
+                prefix.feed(line[at:min(at + n, cut)], 1)
+                at += n
+
+
+@pytest.mark.parametrize("chunks, where", [
+    ([b"{bad"], b"'bad' at byte 2 "),
+    ([b'{"a": tr', b"ux"], b"'trux' at byte 7 "),
+    ([b'{"a": 1.e'], b"'1.e' at byte 7 "),
+    ([b'{"a": 01'], b"'01' at byte 7 "),
+    ([b'{"a":"x\\', b"q"], b"'\\\\q' at byte 8 "),
+    ([b"[1]"], b"'[1]' at byte 1 "),  # a line is one object
+    ([b'{"a" 1'], b"'1' at byte 6 "),
+    ([b'{"a":1,}'], b"'}' at byte 8 "),
+    ([b"{} x"], b"'x' at byte 4 "),
+    ([b'{"a":"\x01'], b"'\\x01' at byte 7 "),
+    ([b'{"payload":"ok"}\n{"payload":"ok"}\n', b"  {,"], b"',' at byte 4 "),
+])
+def test_json_prefix_refuses_the_first_byte_no_continuation_makes_valid(chunks, where):
+    prefix = JsonLinePrefix()
+    with pytest.raises(InvalidJsonLineError) as info:
+        for chunk in chunks:
+            prefix.feed(chunk, 3)
+    assert str(info.value).startswith("line 3: not JSON (b")
+    assert where.decode() in str(info.value), str(info.value)
+    prefix.feed(b"\n{", 4)  # a newline starts a new line
+
+
+def test_json_prefix_checks_only_the_partial_line_after_a_chunks_last_newline():
+    prefix = JsonLinePrefix()
+    prefix.feed(b"{not checked here: json_records parses whole lines}\n{\"a\"", 2)
+    with pytest.raises(InvalidJsonLineError):
+        prefix.feed(b"}", 2)
