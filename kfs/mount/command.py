@@ -10,8 +10,8 @@ import errno
 import os
 import subprocess
 import sys
-import time
 
+from storage.clock import SYSTEM_CLOCK
 from storage.isolation import IsolationLevel
 from storage.location import Location
 
@@ -136,9 +136,9 @@ def _checked_paths(args: argparse.Namespace) -> tuple[str, str]:
 def _wait_for(pids: list[int], timeout_s: float) -> list[int]:
     """Wait until every process of ``pids`` has exited (at most ``timeout_s``); the ones still
     running."""
-    deadline = time.monotonic() + timeout_s
-    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
-        time.sleep(_POLL_S)
+    deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+    while (left := [p for p in pids if alive(p)]) and SYSTEM_CLOCK.monotonic() < deadline:
+        SYSTEM_CLOCK.sleep(_POLL_S)
     return left
 
 

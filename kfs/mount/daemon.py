@@ -18,11 +18,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Callable
 
 from kfs.args import CliError, store_options
 from kfs.mount_table import fsname_for
+from storage.clock import SYSTEM_CLOCK
 from storage.isolation import IsolationLevel
 from storage.location import Location
 from storage.log_retention import describe_retention_plan
@@ -167,10 +167,10 @@ def launch_background(backing: str, mountpoint: str, args: argparse.Namespace) -
 
 def _read_until_eof(fd: int, timeout: float) -> bytes | None:
     """All bytes from ``fd`` until EOF, or None on timeout."""
-    deadline = time.monotonic() + timeout
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
     chunks = []
     while True:
-        remaining = deadline - time.monotonic()
+        remaining = deadline - SYSTEM_CLOCK.monotonic()
         if remaining <= 0:
             return None
         readable, _, _ = select.select([fd], [], [], remaining)

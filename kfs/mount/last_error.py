@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import time
+import datetime
 from pathlib import Path
+
+from storage.clock import SYSTEM_CLOCK
 
 from kfs.args import CliError
 
@@ -25,8 +27,8 @@ _PARTITION_XATTR = b"user.kafka.logEndOffset"  # what only a mount's partition d
 def stamped(text: str) -> bytes:
     """``text`` after the UTC time it happened (ISO-8601, milliseconds), as the xattr holds
     it."""
-    now = time.time()
-    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    now = datetime.datetime.fromtimestamp(SYSTEM_CLOCK.milliseconds() / 1000, datetime.timezone.utc)
+    when = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return f"{when} {text}".encode("utf-8", "replace")
 
 

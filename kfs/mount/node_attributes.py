@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 
 import pyfuse3
 
+from storage.clock import SYSTEM_CLOCK
 from storage.records import Record
 
 from . import inodes
@@ -46,7 +46,7 @@ class NodeAttributes:
         self.record_timeout = FOLLOW_INTERVAL_S if read_only else RECORD_TIMEOUT
         self._uid = os.getuid()
         self._gid = os.getgid()
-        self._mount_ns = time.time_ns()
+        self._mount_ns = SYSTEM_CLOCK.milliseconds() * 1_000_000
 
     def attr(self, ino: int, mode: int, timeout: float, size: int = 0,
              mtime_ns: int | None = None) -> pyfuse3.EntryAttributes:

@@ -36,12 +36,12 @@ import bisect
 import contextlib
 import itertools
 import threading
-import time
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from storage.clock import SYSTEM_CLOCK
 from storage.config import LogConfig
 from storage.damage import LogDamage
 from storage.errors import CorruptRecordError, InvalidRecordError
@@ -256,7 +256,7 @@ class LogStream:
             if self.closed:
                 return False
             start, text_start = index.file_position, index.text_size
-            time.sleep(0)  # let other threads have the GIL between chunks (an event loop)
+            SYSTEM_CLOCK.sleep(0)  # let other threads have the GIL between chunks (an event loop)
             try:
                 chunk, consumed, first = self._decode(segment, start, CHUNK_LOG_BYTES, end)
             except (CorruptRecordError, InvalidRecordError) as exc:

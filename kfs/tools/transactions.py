@@ -18,12 +18,11 @@ nobody mounts, or for a look beside a mount.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from storage.directory import open_log_directory
 from storage.clock import SYSTEM_CLOCK
+from storage.directory import open_log_directory
 from storage.errors import LogDirLockedError
 from storage.producer_state import OpenTransaction
 from storage.records.control import ControlRecordType, build_control_batch
@@ -65,7 +64,7 @@ def row(topic: str, partition: int, txn: OpenTransaction) -> list[str]:
 def hanging(found, max_timeout_min: int, now_ms: int | None = None) -> list[list[str]]:
     """Rows of the transactions whose producer's last timestamp is more than
     ``max_timeout_min`` minutes before ``now_ms``, with their Duration(min)."""
-    now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    now_ms = SYSTEM_CLOCK.milliseconds() if now_ms is None else now_ms
     out = []
     for topic, partition, txn in found:
         idle_min = (now_ms - txn.last_timestamp) // 60_000

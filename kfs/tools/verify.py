@@ -36,7 +36,6 @@ import functools
 import hashlib
 import os
 import sys
-import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -72,6 +71,8 @@ from storage.log_reader import LogReader
 from storage.segment import LogSegment, SegmentScan
 from storage.topic_partition import parse_partition_dir_name
 from storage.transaction_index import AbortedTxn
+
+from storage.clock import SYSTEM_CLOCK
 
 from kfs.args import (
     add_store_arguments,
@@ -1010,7 +1011,7 @@ def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) 
     total = log_bytes(partitions)
     show = progress if progress is not None else (sys.stderr.isatty() or total > PROGRESS_BYTES)
     problems = []
-    started = time.monotonic()
+    started = SYSTEM_CLOCK.monotonic()
     recovered = 0
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="verify",
               disable=not show, file=sys.stderr, leave=False) as bar:
@@ -1034,7 +1035,7 @@ def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) 
                 tqdm.write(text, file=out)
             else:
                 out.write(f"{text}\n")
-    seconds = time.monotonic() - started
+    seconds = SYSTEM_CLOCK.monotonic() - started
     summary = count(len(problems), 'problem') if problems else 'no problems'
     if recovered:
         summary += (f" ({count(recovered, 'finding')} marked [recovered at the next start]: "

@@ -44,3 +44,12 @@ def test_the_engine_imports_no_program():
     found = {f"{p.relative_to(REPO)}: {name}" for p in sorted((REPO / "storage").rglob("*.py"))
              for name in imported(p) if within(name, ("kfs",))}
     assert not found
+
+
+def test_only_the_clock_reads_time_or_sleeps():
+    """Kafka's ``Time``: ``storage.clock`` gives milliseconds, monotonic time and sleep, and is
+    injected; nothing else in kfs imports ``time`` (so a fixed clock holds a whole run)."""
+    found = {str(p.relative_to(REPO)) for root in ("storage", "kfs")
+             for p in sorted((REPO / root).rglob("*.py"))
+             if any(within(name, ("time",)) for name in imported(p))}
+    assert found == {"storage/clock.py"}
