@@ -3,7 +3,8 @@
 #   scripts/model-soak.sh [MINUTES]      (default 10)
 #
 # Runs it again and again, KFS_MODEL_EXAMPLES examples per run (default 20; KFS_MODEL_STEPS
-# steps each, default 30), each run with a fresh random seed, until MINUTES have passed (the
+# steps each, default 30), each run with a fresh random seed (KFS_MODEL_RANDOM=1; the suite's
+# own run is derandomized), until MINUTES have passed (the
 # run under way then finishes). Stops at the first failure: hypothesis keeps the failing example
 # in .hypothesis/, so the next plain `pytest tests/mount/test_mount_model.py` replays it first. Logs in
 # build/model-soak/. Exits 1 on a failure.
@@ -23,7 +24,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
   log="$logs/run-$runs.log"
   start=$(date +%s)
   # --timeout=0: a run takes longer than the suite's per-test limit
-  if ! KFS_MODEL_EXAMPLES="$examples" .venv/bin/python -m pytest tests/mount/test_mount_model.py -q \
+  if ! KFS_MODEL_RANDOM=1 KFS_MODEL_EXAMPLES="$examples" .venv/bin/python -m pytest tests/mount/test_mount_model.py -q \
       --timeout=0 -p no:cacheprovider --hypothesis-show-statistics >"$log" 2>&1; then
     tail -n 80 "$log"
     echo "model-soak: run $runs FAILED after $(( ($(date +%s) - began) / 60 )) min (log: $log)" >&2

@@ -223,7 +223,21 @@ class LogStream:
 
     def refresh(self) -> None:
         """Index every segment up to the log's visible end (the new batches only, for segments
-        indexed before). Stops early, leaving the rest for later, once :attr:`closed`."""
+        indexed before). Stops early, leaving the rest for later, once :attr:`closed`.
+
+        Retention, the cleaner or a truncation may replace the segments while they are read
+        (a deleted segment's file is closed at once with ``file.delete.delay.ms`` 0): an error
+        reading a segment once the log's segments changed starts the index over from the log
+        as it is then; the same error with the segments unchanged is raised."""
+        while True:
+            version = self.log.segments.version
+            try:
+                return self._refresh()
+            except (OSError, ValueError):
+                if self.log.segments.version == version:
+                    raise
+
+    def _refresh(self) -> None:
         with self._build_lock:
             version, end = self.log.segments.version, self._visible_end()
             segments = self.log.segments.all()
@@ -528,7 +542,19 @@ class LogStream:
         """Up to ``size`` bytes of the stream from ``offset``, at byte ``position`` (short at
         the indexed end; empty past it): a view of the rendered chunk when one holds them.
         ``nowait=True`` (for event loops) raises BlockingIOError instead of rendering a chunk
-        (reading the disk)."""
+        (reading the disk). A segment replaced while it is rendered (see :meth:`refresh`):
+        the stream is indexed anew and read again."""
+        while True:
+            version = self.log.segments.version
+            try:
+                return self._read(offset, position, size, nowait)
+            except (OSError, ValueError) as exc:
+                if isinstance(exc, BlockingIOError) or self.log.segments.version == version:
+                    raise
+            self.refresh()
+
+    def _read(self, offset: int, position: int, size: int, nowait: bool
+              ) -> bytes | memoryview:
         layout = self._layout()
         start = self.start_offset(offset)
         here = self._start(start, layout, nowait) + position

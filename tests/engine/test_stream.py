@@ -279,3 +279,49 @@ def test_what_streams_and_readers_keep_is_bounded_however_many_partitions_were_r
         assert 0 < log_reader.DECODED_BATCHES._bytes < before
     finally:
         manager.close()
+
+
+def test_retention_deleting_a_segment_while_it_is_indexed_is_no_error(tmp_path, monkeypatch):
+    """Issue 37 item 6 (``open()`` of ``values`` failing with EBADF after retention): the
+    stream indexes segments in a worker thread while retention deletes (and, with
+    ``file.delete.delay.ms`` 0, closes) the one it reads. The index is made anew from the log
+    as it is then, not failed with the closed file's error."""
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    log = txn_log(tmp_path / "t-0", segment_bytes=4096, file_delete_delay_ms=0)
+    stream = LogStream(log, StreamFormat.VALUES)
+    decode, raced = stream._decode, []
+
+    def racing_retention(segment, *args):
+        if not raced:  # the first chunk read: retention deletes that very segment meanwhile
+            raced.append(log._delete_segments(log.segments.all()[:2]))
+        return decode(segment, *args)
+
+    monkeypatch.setattr(stream, "_decode", racing_retention)
+    stream.refresh()
+    assert raced == [2]
+    want = naive(log, StreamFormat.VALUES, log.log_start_offset, IsolationLevel.READ_UNCOMMITTED)
+    assert stream.read(0, 0, len(want) + 1) == want
+    log.close()
+
+
+def test_retention_deleting_a_segment_while_it_is_rendered_for_a_read_is_no_error(
+        tmp_path, monkeypatch):
+    """The same race in a read: the chunk a reader asked for is rendered from a segment
+    retention deletes meanwhile. The reader gets the stream as the log now is."""
+    log, stream, _ = small_chunks(tmp_path, monkeypatch, RENDERED_CHUNKS_KEPT=1)
+    decode, raced = stream._decode, []
+
+    def racing_retention(segment, *args):
+        if not raced:
+            raced.append(log._delete_segments(log.segments.all()[:2]))
+            for gone in list(log._pending_deletes):  # (file.delete.delay.ms passed: closed)
+                gone[1].delete()
+            log._pending_deletes.clear()
+        return decode(segment, *args)
+
+    monkeypatch.setattr(stream, "_decode", racing_retention)
+    got = stream.read(0, 0, 1 << 20)
+    assert raced == [2]
+    assert got == naive(log, StreamFormat.VALUES, log.log_start_offset,
+                        IsolationLevel.READ_UNCOMMITTED)
+    log.close()
