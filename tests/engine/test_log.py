@@ -369,7 +369,7 @@ def test_failed_write_truncates_back(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0", batch_size=200)
     log.append([b"keep"])
     size = log.segments.size_in_bytes
-    from storage import segment as segment_module
+    from storage import disk_calls
 
     calls = {"n": 0}
     real_pwrite = os.pwrite
@@ -380,7 +380,7 @@ def test_failed_write_truncates_back(tmp_path, monkeypatch):
         real_pwrite(fd, data[:len(data) // 2], pos)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(segment_module.os, "pwritev", failing_pwritev)
+    monkeypatch.setattr(disk_calls, "pwritev", failing_pwritev)
     with pytest.raises(OSError) as err:
         log.append([b"z" * 150] * 5)  # several batches; the write fails half-way
     assert err.value.errno == 28
@@ -867,7 +867,7 @@ def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path)
 
 
 def test_short_writes_are_continued(tmp_path, monkeypatch):
-    from storage import segment as segment_module
+    from storage import disk_calls
     real_pwritev = os.pwritev
 
     def short_pwritev(fd, buffers, pos):  # the kernel may write less than asked
@@ -875,7 +875,7 @@ def test_short_writes_are_continued(tmp_path, monkeypatch):
         return real_pwritev(fd, [data], pos)
 
     log = open_log(tmp_path / "t-0", batch_size=1000)
-    monkeypatch.setattr(segment_module.os, "pwritev", short_pwritev)
+    monkeypatch.setattr(disk_calls, "pwritev", short_pwritev)
     lines = [b"line %d " % i + b"x" * (i % 50) for i in range(300)]
     assert log.append_lines(b"".join(line + b"\n" for line in lines)) == range(len(lines))
     monkeypatch.undo()
