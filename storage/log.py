@@ -12,6 +12,7 @@ import errno
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from crc32c import crc32c
@@ -28,6 +29,7 @@ from storage.errors import (
     LogCleaningAbortedError,
     KeylessRecordError,
     KeySeparatorMissingError,
+    OfflineLogError,
     ReadOnlyLogError,
     RecordTooLargeError,
 )
@@ -99,6 +101,8 @@ class Log:
                                  quarantine=quarantine, salvage=salvage, clock=clock)
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
+        # why an I/O error took the log offline for writes (None: online); see _go_offline
+        self.offline: str | None = None
         # what opening cut, one line each: recovery's cuts, a salvage before it (LogManager)
         self.salvaged: list[str] = list(loaded.cuts)
         self.segments = LogSegments(self.dir, config, clock, loaded.segments)
@@ -224,6 +228,9 @@ class Log:
             self._lock.release()
 
     def _check_writable(self) -> None:
+        if self.offline is not None:
+            raise OfflineLogError(f"{self.name} is offline for writes after an I/O error "
+                                  f"({self.offline}) until the next mount recovers it")
         if self.damage is not None:
             raise DamagedLogError(f"{self.name} is damaged ({self.damage}): appends are refused "
                                   "until `kfs verify --repair`")
@@ -272,15 +279,41 @@ class Log:
         end = appends[-1][1] + 1
         if nowait and end - self.recovery_point >= self.config.flush_messages:
             raise BlockingIOError(errno.EAGAIN, f"{self.name} would flush")
-        try:
+        with self._all_or_nothing(first):
             self._append_each(appends, nowait)
+            self._after_append(first, end)
+        return first
+
+    @contextmanager
+    def _all_or_nothing(self, first: int):
+        """Take an append that raises back to ``first`` (the log end offset before it; the
+        lock held): bytes may be on disk before an index, companion file or fsync failed. An
+        OSError (the disk's EIO, ENOSPC...) also takes the log offline for writes (Kafka's
+        ``LogDirFailureChannel``; PostgreSQL likewise stops trusting a file whose fsync
+        failed): whatever the failed call left behind, no later append builds on it."""
+        try:
+            yield
         except BlockingIOError:
             raise  # nothing written
-        except BaseException:
-            self.truncate_to(first)  # bytes may be on disk before an index write failed
+        except OSError as exc:
+            self._go_offline(exc)
+            try:
+                self.truncate_to(first)
+            except OSError as again:  # the .log is cut first: what stays is the log's own
+                log.error("%s: taking the failed append back: %s", self.name, again)
             raise
-        self._after_append(first, end)
-        return first
+        except BaseException:
+            self.truncate_to(first)
+            raise
+
+    def _go_offline(self, exc: OSError) -> None:
+        """Refuse every later write (OfflineLogError, EIO) after ``exc``, said once in the log
+        (Kafka's ``LogDirFailureChannel.maybeAddOfflineLogDir``); reads go on. The next open
+        recovers the log from its recovery point (no clean-shutdown marker is written)."""
+        if self.offline is None:
+            self.offline = str(exc)
+            log.error("%s is offline for writes until the next mount recovers it (reads go "
+                      "on): %s", self.name, exc)
 
     def _append_each(self, appends: list[tuple[bytes, int, int, int]],
                      nowait: bool = False) -> None:
@@ -397,17 +430,14 @@ class Log:
         its own roll check, so the segments break between batches where the broker's do, and
         the producer snapshot of a roll holds the batches before it. Published once, all or
         nothing (the log is truncated back to ``first`` on error)."""
-        try:
+        with self._all_or_nothing(first):  # (truncate_to reloads the producer state too)
             for batch in headers:
                 last, end = batch.last_offset, batch.position + batch.size_in_bytes
                 self._append_chunk(memoryview(buf)[batch.position:end], batch.base_offset, last,
                                    batch.max_timestamp, last)
                 self.producer_state.apply(self.producer_state.analyze([batch], origin),
                                           self.segments.active.txn_index)
-        except BaseException:
-            self.truncate_to(first)  # also reloads the producer state from before the append
-            raise
-        self._after_append(first, headers[-1].last_offset + 1)
+            self._after_append(first, headers[-1].last_offset + 1)
 
     def _validate_produced(self, buf: bytearray) -> list[tuple[int, int]]:
         """(position, offset count) of each batch in ``buf``, checked as LogValidator does."""
@@ -440,29 +470,26 @@ class Log:
                       epochs: list[tuple[int, int]] | None = None, producers=None) -> None:
         """One segment append of whole batches, rolled back on failure; then the producer
         state and the transaction index of aborted transactions, then publish."""
-        leo = self._leo
-        try:
+        with self._all_or_nothing(self._leo):  # (truncate_to reloads the producer state too)
             self._append_chunk(data, first, last, max_ts, shallow)
             if producers is not None:  # may write a .txnindex entry: part of the append
                 self.producer_state.apply(producers, self.segments.active.txn_index)
-        except BaseException:
-            self.truncate_to(leo)  # also reloads the producer state from before the append
-            raise
-        self._after_append(first, last + 1, epochs)
+            self._after_append(first, last + 1, epochs)
 
     def _after_append(self, first: int, next_offset: int,
                       epochs: list[tuple[int, int]] | None = None) -> None:
-        """Publish the new log end offset (readers see a whole append or none of it), learn the
-        leader epochs (the batches' own for a follower append, else :attr:`leader_epoch`), and
-        flush when ``flush.messages`` records are unflushed."""
-        self._leo = next_offset
-        self.producer_state.update_map_end_offset(next_offset)
-        self.producer_state.on_high_watermark_updated(next_offset)
+        """Learn the leader epochs (the batches' own for a follower append, else
+        :attr:`leader_epoch`), flush when ``flush.messages`` records are unflushed, then
+        publish the new log end offset (readers see a whole append or none of it). What can
+        fail comes before the publication: an append taken back was never served."""
         for epoch, start in epochs or [(self.leader_epoch, first)]:
             if epoch > self.epochs.latest_epoch:
                 self.epochs.assign(epoch, start)
-        if self._leo - self.recovery_point >= self.config.flush_messages:
-            self.flush()
+        if next_offset - self.recovery_point >= self.config.flush_messages:
+            self._flush(next_offset)
+        self._leo = next_offset
+        self.producer_state.update_map_end_offset(next_offset)
+        self.producer_state.on_high_watermark_updated(next_offset)
 
     def _append_chunk(self, data: bytes, first_offset: int, last_offset: int,
                       max_timestamp: int, shallow_offset: int) -> None:
@@ -720,22 +747,34 @@ class Log:
         """fsync every segment holding offsets at or past the recovery point, and the
         directory when one of them was created since (its name must survive a power loss too),
         then move the recovery point to the log end offset (``UnifiedLog.flush``,
-        ``LocalLog.flush``): a crash keeps everything below it without revalidation."""
+        ``LocalLog.flush``): a crash keeps everything below it without revalidation. A failed
+        fsync takes the log offline (see ``_go_offline``: the data it should have made durable
+        cannot be trusted); an offline log raises OfflineLogError."""
         with self._lock:
-            leo = self._leo
-            if not self.writable or leo <= self.recovery_point:
-                return
-            for segment in self.segments.from_offset(self.recovery_point):
-                segment.flush()
-            if self.segments.active.base_offset >= self.recovery_point:
-                fsync_directory(self.dir)
-            self.recovery_point = leo
-            self._last_flush_ms = self.clock.milliseconds()
+            if self.offline is not None:
+                self._check_writable()
+            try:
+                self._flush(self._leo)
+            except OSError as exc:
+                self._go_offline(exc)
+                raise
+
+    def _flush(self, leo: int) -> None:
+        """:meth:`flush` up to ``leo`` (the lock held; an append flushes before it publishes)."""
+        if not self.writable or leo <= self.recovery_point:
+            return
+        for segment in self.segments.from_offset(self.recovery_point):
+            segment.flush()
+        if self.segments.active.base_offset >= self.recovery_point:
+            fsync_directory(self.dir)
+        self.recovery_point = leo
+        self._last_flush_ms = self.clock.milliseconds()
 
     def flush_if_due(self, now: int) -> None:
         """Flush when ``flush.ms`` has passed since the last flush and data is unflushed (the
         broker's ``log.flush.scheduler.interval.ms`` check)."""
-        if self._leo > self.recovery_point and now - self._last_flush_ms >= self.config.flush_ms:
+        if self._leo > self.recovery_point and now - self._last_flush_ms >= self.config.flush_ms \
+                and self.offline is None:
             self.flush()
 
     def close(self) -> None:
@@ -745,7 +784,8 @@ class Log:
         raised after that."""
         with self._lock:
             errors = []
-            if self.writable and len(self.segments) and self.damage is None:
+            if self.writable and len(self.segments) and self.damage is None and \
+                    self.offline is None:
                 try:
                     self.flush()
                     self.producer_state.take_snapshot()  # Kafka: a producer snapshot at close
@@ -761,7 +801,7 @@ class Log:
             self.segments.close_retired(everything=True)
             self.segments.set([])
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
-            if errors:
+            if errors and self.offline is None:  # (an offline log's disk is known to fail)
                 raise errors[0]
 
 

@@ -16,6 +16,8 @@ from storage import disk_calls
 from storage.config import LogConfig
 from storage.log import Log
 
+from helpers.faults import WORKLOADS, fault_plans, run_trial
+
 
 @pytest.fixture
 def faults():
@@ -88,3 +90,22 @@ def test_kfs_faults_arms_a_process_at_import(tmp_path):
     bad = subprocess.run([sys.executable, "-c", "import storage.disk_calls"], cwd=tmp_path,
                          capture_output=True, text=True, env={**os.environ, "KFS_FAULTS": "x"})
     assert bad.returncode != 0 and "KFS_FAULTS='x'" in bad.stderr
+
+
+# -- the sweep (issue 37 items 2 and 3): every third fault a workload can meet, in CI;
+# benchmarks/fault_sweep.py runs every one -------------------------------------------------
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_a_refused_write_is_never_stored(tmp_path, name):
+    workload = WORKLOADS[name]
+    counted = run_trial(tmp_path / "count", workload, None)
+    assert counted.problems == [] and counted.calls
+    failures = []
+    for plan in fault_plans(counted.calls)[::3]:
+        trial = run_trial(tmp_path / "trial", workload, plan)
+        assert plan.failed, f"call {plan.nth} was not reached"
+        if trial.problems:
+            failures.append(f"{plan.failed[0][1]} call {plan.nth} "
+                            f"{errno.errorcode[plan.error]}{' on' if plan.persist else ''}: "
+                            + "; ".join(trial.problems))
+    assert failures == []

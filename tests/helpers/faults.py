@@ -1,0 +1,229 @@
+"""Disk-fault trials (issue 37 item 3): a workload runs on a backing directory opened as a
+writable mount opens it (``LogManager``), with the Nth engine file call
+(``storage.disk_calls``) failing with EIO once, or with ENOSPC from then on; then the checks
+of SQLite's I/O-error tests and Kafka's log-dir failure tests:
+
+* while the fault lasts: every acknowledged record is served, whole, in order; nothing of a
+  refused write is; reads keep serving;
+* the directory is closed as an unmount does (still under the fault), then opened again
+  without it (the next mount recovers): the same records, no more, the partition takes
+  appends again, and ``kfs verify`` finds nothing wrong after that open's clean close.
+
+A workload is a function ``(mgr, log, write)``: each ``write(values, call)`` is one write of
+a front end, ``call()`` its engine call, returning the offsets given to ``values`` (a range,
+a first offset, or a (first, last) pair); its records are acknowledged when it returns, refused
+when it raises. Operations that are no write (retention, a flush) go through ``other(call)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from storage import disk_calls
+from storage.log_manager import LogManager
+from storage.records.control import ControlRecordType, build_control_batch
+
+TOPIC = "t"
+PARTITION = f"{TOPIC}-0"
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str
+    run: Callable  # (log, write, other)
+    config: dict[str, str] = dataclasses.field(default_factory=dict)  # topic settings
+
+
+@dataclasses.dataclass
+class Trial:
+    """What one run saw: the records acknowledged ``{offset: value}``, the values refused,
+    the faults fired (``disk_calls.Faults.failed``) and every problem the checks found."""
+
+    acked: dict[int, bytes] = dataclasses.field(default_factory=dict)
+    refused: list[bytes] = dataclasses.field(default_factory=list)
+    failed: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    calls: list[str] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+
+def _offsets(result, count: int) -> list[int]:
+    if isinstance(result, range):
+        return list(result)
+    if isinstance(result, tuple):
+        return list(range(result[0], result[0] + count))
+    return list(range(result, result + count))
+
+
+def _served(log) -> list[tuple[int, bytes]]:
+    start = log.log_start_offset
+    return [(r.offset, r.value) for r in log.reader.records_from(start, 1 << 30)]
+
+
+def _check_served(trial: Trial, log, when: str) -> None:
+    """Every acknowledged record at or past the log start offset, in order, nothing refused,
+    nothing else."""
+    served = _served(log)
+    expected = [(o, v) for o, v in sorted(trial.acked.items()) if o >= log.log_start_offset]
+    if served != expected:
+        refused = set(trial.refused)
+        stored = [v for _, v in served if v in refused]
+        lost = [o for o, _ in expected if (o, trial.acked[o]) not in served]
+        trial.problems.append(f"{when}: served {len(served)} records, expected {len(expected)}"
+                              + (f"; refused but stored: {stored[:3]}" if stored else "")
+                              + (f"; acknowledged but lost: offsets {lost[:5]}" if lost else ""))
+
+
+def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
+              verify: bool = True) -> Trial:
+    """One trial in a fresh ``root`` (emptied first); ``faults`` None: count the calls only."""
+    from kfs.tools.verify import Problem, verify_partitions
+
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    if workload.config:
+        (root / f"{TOPIC}.topic.properties").write_text(
+            "".join(f"{k}={v}\n" for k, v in workload.config.items()))
+    trial = Trial()
+    mgr = LogManager(root)
+    log = mgr.create(PARTITION)
+    plan = faults or disk_calls.Faults()
+    disk_calls.inject(plan)
+    try:
+        def write(values: list[bytes], call: Callable) -> bool:
+            try:
+                result = call()
+            except OSError:
+                trial.refused.extend(values)
+                return False
+            trial.acked.update(zip(_offsets(result, len(values)), values))
+            return True
+
+        def other(call: Callable) -> None:
+            try:
+                call()
+            except OSError:
+                pass
+
+        workload.run(mgr, log, write, other)
+        _check_served(trial, log, "while the fault lasts")
+        try:
+            mgr.close()  # the unmount, on the failing disk
+        except OSError:
+            pass
+        if mgr._file_lock is not None:  # (so the next open is still tried)
+            trial.problems.append("the unmount left the directory locked")
+            mgr._file_lock.release()
+    finally:
+        disk_calls.remove()
+        trial.failed, trial.calls = list(plan.failed), list(plan.calls)
+    if faults is not None and not faults.failed:
+        return trial  # (the workload never reached call N: nothing more to see)
+    mgr = LogManager(root)  # the next mount
+    try:
+        log = mgr.get(PARTITION)
+        _check_served(trial, log, "after the next mount")
+        try:
+            log.append_lines(b"after\n")
+        except OSError as exc:
+            trial.problems.append(f"the next mount refuses appends: {exc}")
+    finally:
+        mgr.close()
+    if verify:
+        problems = [p for p in verify_partitions([root / PARTITION]) if isinstance(p, Problem)]
+        trial.problems.extend(f"kfs verify: {p}" for p in problems)
+    return trial
+
+
+# -- workloads ------------------------------------------------------------------------------
+
+
+def kp_batch(values, producer_id=-1, sequence=-1, transactional=False) -> bytes:
+    """A v2 batch as kafka-python's producer builds it (base offset 0, keys ``k<i>``)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer_id, producer_epoch=0,
+                                        base_sequence=sequence, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def lines(n_writes: int = 4, per_write: int = 3):
+    """``append``: lines, a few per write() (``Log.append_lines``, as the mount calls it)."""
+    def run(mgr, log, write, other):
+        for i in range(n_writes):
+            values = [b"L%d-%d" % (i, j) for j in range(per_write)]
+            write(values, lambda: log.append_lines(b"".join(v + b"\n" for v in values)))
+    return run
+
+
+def producer_batches(n_writes: int = 4):
+    """``append-batches``: an idempotent producer's batches, one per write
+    (``Log.append_as_leader``); the sequence follows the records acknowledged, as a producer's."""
+    def run(mgr, log, write, other):
+        sequence = 0
+        for i in range(n_writes):
+            values = [b"P%d-%d" % (i, j) for j in range(2)]
+            if write(values, lambda: log.append_as_leader(
+                    kp_batch(values, producer_id=7, sequence=sequence))):
+                sequence += len(values)
+    return run
+
+
+def transactions(n_txns: int = 2):
+    """``append-batches``: a transactional producer's data batch then its COMMIT marker, per
+    transaction (a marker refused leaves the data acknowledged, read_uncommitted)."""
+    def run(mgr, log, write, other):
+        sequence = 0
+        for i in range(n_txns):
+            values = [b"T%d-%d" % (i, j) for j in range(2)]
+            if write(values, lambda: log.append_as_leader(
+                    kp_batch(values, producer_id=9, sequence=sequence, transactional=True))):
+                sequence += len(values)
+            marker = build_control_batch(0, 9, 0, ControlRecordType.COMMIT, timestamp_ms=0)
+            write([], lambda: log.append_as_leader(marker))
+    return run
+
+
+def retention(n_writes: int = 6):
+    """Lines that roll small segments, then a retention pass (``LogManager.cleanup_logs``, the
+    mount's job) deleting the oldest by ``retention.bytes``, then more lines."""
+    def run(mgr, log, write, other):
+        append = lines(n_writes, 3)
+        append(mgr, log, write, other)
+        other(mgr.cleanup_logs)
+        more = [b"R-%d" % j for j in range(3)]
+        write(more, lambda: log.append_lines(b"".join(v + b"\n" for v in more)))
+    return run
+
+
+WORKLOADS = {
+    "append lines, flush.messages=1": Workload(
+        "append lines, flush.messages=1", lines(), {"flush.messages": "1"}),
+    "append lines, unflushed": Workload("append lines, unflushed", lines()),
+    "producer batches, idempotent, flush.messages=1": Workload(
+        "producer batches, idempotent, flush.messages=1", producer_batches(),
+        {"flush.messages": "1"}),
+    "producer batches, transactional": Workload(
+        "producer batches, transactional", transactions(), {"flush.messages": "1"}),
+    "append lines with rolls": Workload(
+        "append lines with rolls", lines(6, 3), {"segment.bytes": "300", "flush.messages": "2"}),
+    "retention": Workload(
+        "retention", retention(), {"segment.bytes": "300", "retention.bytes": "400",
+                                   "file.delete.delay.ms": "0"}),
+}
+
+
+def fault_plans(calls: list[str]) -> list[disk_calls.Faults]:
+    """Every fault a workload of ``calls`` can meet: each call failing once with EIO, and
+    ENOSPC from each call on that is not a truncate (ENOSPC spares truncates: from such a
+    call on, the first failure is the next other call's, already a trial)."""
+    plans = [disk_calls.Faults(n, errno.EIO) for n in range(1, len(calls) + 1)]
+    plans += [disk_calls.Faults(n, errno.ENOSPC, persist=True)
+              for n, name in enumerate(calls, 1) if name not in ("ftruncate", "truncate")]
+    return plans
