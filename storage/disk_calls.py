@@ -8,8 +8,9 @@ namesake. Engine code calls them as ``disk_calls.pwritev(...)``.
 Off (the default) every name *is* the ``os`` function: a call costs one module attribute
 lookup, as ``os.pwritev`` does. :func:`inject` (tests, ``benchmarks/fault_sweep.py``) swaps in
 wrappers that count the calls and fail the Nth with ``EIO`` or ``ENOSPC``, once or from then
-on; ``KFS_FAULTS=N:ERRNO[:persist]`` (e.g. ``7:EIO``, ``3:ENOSPC:persist``) arms the same in a
-process at import, e.g. a mount's serving process. ``ENOSPC`` never fails a truncate (making a
+on; ``KFS_FAULTS=[CALL:]N:ERRNO[:persist]`` (e.g. ``7:EIO``, ``3:ENOSPC:persist``,
+``fsync:1:EIO``: the first fsync) arms the same in a process at import, e.g. a mount's serving
+process. ``ENOSPC`` never fails a truncate (making a
 file shorter or sparse needs no space; the kernel says the same), so a workload can still take
 its bytes back when the disk is full.
 """
@@ -66,12 +67,14 @@ def write_all(fd: int, data) -> None:
 class Faults:
     """A fault plan and what it saw. ``nth``: the call to fail, counted from 1 over every call
     of this module (None: count only); ``error``: its errno; ``persist``: every later call
-    fails too (a dead disk, a full one), not only the Nth. ``calls`` names each call made, in
-    order; ``failed`` the (number, name) of each call failed."""
+    fails too (a dead disk, a full one), not only the Nth; ``call``: N counts the calls of
+    that name only. ``calls`` names each call made, in order; ``failed`` the (number, name)
+    of each call failed (numbered over every call)."""
 
     nth: int | None = None
     error: int = _errno.EIO
     persist: bool = False
+    call: str | None = None
     calls: list[str] = field(default_factory=list)
     failed: list[tuple[int, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -81,7 +84,9 @@ class Faults:
         with self._lock:
             self.calls.append(name)
             n = len(self.calls)
-            if self.nth is None or n < self.nth or (n > self.nth and not self.persist):
+            k = n if self.call is None else self.calls.count(self.call)
+            if self.nth is None or (self.call is not None and name != self.call) or \
+                    k < self.nth or (k > self.nth and not self.persist):
                 return 0
             if self.error == _errno.ENOSPC and name in _TRUNCATES:
                 return 0
@@ -125,12 +130,14 @@ def _wrapped(name: str, call):
 
 
 def parse(spec: str) -> Faults:
-    """``N:ERRNO[:persist]`` as :class:`Faults` (ValueError when it is not that)."""
+    """``[CALL:]N:ERRNO[:persist]`` as :class:`Faults` (ValueError when it is not that)."""
     parts = spec.split(":")
-    if len(parts) not in (2, 3) or parts[1] not in ("EIO", "ENOSPC") or \
-            parts[2:] not in ([], ["persist"]):
-        raise ValueError(f"KFS_FAULTS={spec!r}: expected N:EIO or N:ENOSPC, optionally :persist")
-    return Faults(int(parts[0]), getattr(_errno, parts[1]), parts[2:] == ["persist"])
+    call = parts.pop(0) if parts and parts[0] in CALLS else None
+    if len(parts) not in (2, 3) or not parts[0].isdigit() or \
+            parts[1] not in ("EIO", "ENOSPC") or parts[2:] not in ([], ["persist"]):
+        raise ValueError(f"KFS_FAULTS={spec!r}: expected [CALL:]N:EIO or [CALL:]N:ENOSPC, "
+                         "optionally :persist")
+    return Faults(int(parts[0]), getattr(_errno, parts[1]), parts[2:] == ["persist"], call)
 
 
 if os.environ.get("KFS_FAULTS"):
