@@ -101,7 +101,7 @@ class Log:
                                  quarantine=quarantine, salvage=salvage, clock=clock)
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
-        # why an I/O error took the log offline for writes (None: online); see _go_offline
+        # why an I/O error took the log offline for writes (None: online); see go_offline
         self.offline: str | None = None
         # what opening cut, one line each: recovery's cuts, a salvage before it (LogManager)
         self.salvaged: list[str] = list(loaded.cuts)
@@ -296,7 +296,7 @@ class Log:
         except BlockingIOError:
             raise  # nothing written
         except OSError as exc:
-            self._go_offline(exc)
+            self.go_offline(exc)
             try:
                 self.truncate_to(first)
             except OSError as again:  # the .log is cut first: what stays is the log's own
@@ -306,7 +306,7 @@ class Log:
             self.truncate_to(first)
             raise
 
-    def _go_offline(self, exc: OSError) -> None:
+    def go_offline(self, exc: OSError) -> None:
         """Refuse every later write (OfflineLogError, EIO) after ``exc``, said once in the log
         (Kafka's ``LogDirFailureChannel.maybeAddOfflineLogDir``); reads go on. The next open
         recovers the log from its recovery point (no clean-shutdown marker is written)."""
@@ -562,7 +562,13 @@ class Log:
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         with self._lock:
-            return self._delete_segments([s for s, _ in self.retention_plan(now)])
+            if self.offline is not None:
+                self._check_writable()
+            try:
+                return self._delete_segments([s for s, _ in self.retention_plan(now)])
+            except OSError as exc:  # a pass half done: no later write builds on it
+                self.go_offline(exc)
+                raise
 
     def retention_plan(self, now: int | None = None) -> list[tuple[LogSegment, str]]:
         """What :meth:`delete_old_segments` would delete now, oldest first, each with the rule
@@ -748,7 +754,7 @@ class Log:
         directory when one of them was created since (its name must survive a power loss too),
         then move the recovery point to the log end offset (``UnifiedLog.flush``,
         ``LocalLog.flush``): a crash keeps everything below it without revalidation. A failed
-        fsync takes the log offline (see ``_go_offline``: the data it should have made durable
+        fsync takes the log offline (see :meth:`go_offline`: the data it should have made durable
         cannot be trusted); an offline log raises OfflineLogError."""
         with self._lock:
             if self.offline is not None:
@@ -756,7 +762,7 @@ class Log:
             try:
                 self._flush(self._leo)
             except OSError as exc:
-                self._go_offline(exc)
+                self.go_offline(exc)
                 raise
 
     def _flush(self, leo: int) -> None:

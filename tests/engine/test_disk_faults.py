@@ -22,8 +22,8 @@ from helpers.faults import WORKLOADS, fault_plans, run_trial
 @pytest.fixture
 def faults():
     """Arm a plan for the test; always disarmed after it."""
-    def arm(nth=None, error=errno.EIO, persist=False):
-        plan = disk_calls.Faults(nth, error, persist)
+    def arm(nth=None, error=errno.EIO, persist=False, call=None):
+        plan = disk_calls.Faults(nth, error, persist, call)
         disk_calls.inject(plan)
         return plan
     yield arm
@@ -109,3 +109,36 @@ def test_a_refused_write_is_never_stored(tmp_path, name):
                             f"{errno.errorcode[plan.error]}{' on' if plan.persist else ''}: "
                             + "; ".join(trial.problems))
     assert failures == []
+
+
+@pytest.mark.parametrize("job", ["retention", "cleaner"])
+def test_a_background_job_failing_on_the_disk_takes_the_log_offline(tmp_path, faults, job):
+    """Kafka takes the log directory offline on an IOException of retention or the cleaner
+    (LogDirFailureChannel): no later write builds on a half-done pass."""
+    from storage.errors import OfflineLogError
+    from storage.log_cleaner import for_log_manager
+    from storage.log_manager import LogManager
+
+    (tmp_path / "t.topic.properties").write_text(
+        "segment.bytes=200\nretention.bytes=200\n" if job == "retention" else
+        "segment.bytes=200\ncleanup.policy=compact\n")
+    mgr = LogManager(tmp_path)
+    log = mgr.create("t-0")
+    for i in range(8):
+        log.append_lines(b"k\tvalue %d\n" % i, b"\t")
+    plan = faults(nth=1, error=errno.ENOSPC,  # the pass's first rename, or its .cleaned write
+                  call="replace" if job == "retention" else "pwritev")
+    with pytest.raises(OSError):
+        if job == "retention":
+            log.delete_old_segments()
+        else:
+            for_log_manager(mgr).clean_log("t-0")
+    assert plan.failed
+    disk_calls.remove()
+    with pytest.raises(OfflineLogError):
+        log.append_lines(b"k\tlater\n", b"\t")
+    assert log.reader.read(log.log_end_offset - 1).value == b"value 7"  # reads go on
+    mgr.close()
+    mgr = LogManager(tmp_path)  # the next open takes writes again
+    mgr.get("t-0").append_lines(b"k\tagain\n", b"\t")
+    mgr.close()

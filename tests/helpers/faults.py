@@ -9,10 +9,16 @@ of SQLite's I/O-error tests and Kafka's log-dir failure tests:
   without it (the next mount recovers): the same records, no more, the partition takes
   appends again, and ``kfs verify`` finds nothing wrong after that open's clean close.
 
-A workload is a function ``(mgr, log, write)``: each ``write(values, call)`` is one write of
-a front end, ``call()`` its engine call, returning the offsets given to ``values`` (a range,
-a first offset, or a (first, last) pair); its records are acknowledged when it returns, refused
-when it raises. Operations that are no write (retention, a flush) go through ``other(call)``.
+A workload is a function ``(mgr, log, write, other)``: each ``write(values, call)`` is one
+write of a front end, ``call()`` its engine call, returning the offsets given to ``values`` (a
+range, a first offset, or a (first, last) pair); its records are acknowledged when it returns,
+refused when it raises. Operations that are no write (retention, a cleaner pass) go through
+``other(call)``. A workload that opens the directory again (recovery) returns the new
+``(mgr, log)``, or None when that open failed (the mount would not start: nothing is served).
+Its ``prepare`` runs the same way before the faults are armed.
+
+A compacted workload's check is the cleaner's promise instead: every record served was
+acknowledged, and the last acknowledged value of every key is served.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage import disk_calls
+from storage.errors import KafkaStorageError
 from storage.log_manager import LogManager
 from storage.records.control import ControlRecordType, build_control_batch
 
@@ -34,8 +41,10 @@ PARTITION = f"{TOPIC}-0"
 @dataclasses.dataclass
 class Workload:
     name: str
-    run: Callable  # (log, write, other)
+    run: Callable  # (mgr, log, write, other) -> None, or (mgr, log) | None when it reopens
     config: dict[str, str] = dataclasses.field(default_factory=dict)  # topic settings
+    prepare: Callable | None = None  # as run, before the faults are armed
+    compacted: bool = False
 
 
 @dataclasses.dataclass
@@ -63,12 +72,17 @@ def _served(log) -> list[tuple[int, bytes]]:
     return [(r.offset, r.value) for r in log.reader.records_from(start, 1 << 30)]
 
 
-def _check_served(trial: Trial, log, when: str) -> None:
+def _check_served(trial: Trial, log, when: str, compacted: bool = False) -> None:
     """Every acknowledged record at or past the log start offset, in order, nothing refused,
-    nothing else."""
+    nothing else (``compacted``: see the module's doc)."""
     served = _served(log)
     expected = [(o, v) for o, v in sorted(trial.acked.items()) if o >= log.log_start_offset]
-    if served != expected:
+    if compacted:
+        latest = {_key(v): (o, v) for o, v in expected}
+        if not set(served) <= set(expected) or not set(latest.values()) <= set(served):
+            trial.problems.append(f"{when}: {len(served)} records served, not the compaction "
+                                  f"of the {len(expected)} acknowledged")
+    elif served != expected:
         refused = set(trial.refused)
         stored = [v for _, v in served if v in refused]
         lost = [o for o, _ in expected if (o, trial.acked[o]) not in served]
@@ -83,40 +97,46 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
     from kfs.tools.verify import Problem, verify_partitions
 
     shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(root.with_name(root.name + ".quarantine"), ignore_errors=True)
     root.mkdir(parents=True)
     if workload.config:
         (root / f"{TOPIC}.topic.properties").write_text(
             "".join(f"{k}={v}\n" for k, v in workload.config.items()))
     trial = Trial()
+
+    def write(values: list[bytes], call: Callable) -> bool:
+        try:
+            result = call()
+        except (OSError, KafkaStorageError):  # (e.g. DamagedLogError: EIO at the mount too)
+            trial.refused.extend(values)
+            return False
+        trial.acked.update(zip(_offsets(result, len(values)), values))
+        return True
+
+    def other(call: Callable) -> None:
+        try:
+            call()
+        except OSError:
+            pass
+
     mgr = LogManager(root)
     log = mgr.create(PARTITION)
+    if workload.prepare is not None:
+        mgr, log = workload.prepare(mgr, log, write, other)
     plan = faults or disk_calls.Faults()
     disk_calls.inject(plan)
     try:
-        def write(values: list[bytes], call: Callable) -> bool:
+        reopened = workload.run(mgr, log, write, other)
+        if reopened is not None or workload.prepare is None:
+            mgr, log = reopened or (mgr, log)
+            _check_served(trial, log, "while the fault lasts", workload.compacted)
             try:
-                result = call()
-            except OSError:
-                trial.refused.extend(values)
-                return False
-            trial.acked.update(zip(_offsets(result, len(values)), values))
-            return True
-
-        def other(call: Callable) -> None:
-            try:
-                call()
+                mgr.close()  # the unmount, on the failing disk
             except OSError:
                 pass
-
-        workload.run(mgr, log, write, other)
-        _check_served(trial, log, "while the fault lasts")
-        try:
-            mgr.close()  # the unmount, on the failing disk
-        except OSError:
-            pass
-        if mgr._file_lock is not None:  # (so the next open is still tried)
-            trial.problems.append("the unmount left the directory locked")
-            mgr._file_lock.release()
+            if mgr._file_lock is not None:  # (so the next open is still tried)
+                trial.problems.append("the unmount left the directory locked")
+                mgr._file_lock.release()
     finally:
         disk_calls.remove()
         trial.failed, trial.calls = list(plan.failed), list(plan.calls)
@@ -125,9 +145,12 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
     mgr = LogManager(root)  # the next mount
     try:
         log = mgr.get(PARTITION)
-        _check_served(trial, log, "after the next mount")
+        _check_served(trial, log, "after the next mount", workload.compacted)
         try:
-            log.append_lines(b"after\n")
+            if workload.compacted:
+                log.append_lines(b"K9\tK9=after\n", b"\t")
+            else:
+                log.append_lines(b"after\n")
         except OSError as exc:
             trial.problems.append(f"the next mount refuses appends: {exc}")
     finally:
@@ -202,6 +225,55 @@ def retention(n_writes: int = 6):
     return run
 
 
+def keyed_lines(n_writes: int = 6, keys: int = 3):
+    """``append-keyed``: ``key<TAB>value`` lines, the same few keys again and again; a value
+    names its key (``K<k>=...``) so the check can find it."""
+    def run(mgr, log, write, other):
+        for i in range(n_writes):
+            values = [b"K%d=%d" % (k, i) for k in range(keys)]
+            write(values, lambda: log.append_lines(
+                b"".join(v.split(b"=")[0] + b"\t" + v + b"\n" for v in values), b"\t"))
+    return run
+
+
+def compaction(n_writes: int = 6):
+    """Keyed lines over small segments, a cleaner pass (``.cleaned``, ``.swap``, the renames,
+    the cleaner checkpoint), then more lines."""
+    from storage.log_cleaner import for_log_manager
+
+    def run(mgr, log, write, other):
+        keyed_lines(n_writes)(mgr, log, write, other)
+        other(lambda: for_log_manager(mgr).clean_log(PARTITION))
+        keyed_lines(1, 2)(mgr, log, write, other)
+    return run
+
+
+def _crashed(mgr, log, write, other):
+    """Unflushed lines, a torn batch at the end of the .log, then the process dies (no close,
+    no clean-shutdown marker): what the next open recovers."""
+    lines(4, 3)(mgr, log, write, other)
+    torn = log.segments.active.read_at(0, 40)
+    with open(log.segments.active.log_path, "ab") as f:
+        f.write(torn)
+    mgr._file_lock.release()
+    return mgr, log
+
+
+def _recover(mgr, log, write, other):
+    """The next mount's open (recovery, on the failing disk), then lines."""
+    try:
+        mgr = LogManager(mgr.dir)
+    except OSError:
+        return None
+    log = mgr.get(PARTITION)
+    lines(2, 2)(mgr, log, write, other)
+    return mgr, log
+
+
+def _key(value: bytes) -> bytes:
+    return value.split(b"=")[0]
+
+
 WORKLOADS = {
     "append lines, flush.messages=1": Workload(
         "append lines, flush.messages=1", lines(), {"flush.messages": "1"}),
@@ -216,6 +288,10 @@ WORKLOADS = {
     "retention": Workload(
         "retention", retention(), {"segment.bytes": "300", "retention.bytes": "400",
                                    "file.delete.delay.ms": "0"}),
+    "compaction": Workload(
+        "compaction", compaction(), {"cleanup.policy": "compact", "segment.bytes": "200",
+                                     "file.delete.delay.ms": "0"}, compacted=True),
+    "recovery": Workload("recovery", _recover, {"segment.bytes": "300"}, prepare=_crashed),
 }
 
 
