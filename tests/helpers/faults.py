@@ -92,15 +92,16 @@ def _check_served(trial: Trial, log, when: str, compacted: bool = False) -> None
 
 
 def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
-              verify: bool = True) -> Trial:
-    """One trial in a fresh ``root`` (emptied first); ``faults`` None: count the calls only."""
+              verify: bool = True, topic: str = TOPIC) -> Trial:
+    """One trial in a fresh ``root`` (emptied first) on partition ``<topic>-0``; ``faults``
+    None: count the calls only."""
     from kfs.tools.verify import Problem, verify_partitions
 
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(root.with_name(root.name + ".quarantine"), ignore_errors=True)
     root.mkdir(parents=True)
     if workload.config:
-        (root / f"{TOPIC}.topic.properties").write_text(
+        (root / f"{topic}.topic.properties").write_text(
             "".join(f"{k}={v}\n" for k, v in workload.config.items()))
     trial = Trial()
 
@@ -119,8 +120,9 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
         except OSError:
             pass
 
+    partition = f"{topic}-0"
     mgr = LogManager(root)
-    log = mgr.create(PARTITION)
+    log = mgr.create(partition)
     if workload.prepare is not None:
         mgr, log = workload.prepare(mgr, log, write, other)
     plan = faults or disk_calls.Faults()
@@ -144,7 +146,7 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
         return trial  # (the workload never reached call N: nothing more to see)
     mgr = LogManager(root)  # the next mount
     try:
-        log = mgr.get(PARTITION)
+        log = mgr.get(partition)
         _check_served(trial, log, "after the next mount", workload.compacted)
         try:
             if workload.compacted:
@@ -156,7 +158,7 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
     finally:
         mgr.close()
     if verify:
-        problems = [p for p in verify_partitions([root / PARTITION]) if isinstance(p, Problem)]
+        problems = [p for p in verify_partitions([root / partition]) if isinstance(p, Problem)]
         trial.problems.extend(f"kfs verify: {p}" for p in problems)
     return trial
 
@@ -243,7 +245,7 @@ def compaction(n_writes: int = 6):
 
     def run(mgr, log, write, other):
         keyed_lines(n_writes)(mgr, log, write, other)
-        other(lambda: for_log_manager(mgr).clean_log(PARTITION))
+        other(lambda: for_log_manager(mgr).clean_log(log.name))
         keyed_lines(1, 2)(mgr, log, write, other)
     return run
 
@@ -265,7 +267,7 @@ def _recover(mgr, log, write, other):
         mgr = LogManager(mgr.dir)
     except OSError:
         return None
-    log = mgr.get(PARTITION)
+    log = mgr.get(log.name)
     lines(2, 2)(mgr, log, write, other)
     return mgr, log
 
