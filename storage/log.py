@@ -369,7 +369,7 @@ class Log:
             self._append_whole(bytes(data), first, last, max_ts, shallow, epochs, producers)
             return self._leo
 
-    def append_as_leader(self, data: bytes) -> tuple[int, int]:
+    def append_as_leader(self, data: bytes, sync: bool = False) -> tuple[int, int]:
         """Append producer-built v2 batches as a partition leader does
         (``UnifiedLog.appendAsLeader`` with ``LogValidator``): each batch is CRC-checked and
         limited to ``max.message.bytes``; offsets are assigned from the log end offset (the
@@ -385,7 +385,8 @@ class Log:
         that is not magic 2; RecordTooLargeError; the producer-state errors of
         ``storage.errors`` (OutOfOrderSequenceError, InvalidProducerEpochError,
         InvalidTxnStateError) as a broker answers a producer; OSError from the disk (nothing
-        stays)."""
+        stays). ``sync``: flushed before it returns, as with ``flush.messages=1`` (a writer
+        whose caller is told of success only then: a failed fsync takes the append back)."""
         self._check_writable()
         buf = data if isinstance(data, bytearray) else bytearray(data)  # stamped in place
         batches = self._validate_produced(buf)
@@ -418,13 +419,14 @@ class Log:
             if len(headers) > 1 and (len(buf) > self.config.segment_bytes or
                                      self.segments.active.should_roll(len(buf), max_ts,
                                                                      offset - 1, now)):
-                self._append_as_requests(buf, headers, origin, first)
+                self._append_as_requests(buf, headers, origin, first, sync)
             else:
-                self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers)
+                self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers,
+                                   sync)
             return first, offset - 1
 
     def _append_as_requests(self, buf: bytearray, headers: list[RecordBatch],
-                            origin: AppendOrigin, first: int) -> None:
+                            origin: AppendOrigin, first: int, sync: bool = False) -> None:
         """Several stamped batches whose append rolls the segment, appended one by one as a
         broker gets them (Kafka 4 takes one batch per partition in a produce request): each has
         its own roll check, so the segments break between batches where the broker's do, and
@@ -437,7 +439,7 @@ class Log:
                                    batch.max_timestamp, last)
                 self.producer_state.apply(self.producer_state.analyze([batch], origin),
                                           self.segments.active.txn_index)
-            self._after_append(first, headers[-1].last_offset + 1)
+            self._after_append(first, headers[-1].last_offset + 1, sync=sync)
 
     def _validate_produced(self, buf: bytearray) -> list[tuple[int, int]]:
         """(position, offset count) of each batch in ``buf``, checked as LogValidator does."""
@@ -467,17 +469,18 @@ class Log:
         return out
 
     def _append_whole(self, data: bytes, first: int, last: int, max_ts: int, shallow: int,
-                      epochs: list[tuple[int, int]] | None = None, producers=None) -> None:
+                      epochs: list[tuple[int, int]] | None = None, producers=None,
+                      sync: bool = False) -> None:
         """One segment append of whole batches, rolled back on failure; then the producer
         state and the transaction index of aborted transactions, then publish."""
         with self._all_or_nothing(self._leo):  # (truncate_to reloads the producer state too)
             self._append_chunk(data, first, last, max_ts, shallow)
             if producers is not None:  # may write a .txnindex entry: part of the append
                 self.producer_state.apply(producers, self.segments.active.txn_index)
-            self._after_append(first, last + 1, epochs)
+            self._after_append(first, last + 1, epochs, sync)
 
     def _after_append(self, first: int, next_offset: int,
-                      epochs: list[tuple[int, int]] | None = None) -> None:
+                      epochs: list[tuple[int, int]] | None = None, sync: bool = False) -> None:
         """Learn the leader epochs (the batches' own for a follower append, else
         :attr:`leader_epoch`), flush when ``flush.messages`` records are unflushed, then
         publish the new log end offset (readers see a whole append or none of it). What can
@@ -485,7 +488,7 @@ class Log:
         for epoch, start in epochs or [(self.leader_epoch, first)]:
             if epoch > self.epochs.latest_epoch:
                 self.epochs.assign(epoch, start)
-        if next_offset - self.recovery_point >= self.config.flush_messages:
+        if sync or next_offset - self.recovery_point >= self.config.flush_messages:
             self._flush(next_offset)
         self._leo = next_offset
         self.producer_state.update_map_end_offset(next_offset)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from storage import disk_calls
 from storage.errors import KafkaStorageError
+from storage.isolation import IsolationLevel
 from storage.log_manager import LogManager
 from storage.records.control import ControlRecordType, build_control_batch
 
@@ -45,6 +46,7 @@ class Workload:
     config: dict[str, str] = dataclasses.field(default_factory=dict)  # topic settings
     prepare: Callable | None = None  # as run, before the faults are armed
     compacted: bool = False
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED  # what the checks read
 
 
 @dataclasses.dataclass
@@ -60,22 +62,24 @@ class Trial:
 
 
 def _offsets(result, count: int) -> list[int]:
-    if isinstance(result, range):
+    if isinstance(result, (range, list)):
         return list(result)
     if isinstance(result, tuple):
         return list(range(result[0], result[0] + count))
     return list(range(result, result + count))
 
 
-def _served(log) -> list[tuple[int, bytes]]:
+def _served(log, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+            ) -> list[tuple[int, bytes]]:
     start = log.log_start_offset
-    return [(r.offset, r.value) for r in log.reader.records_from(start, 1 << 30)]
+    return [(r.offset, r.value) for r in log.reader.records_from(start, 1 << 30, isolation)]
 
 
-def _check_served(trial: Trial, log, when: str, compacted: bool = False) -> None:
+def _check_served(trial: Trial, log, when: str, compacted: bool = False,
+                  isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> None:
     """Every acknowledged record at or past the log start offset, in order, nothing refused,
-    nothing else (``compacted``: see the module's doc)."""
-    served = _served(log)
+    nothing else (``compacted``: see the module's doc), as a reader at ``isolation`` sees it."""
+    served = _served(log, isolation)
     expected = [(o, v) for o, v in sorted(trial.acked.items()) if o >= log.log_start_offset]
     if compacted:
         latest = {_key(v): (o, v) for o, v in expected}
@@ -131,7 +135,8 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
         reopened = workload.run(mgr, log, write, other)
         if reopened is not None or workload.prepare is None:
             mgr, log = reopened or (mgr, log)
-            _check_served(trial, log, "while the fault lasts", workload.compacted)
+            _check_served(trial, log, "while the fault lasts", workload.compacted,
+                          workload.isolation)
             try:
                 mgr.close()  # the unmount, on the failing disk
             except OSError:
@@ -147,7 +152,8 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
     mgr = LogManager(root)  # the next mount
     try:
         log = mgr.get(partition)
-        _check_served(trial, log, "after the next mount", workload.compacted)
+        _check_served(trial, log, "after the next mount", workload.compacted,
+                      workload.isolation)
         try:
             if workload.compacted:
                 log.append_lines(b"K9\tK9=after\n", b"\t")
@@ -272,6 +278,59 @@ def _recover(mgr, log, write, other):
     return mgr, log
 
 
+def _spark_ready(mgr, log, write, other):
+    """The directory unlocked (a Spark write locks it task by task), its partition made."""
+    mgr.close()
+    return mgr, log
+
+
+def spark_write(jobs: int = 3):
+    """``df.write.format("kfs")`` as Spark drives ``KfsWriter``: per job, one task's
+    ``write`` (its transactional batches under the directory's lock), then the driver's
+    ``commit`` (COMMIT markers), or ``abort`` (ABORT markers) when the task failed. A job's
+    rows are acknowledged when its commit returns, refused when the job fails: a
+    read_committed reader must see exactly the acknowledged rows."""
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kfs.spark.writer import KfsWriter
+
+    schema = StructType([StructField("value", BinaryType())])
+
+    def run(mgr, log, write, other):
+        options = {"path": str(mgr.dir), "topic": log.topic}
+
+        def job(values):
+            writer = KfsWriter(options, schema, False)
+            message = None
+            try:  # a failed task or commit: Spark aborts the job
+                message = writer.write(iter([pa.record_batch([pa.array(values, pa.binary())],
+                                                             names=["value"])]))
+                writer.commit([message])
+            except BaseException:
+                other(lambda: writer.abort([message]))
+                raise
+            return _offsets_of(mgr.dir, log.name, values)
+
+        for i in range(jobs):
+            values = [b"S%d-%d" % (i, j) for j in range(3)]
+            write(values, lambda: job(values))
+        reader = LogManager(mgr.dir, read_only=True)
+        return reader, reader.get(log.name)
+    return run
+
+
+def _offsets_of(directory: Path, name: str, values: list[bytes]) -> list[int]:
+    """The offsets of ``values`` (the last of each), as a job's writer does not say them."""
+    reader = LogManager(directory, read_only=True)
+    try:
+        log = reader.get(name)
+        where = {r.value: r.offset for r in log.reader.records_from(log.log_start_offset, 1 << 30)}
+    finally:
+        reader.close()
+    return [where[v] for v in values]
+
+
 def _key(value: bytes) -> bytes:
     return value.split(b"=")[0]
 
@@ -294,6 +353,8 @@ WORKLOADS = {
         "compaction", compaction(), {"cleanup.policy": "compact", "segment.bytes": "200",
                                      "file.delete.delay.ms": "0"}, compacted=True),
     "recovery": Workload("recovery", _recover, {"segment.bytes": "300"}, prepare=_crashed),
+    "spark write": Workload("spark write", spark_write(), prepare=_spark_ready,
+                            isolation=IsolationLevel.READ_COMMITTED),
 }
 
 
