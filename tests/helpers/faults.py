@@ -18,7 +18,10 @@ refused when it raises. Operations that are no write (retention, a cleaner pass)
 Its ``prepare`` runs the same way before the faults are armed.
 
 A compacted workload's check is the cleaner's promise instead: every record served was
-acknowledged, and the last acknowledged value of every key is served.
+acknowledged, and the last acknowledged value of every key is served. A Spark write's is what a
+read_committed reader sees (a failed job's transaction is aborted, or left open). ``kfs adopt``
+adds its own (``after``): a refused adopt leaves the broker's directory as it was, and a later
+one gives it the backing directory's files.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class Workload:
     prepare: Callable | None = None  # as run, before the faults are armed
     compacted: bool = False
     isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED  # what the checks read
+    after: Callable | None = None  # (root, trial): its own checks, after the others
 
 
 @dataclasses.dataclass
@@ -103,6 +107,7 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
 
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(root.with_name(root.name + ".quarantine"), ignore_errors=True)
+    shutil.rmtree(_broker_of(root), ignore_errors=True)
     root.mkdir(parents=True)
     if workload.config:
         (root / f"{topic}.topic.properties").write_text(
@@ -166,6 +171,8 @@ def run_trial(root: Path, workload: Workload, faults: disk_calls.Faults | None,
     if verify:
         problems = [p for p in verify_partitions([root / partition]) if isinstance(p, Problem)]
         trial.problems.extend(f"kfs verify: {p}" for p in problems)
+    if workload.after is not None:
+        workload.after(root, trial)
     return trial
 
 
@@ -331,6 +338,78 @@ def _offsets_of(directory: Path, name: str, values: list[bytes]) -> list[int]:
     return [where[v] for v in values]
 
 
+def _broker_of(root: Path) -> Path:
+    return root.with_name(root.name + "-broker")
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else b"dir"
+            for p in sorted(path.rglob("*"))}
+
+
+def _adoptable(mgr, log, write, other):
+    """Lines written and the directory closed; beside it a broker's log directory as a
+    formatted broker leaves it after the topic's creation and a clean stop."""
+    lines(3, 3)(mgr, log, write, other)
+    mgr.close()
+    broker = _broker_of(mgr.dir)
+    broker.mkdir()
+    (broker / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=c\n")
+    (broker / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
+    (broker / log.name).mkdir()
+    (broker / log.name / "partition.metadata").write_text(
+        "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ")
+    return mgr, log
+
+
+def kfs_adopt():
+    """``kfs adopt`` on a failing disk (its engine open and close of the backing directory,
+    the copy, the renames, the broker's checkpoints). Refused, it leaves the broker's log
+    directory as it was; either way a later adopt (``--overwrite``) without the fault gives
+    the broker the backing directory's files."""
+    import io
+
+    from kfs.tools.adopt import AdoptError, adopt
+
+    def run(mgr, log, write, other):
+        broker = _broker_of(mgr.dir)
+        before = _tree(broker)
+        try:
+            adopt(mgr.dir, broker, out=io.StringIO())
+        except (OSError, AdoptError) as exc:
+            copied = "copied in whole" in str(exc)  # (only the broker's checkpoints failed)
+            if _tree(broker) != before and not (copied and _same_partition(mgr.dir, broker)):
+                _refused_changes.append(mgr.dir)
+        reader = LogManager(mgr.dir, read_only=True)
+        return reader, reader.get(log.name)
+    return run
+
+
+_refused_changes: list[Path] = []
+
+
+def _adopted_again(root: Path, trial: Trial) -> None:
+    import io
+
+    from kfs.tools.adopt import adopt
+
+    if root in _refused_changes:
+        _refused_changes.remove(root)
+        trial.problems.append("a refused adopt changed the broker's directory")
+    broker = _broker_of(root)
+    adopt(root, broker, overwrite=True, out=io.StringIO())
+    if not _same_partition(root, broker):
+        trial.problems.append("the broker's partition is not the backing directory's")
+
+
+def _same_partition(backing: Path, broker: Path) -> bool:
+    """Whether the broker's copy of the backing directory's partition has its files."""
+    part = next(p for p in backing.iterdir() if p.is_dir())
+    ours = {k: v for k, v in _tree(part).items() if k != "partition.metadata"}
+    theirs = {k: v for k, v in _tree(broker / part.name).items() if k != "partition.metadata"}
+    return ours == theirs
+
+
 def _key(value: bytes) -> bytes:
     return value.split(b"=")[0]
 
@@ -355,6 +434,7 @@ WORKLOADS = {
     "recovery": Workload("recovery", _recover, {"segment.bytes": "300"}, prepare=_crashed),
     "spark write": Workload("spark write", spark_write(), prepare=_spark_ready,
                             isolation=IsolationLevel.READ_COMMITTED),
+    "kfs adopt": Workload("kfs adopt", kfs_adopt(), prepare=_adoptable, after=_adopted_again),
 }
 
 
