@@ -14,6 +14,7 @@ import os
 import threading
 from pathlib import Path
 
+from storage import disk_calls
 from storage.records._c.scan import largest_lower_bound
 from storage.segment_source import IndexContents, read_local_index
 
@@ -81,7 +82,7 @@ class AbstractIndex:
         return size - size % self.ENTRY_SIZE
 
     def _set_length(self, length: int) -> None:
-        os.truncate(self.path, length)
+        disk_calls.truncate(self.path, length)
         self._length = length
 
     def _remap(self) -> None:
@@ -188,7 +189,7 @@ class AbstractIndex:
         new_end = min(-(-end // mmap.PAGESIZE) * mmap.PAGESIZE, self._length)
         fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         try:
-            os.posix_fallocate(fd, self._allocated, new_end - self._allocated)
+            disk_calls.posix_fallocate(fd, self._allocated, new_end - self._allocated)
         finally:
             os.close(fd)
         self._allocated = new_end
@@ -221,7 +222,7 @@ class AbstractIndex:
 
     def flush(self) -> None:
         if self._mmap is not None and self.writable:
-            self._mmap.flush()
+            disk_calls.msync(self._mmap)
 
     def close(self) -> None:
         """Trim to the valid entries and release the map (``AbstractIndex.close``)."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
+from storage import disk_calls
 from storage.errors import CorruptCheckpointError
 
 _VERSION = 0
@@ -38,12 +39,14 @@ def write_atomically(path: Path, data: str | bytes, sync: bool = True) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:  # each call through storage.disk_calls, where tests inject faults
+            disk_calls.write_all(fd, data.encode() if isinstance(data, str) else data)
             if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+                disk_calls.fsync(fd)
+        finally:
+            os.close(fd)
+        disk_calls.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -51,14 +54,7 @@ def write_atomically(path: Path, data: str | bytes, sync: bool = True) -> None:
         fsync_directory(path.parent)
 
 
-def fsync_directory(directory: Path) -> None:
-    """fsync a directory, making the names created or renamed in it durable
-    (Kafka's ``Utils.flushDir``)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+fsync_directory = disk_calls.fsync_directory
 
 
 def write_checkpoint(path: Path, entries: Iterable[str]) -> None:

@@ -4,6 +4,8 @@ Callers at the edge (the mount, the CLI) map them to errno values; I/O failures 
 operating system (ENOSPC, EIO, ...) are raised as the plain ``OSError`` they are.
 """
 
+import errno
+
 
 class KafkaStorageError(Exception):
     """Base class of every error the engine raises on purpose."""
@@ -73,6 +75,16 @@ class DamagedLogError(KafkaStorageError):
     """A write to a log whose end could not be read when it was opened (``Log.damage``): where
     the next offset goes is unknown until ``kfs verify --repair`` mends it. (Kafka takes such
     a log directory offline: ``KafkaStorageException``.)"""
+
+
+class OfflineLogError(KafkaStorageError, OSError):
+    """A write to a log taken offline by an I/O error (``Log.offline``), as Kafka's
+    ``LogDirFailureChannel`` takes a log directory offline and answers its produce requests
+    with ``KafkaStorageException``: reads go on, writes are refused with ``EIO`` (its
+    ``errno``) until the next open recovers the log."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EIO, message)
 
 
 class InvalidConfigError(KafkaStorageError):

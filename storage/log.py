@@ -12,6 +12,7 @@ import errno
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from crc32c import crc32c
@@ -29,6 +30,7 @@ from storage.errors import (
     LogCleaningAbortedError,
     KeylessRecordError,
     KeySeparatorMissingError,
+    OfflineLogError,
     ReadOnlyLogError,
     RecordTooLargeError,
 )
@@ -100,6 +102,8 @@ class Log:
                                  quarantine=quarantine, salvage=salvage, clock=clock)
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
+        # why an I/O error took the log offline for writes (None: online); see go_offline
+        self.offline: str | None = None
         # what opening cut, one line each: recovery's cuts, a salvage before it (LogManager)
         self.salvaged: list[str] = list(loaded.cuts)
         self.segments = LogSegments(self.dir, config, clock, loaded.segments)
@@ -229,6 +233,9 @@ class Log:
             self._lock.release()
 
     def _check_writable(self) -> None:
+        if self.offline is not None:
+            raise OfflineLogError(f"{self.name} is offline for writes after an I/O error "
+                                  f"({self.offline}) until the next mount recovers it")
         if self.damage is not None:
             raise DamagedLogError(f"{self.name} is damaged ({self.damage}): appends are refused "
                                   "until `kfs verify --repair`")
@@ -277,15 +284,41 @@ class Log:
         end = appends[-1][1] + 1
         if nowait and end - self.recovery_point >= self.config.flush_messages:
             raise BlockingIOError(errno.EAGAIN, f"{self.name} would flush")
-        try:
+        with self._all_or_nothing(first):
             self._append_each(appends, nowait)
+            self._after_append(first, end)
+        return first
+
+    @contextmanager
+    def _all_or_nothing(self, first: int):
+        """Take an append that raises back to ``first`` (the log end offset before it; the
+        lock held): bytes may be on disk before an index, companion file or fsync failed. An
+        OSError (the disk's EIO, ENOSPC...) also takes the log offline for writes (Kafka's
+        ``LogDirFailureChannel``; PostgreSQL likewise stops trusting a file whose fsync
+        failed): whatever the failed call left behind, no later append builds on it."""
+        try:
+            yield
         except BlockingIOError:
             raise  # nothing written
-        except BaseException:
-            self.truncate_to(first)  # bytes may be on disk before an index write failed
+        except OSError as exc:
+            self.go_offline(exc)
+            try:
+                self.truncate_to(first)
+            except OSError as again:  # the .log is cut first: what stays is the log's own
+                log.error("%s: taking the failed append back: %s", self.name, again)
             raise
-        self._after_append(first, end)
-        return first
+        except BaseException:
+            self.truncate_to(first)
+            raise
+
+    def go_offline(self, exc: OSError) -> None:
+        """Refuse every later write (OfflineLogError, EIO) after ``exc``, said once in the log
+        (Kafka's ``LogDirFailureChannel.maybeAddOfflineLogDir``); reads go on. The next open
+        recovers the log from its recovery point (no clean-shutdown marker is written)."""
+        if self.offline is None:
+            self.offline = str(exc)
+            log.error("%s is offline for writes until the next mount recovers it (reads go "
+                      "on): %s", self.name, exc)
 
     def _append_each(self, appends: list[tuple[bytes, int, int, int]],
                      nowait: bool = False) -> None:
@@ -341,7 +374,7 @@ class Log:
             self._append_whole(bytes(data), first, last, max_ts, shallow, epochs, producers)
             return self._leo
 
-    def append_as_leader(self, data: bytes) -> tuple[int, int]:
+    def append_as_leader(self, data: bytes, sync: bool = False) -> tuple[int, int]:
         """Append producer-built v2 batches as a partition leader does
         (``UnifiedLog.appendAsLeader`` with ``LogValidator``): each batch is CRC-checked and
         limited to ``max.message.bytes``; offsets are assigned from the log end offset (the
@@ -357,7 +390,8 @@ class Log:
         that is not magic 2; RecordTooLargeError; the producer-state errors of
         ``storage.errors`` (OutOfOrderSequenceError, InvalidProducerEpochError,
         InvalidTxnStateError) as a broker answers a producer; OSError from the disk (nothing
-        stays)."""
+        stays). ``sync``: flushed before it returns, as with ``flush.messages=1`` (a writer
+        whose caller is told of success only then: a failed fsync takes the append back)."""
         self._check_writable()
         buf = data if isinstance(data, bytearray) else bytearray(data)  # stamped in place
         batches = self._validate_produced(buf)
@@ -390,29 +424,27 @@ class Log:
             if len(headers) > 1 and (len(buf) > self.config.segment_bytes or
                                      self.segments.active.should_roll(len(buf), max_ts,
                                                                      offset - 1, now)):
-                self._append_as_requests(buf, headers, origin, first)
+                self._append_as_requests(buf, headers, origin, first, sync)
             else:
-                self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers)
+                self._append_whole(buf, first, offset - 1, max_ts, shallow, None, producers,
+                                   sync)
             return first, offset - 1
 
     def _append_as_requests(self, buf: bytearray, headers: list[RecordBatch],
-                            origin: AppendOrigin, first: int) -> None:
+                            origin: AppendOrigin, first: int, sync: bool = False) -> None:
         """Several stamped batches whose append rolls the segment, appended one by one as a
         broker gets them (Kafka 4 takes one batch per partition in a produce request): each has
         its own roll check, so the segments break between batches where the broker's do, and
         the producer snapshot of a roll holds the batches before it. Published once, all or
         nothing (the log is truncated back to ``first`` on error)."""
-        try:
+        with self._all_or_nothing(first):  # (truncate_to reloads the producer state too)
             for batch in headers:
                 last, end = batch.last_offset, batch.position + batch.size_in_bytes
                 self._append_chunk(memoryview(buf)[batch.position:end], batch.base_offset, last,
                                    batch.max_timestamp, last)
                 self.producer_state.apply(self.producer_state.analyze([batch], origin),
                                           self.segments.active.txn_index)
-        except BaseException:
-            self.truncate_to(first)  # also reloads the producer state from before the append
-            raise
-        self._after_append(first, headers[-1].last_offset + 1)
+            self._after_append(first, headers[-1].last_offset + 1, sync=sync)
 
     def _validate_produced(self, buf: bytearray) -> list[tuple[int, int]]:
         """(position, offset count) of each batch in ``buf``, checked as LogValidator does."""
@@ -459,32 +491,30 @@ class Log:
                                  f"{record.offset - batch.base_offset}")
 
     def _append_whole(self, data: bytes, first: int, last: int, max_ts: int, shallow: int,
-                      epochs: list[tuple[int, int]] | None = None, producers=None) -> None:
+                      epochs: list[tuple[int, int]] | None = None, producers=None,
+                      sync: bool = False) -> None:
         """One segment append of whole batches, rolled back on failure; then the producer
         state and the transaction index of aborted transactions, then publish."""
-        leo = self._leo
-        try:
+        with self._all_or_nothing(self._leo):  # (truncate_to reloads the producer state too)
             self._append_chunk(data, first, last, max_ts, shallow)
             if producers is not None:  # may write a .txnindex entry: part of the append
                 self.producer_state.apply(producers, self.segments.active.txn_index)
-        except BaseException:
-            self.truncate_to(leo)  # also reloads the producer state from before the append
-            raise
-        self._after_append(first, last + 1, epochs)
+            self._after_append(first, last + 1, epochs, sync)
 
     def _after_append(self, first: int, next_offset: int,
-                      epochs: list[tuple[int, int]] | None = None) -> None:
-        """Publish the new log end offset (readers see a whole append or none of it), learn the
-        leader epochs (the batches' own for a follower append, else :attr:`leader_epoch`), and
-        flush when ``flush.messages`` records are unflushed."""
-        self._leo = next_offset
-        self.producer_state.update_map_end_offset(next_offset)
-        self.producer_state.on_high_watermark_updated(next_offset)
+                      epochs: list[tuple[int, int]] | None = None, sync: bool = False) -> None:
+        """Learn the leader epochs (the batches' own for a follower append, else
+        :attr:`leader_epoch`), flush when ``flush.messages`` records are unflushed, then
+        publish the new log end offset (readers see a whole append or none of it). What can
+        fail comes before the publication: an append taken back was never served."""
         for epoch, start in epochs or [(self.leader_epoch, first)]:
             if epoch > self.epochs.latest_epoch:
                 self.epochs.assign(epoch, start)
-        if self._leo - self.recovery_point >= self.config.flush_messages:
-            self.flush()
+        if sync or next_offset - self.recovery_point >= self.config.flush_messages:
+            self._flush(next_offset)
+        self._leo = next_offset
+        self.producer_state.update_map_end_offset(next_offset)
+        self.producer_state.on_high_watermark_updated(next_offset)
 
     def _append_chunk(self, data: bytes, first_offset: int, last_offset: int,
                       max_timestamp: int, shallow_offset: int) -> None:
@@ -557,7 +587,13 @@ class Log:
         if not self.writable:
             raise ReadOnlyLogError(f"{self.name} is read-only")
         with self._lock:
-            return self._delete_segments([s for s, _ in self.retention_plan(now)])
+            if self.offline is not None:
+                self._check_writable()
+            try:
+                return self._delete_segments([s for s, _ in self.retention_plan(now)])
+            except OSError as exc:  # a pass half done: no later write builds on it
+                self.go_offline(exc)
+                raise
 
     def retention_plan(self, now: int | None = None) -> list[tuple[LogSegment, str]]:
         """What :meth:`delete_old_segments` would delete now, oldest first, each with the rule
@@ -742,22 +778,34 @@ class Log:
         """fsync every segment holding offsets at or past the recovery point, and the
         directory when one of them was created since (its name must survive a power loss too),
         then move the recovery point to the log end offset (``UnifiedLog.flush``,
-        ``LocalLog.flush``): a crash keeps everything below it without revalidation."""
+        ``LocalLog.flush``): a crash keeps everything below it without revalidation. A failed
+        fsync takes the log offline (see :meth:`go_offline`: the data it should have made durable
+        cannot be trusted); an offline log raises OfflineLogError."""
         with self._lock:
-            leo = self._leo
-            if not self.writable or leo <= self.recovery_point:
-                return
-            for segment in self.segments.from_offset(self.recovery_point):
-                segment.flush()
-            if self.segments.active.base_offset >= self.recovery_point:
-                fsync_directory(self.dir)
-            self.recovery_point = leo
-            self._last_flush_ms = self.clock.milliseconds()
+            if self.offline is not None:
+                self._check_writable()
+            try:
+                self._flush(self._leo)
+            except OSError as exc:
+                self.go_offline(exc)
+                raise
+
+    def _flush(self, leo: int) -> None:
+        """:meth:`flush` up to ``leo`` (the lock held; an append flushes before it publishes)."""
+        if not self.writable or leo <= self.recovery_point:
+            return
+        for segment in self.segments.from_offset(self.recovery_point):
+            segment.flush()
+        if self.segments.active.base_offset >= self.recovery_point:
+            fsync_directory(self.dir)
+        self.recovery_point = leo
+        self._last_flush_ms = self.clock.milliseconds()
 
     def flush_if_due(self, now: int) -> None:
         """Flush when ``flush.ms`` has passed since the last flush and data is unflushed (the
         broker's ``log.flush.scheduler.interval.ms`` check)."""
-        if self._leo > self.recovery_point and now - self._last_flush_ms >= self.config.flush_ms:
+        if self._leo > self.recovery_point and now - self._last_flush_ms >= self.config.flush_ms \
+                and self.offline is None:
             self.flush()
 
     def close(self) -> None:
@@ -767,7 +815,8 @@ class Log:
         raised after that."""
         with self._lock:
             errors = []
-            if self.writable and len(self.segments) and self.damage is None:
+            if self.writable and len(self.segments) and self.damage is None and \
+                    self.offline is None:
                 try:
                     self.flush()
                     self.producer_state.take_snapshot()  # Kafka: a producer snapshot at close
@@ -783,7 +832,7 @@ class Log:
             self.segments.close_retired(everything=True)
             self.segments.set([])
             self.delete_due_files(now=2**63 - 1)  # no reader of this process is left
-            if errors:
+            if errors and self.offline is None:  # (an offline log's disk is known to fail)
                 raise errors[0]
 
 

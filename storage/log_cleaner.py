@@ -271,9 +271,10 @@ class LogCleaner:
                                                       now)
         except LogCleaningAbortedError as exc:
             log.info("Cleaning of log %s aborted: %s", name, exc)
-        except OSError as exc:  # e.g. ENOSPC: the log is as it was; the next round retries
+        except OSError as exc:  # e.g. ENOSPC: as Kafka, the log goes offline for writes
             log.error("Failed to clean up log for %s in dir %s due to IOException: %s", name,
                       self.manager.dir, exc)
+            ltc.log.go_offline(exc)  # (the next mount finishes or undoes a half-done swap)
             if reraise:
                 raise
         except (KafkaStorageError, ValueError) as exc:

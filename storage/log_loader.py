@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage import disk_calls
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
@@ -385,7 +386,7 @@ def _promote_swaps(directory: Path, swaps: list[Path], unlink) -> None:
                 unlink(path, "replaced by a finished cleaning")
     for path in swaps:
         log.info("promoting %s", path)
-        path.rename(path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+        disk_calls.rename(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
 
 
 def _next_offset_of_log_file(path: Path, base_offset: int) -> int:

@@ -545,17 +545,21 @@ class LogManager:
     def _writable_logs(self) -> list[Log]:
         """The logs background jobs may change: none of a damaged one (left for a repair)."""
         with self._lock:
-            return [] if self.read_only else [l for l in self._logs.values() if l.damage is None]
+            return [] if self.read_only else [l for l in self._logs.values()
+                                              if l.damage is None and l.offline is None]
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and, when writable, Kafka's
         clean-shutdown marker (written last: it tells the next start that recovery can be
-        skipped), then release the lock. An OSError (e.g. ENOSPC) is raised after everything
-        is closed and the lock released; the next start then recovers."""
+        skipped; not when a log went offline, ``Log.offline``: the next start recovers it), then
+        release the lock. An OSError (e.g. ENOSPC) is raised after everything is closed and the
+        lock released; the next start then recovers."""
         with self._lock:
             try:
+                offline = [l for l in self._logs.values() if l.offline is not None]
                 for log_ in self._logs.values():
-                    log_.flush()
+                    if log_.offline is None:
+                        log_.flush()
                 recovery_points, start_offsets = self._recovery_points(), self._log_start_offsets()
                 for log_ in self._logs.values():
                     log_.close()  # trims the indexes: frees the space the checkpoints need
@@ -563,17 +567,20 @@ class LogManager:
                 if not self.read_only:
                     write_offsets(self.dir / RECOVERY_POINT_CHECKPOINT, recovery_points)
                     write_offsets(self.dir / LOG_START_OFFSET_CHECKPOINT, start_offsets)
+                if not self.read_only and not offline:
                     write_atomically(self.dir / CLEAN_SHUTDOWN_FILE,
                                      json.dumps({"version": 0, "brokerEpoch": 0},
                                                 separators=(",", ":")))
             finally:
-                for log_ in [*self._logs.values(), *(l for _, l in self._retired)]:
-                    log_.close()
-                self._logs.clear()
-                self._retired.clear()
-                if self._file_lock is not None:
-                    self._file_lock.release()
-                    self._file_lock = None
+                try:
+                    for log_ in [*self._logs.values(), *(l for _, l in self._retired)]:
+                        log_.close()
+                finally:  # (a close failing on a failing disk still lets the next start in)
+                    self._logs.clear()
+                    self._retired.clear()
+                    if self._file_lock is not None:
+                        self._file_lock.release()
+                        self._file_lock = None
 
 
 def _salvage_summary(plan, damage: IntactDataAfterDamageError, quarantine: Path | None

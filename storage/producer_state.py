@@ -42,6 +42,7 @@ from storage.log_files import (
     offset_from_file_name,
     producer_snapshot_file,
 )
+from storage import disk_calls
 from storage.checkpoint import write_atomically
 from storage.errors import (
     CorruptSnapshotError,
@@ -963,7 +964,7 @@ class ProducerStateManager:
             return None
         target = path.with_name(path.name + DELETED_SUFFIX)
         try:
-            os.replace(path, target)
+            disk_calls.replace(path, target)
         except FileNotFoundError:
             log.info("Producer snapshot %s was already deleted", path)
             return None

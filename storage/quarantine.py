@@ -26,6 +26,7 @@ import os
 import shutil
 from pathlib import Path
 
+from storage import disk_calls
 from storage.checkpoint import fsync_directory
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.errors import KafkaStorageError
@@ -114,18 +115,17 @@ class Quarantine:
         try:
             target = self._target(source.parent.name, f"{source.name}.{start}-{end}")
             digest = hashlib.sha256()
-            with open(source, "rb") as src, open(target, "xb") as dst:
+            with open(source, "rb") as src, open(target, "xb", buffering=0) as dst:
                 src.seek(start)
                 left = end - start
                 while left > 0:
                     chunk = src.read(min(_COPY_BLOCK, left))
                     if not chunk:
                         raise OSError(errno.EIO, f"{source} ends before byte {end}")
-                    dst.write(chunk)
+                    disk_calls.write_all(dst.fileno(), chunk)
                     digest.update(chunk)
                     left -= len(chunk)
-                dst.flush()
-                os.fsync(dst.fileno())
+                disk_calls.fsync(dst.fileno())
             fsync_directory(target.parent)
         except QuarantineError:
             raise
@@ -146,13 +146,13 @@ class Quarantine:
             target = self._target(source.parent.name, source.name)
             digest = _sha256(source)
             try:
-                os.rename(source, target)
+                disk_calls.rename(source, target)
             except OSError as e:
                 if e.errno != errno.EXDEV:
                     raise
                 shutil.copyfile(source, target)
                 with open(target, "rb") as f:
-                    os.fsync(f.fileno())
+                    disk_calls.fsync(f.fileno())
                 source.unlink()
             fsync_directory(target.parent)
             fsync_directory(source.parent)
@@ -168,10 +168,9 @@ class Quarantine:
                  "lastOffset": last_offset, "records": records, "reason": reason,
                  "file": str(target.relative_to(self.directory)), "sha256": sha256}
         try:
-            with open(self.directory / MANIFEST, "a", encoding="utf-8") as f:
-                f.write(json.dumps(entry) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            with open(self.directory / MANIFEST, "ab", buffering=0) as f:
+                disk_calls.write_all(f.fileno(), (json.dumps(entry) + "\n").encode())
+                disk_calls.fsync(f.fileno())
         except OSError as e:
             raise QuarantineError(f"cannot write {self.directory / MANIFEST}: {e}") from e
         self.pieces.append(entry)

@@ -24,6 +24,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from storage import disk_calls
 from storage.checkpoint import fsync_directory
 from storage.config import LogConfig
 from storage.damage import Cut, map_segment
@@ -162,7 +163,7 @@ def _rewrite(directory: Path, segment: SegmentPlan) -> Path:
         target, base = segment.path, segment.base
     cleaned = target.with_name(target.name + CLEANED_SUFFIX)
     try:
-        with open(segment.path, "rb") as src, open(cleaned, "wb") as dst:
+        with open(segment.path, "rb") as src, open(cleaned, "wb", buffering=0) as dst:
             for start, end in segment.intact:
                 src.seek(start)
                 left = end - start
@@ -170,11 +171,10 @@ def _rewrite(directory: Path, segment: SegmentPlan) -> Path:
                     chunk = src.read(min(_COPY_BLOCK, left))
                     if not chunk:
                         raise OSError(f"{segment.path} ends before byte {end}")
-                    dst.write(chunk)
+                    disk_calls.write_all(dst.fileno(), chunk)
                     left -= len(chunk)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(cleaned, target)
+            disk_calls.fsync(dst.fileno())
+        disk_calls.replace(cleaned, target)
     except BaseException:
         cleaned.unlink(missing_ok=True)
         raise

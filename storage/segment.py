@@ -19,6 +19,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from storage.clock import SYSTEM_CLOCK, Clock
+from storage import disk_calls
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.log_files import (
@@ -296,7 +297,7 @@ class LogSegment:
         try:
             while buffers:
                 with self._file as fd:
-                    written = os.pwritev(fd, buffers, position)
+                    written = disk_calls.pwritev(fd, buffers, position)
                 position += written
                 while buffers and written >= len(buffers[0]):
                     written -= len(buffers[0])
@@ -305,7 +306,7 @@ class LogSegment:
                     buffers = [memoryview(buffers[0])[written:], *buffers[1:]]
         except OSError:
             with self._file as fd:
-                os.ftruncate(fd, self.size)
+                disk_calls.ftruncate(fd, self.size)
             raise
 
     # -- reading ----------------------------------------------------------------------------
@@ -553,7 +554,7 @@ class LogSegment:
         if truncated > 0:
             log.warning("truncating %s from %d to %d bytes", self.log_path, self.size, valid_bytes)
             with self._file as fd:
-                os.ftruncate(fd, valid_bytes)
+                disk_calls.ftruncate(fd, valid_bytes)
             self.size = valid_bytes
         offset_entries, time_entries = scan.index_entries(self.config.index_interval_bytes)
         self.offset_index.append_entries(offset_entries)
@@ -621,7 +622,7 @@ class LogSegment:
         position = found[0]
         truncated = self.size - position
         with self._file as fd:
-            os.ftruncate(fd, position)
+            disk_calls.ftruncate(fd, position)
         self.size = position
         if position == 0:
             self.created_ms = self.clock.milliseconds()
@@ -662,7 +663,7 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the .log and the indexes."""
         with self._file as fd:
-            os.fsync(fd)
+            disk_calls.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -694,7 +695,7 @@ class LogSegment:
                                   (TXN_INDEX_SUFFIX, self.txn_index, "path")):
             path, renamed = getattr(owner, attr), self._path(kind, new_suffix)
             if path.exists():
-                os.replace(path, renamed)
+                disk_calls.replace(path, renamed)
                 step(f"renamed {kind}{self.file_suffix} to {kind}{new_suffix}")
             setattr(owner, attr, renamed)
         self.file_suffix = new_suffix

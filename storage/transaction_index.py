@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from storage import disk_calls
 from storage.errors import CorruptIndexError, ReadOnlyLogError
 from storage.log_files import TXN_INDEX_SUFFIX, offset_from_file_name
 from storage.segment_source import SegmentSource, read_local_index
@@ -194,9 +195,9 @@ class TransactionIndex:
             fd = self._open(create=True)
             size = os.fstat(fd).st_size
             end = size - size % AbortedTxn.SIZE
-            written = os.pwrite(fd, entry, end)
+            written = disk_calls.pwrite(fd, entry, end)
             if written != len(entry):  # a short write: leave no partial entry behind
-                os.ftruncate(fd, end)
+                disk_calls.ftruncate(fd, end)
                 raise OSError(f"short write to transaction index {self.path}")
         self._last_offset = aborted_txn.last_offset
 
@@ -208,7 +209,7 @@ class TransactionIndex:
         for txn, pos in self._iter_with_position():
             if txn.last_offset >= offset:
                 with self._lock:
-                    os.ftruncate(self._open(create=False), pos)
+                    disk_calls.ftruncate(self._open(create=False), pos)
                 self._last_offset, self._last_offset_known = new_last, True
                 return
             new_last = txn.last_offset
@@ -220,14 +221,14 @@ class TransactionIndex:
         with self._lock:
             fd = self._open(create=False)
             if fd is not None:
-                os.ftruncate(fd, 0)
+                disk_calls.ftruncate(fd, 0)
         self._last_offset, self._last_offset_known = None, True
 
     def flush(self) -> None:
         """fsync the file if it is open for writing (``flush``)."""
         with self._lock:
             if self._fd is not None and self.writable:
-                os.fsync(self._fd)
+                disk_calls.fsync(self._fd)
 
     def close(self) -> None:
         """Close the file; a later call reopens it (``close``)."""
@@ -256,7 +257,7 @@ class TransactionIndex:
         path = Path(path)
         try:
             if self.path.exists():
-                os.replace(self.path, path)
+                disk_calls.replace(self.path, path)
         finally:
             self.path = path
 

@@ -33,6 +33,7 @@ _ERRNO_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (serr.RecordTooLargeError, errno.EFBIG),
     (serr.ReadOnlyLogError, errno.EROFS),
     (serr.DamagedLogError, errno.EIO),  # (the load logged the damage)
+    (serr.OfflineLogError, errno.EIO),  # (going offline logged the I/O error, once)
     (serr.KeySeparatorMissingError, errno.EINVAL),
     (InvalidBatchesError, errno.EINVAL),
     (InvalidJsonLineError, errno.EINVAL),

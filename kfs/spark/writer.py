@@ -29,6 +29,7 @@ machine; otherwise write while the directory is unmounted (or mounted read-only)
 from __future__ import annotations
 
 import array
+import logging
 import secrets
 from collections import defaultdict
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ from storage.records.batch import encode_arrow, seal_in_place
 from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.framing import RECORD_BATCH_OVERHEAD
 from storage.topic_partition import parse_partition_dir_name
+
+log = logging.getLogger(__name__)
 
 from kfs.mount_table import find_mount
 from .partitioner import StickyPartitioner, assign_partitions
@@ -201,7 +204,10 @@ class KfsWriter(DataSourceArrowWriter):
 class _Appender:
     """``append(partition, batches)`` for the span of a ``with`` block: through the kfs mount
     serving the directory when there is one (its ``append-batches`` files), else through the
-    engine with the ``.lock`` held only for the block."""
+    engine with the ``.lock`` held only for the block. An engine append is flushed before it
+    returns (a failed fsync takes it back: a task or commit told of an error never finds its
+    batches stored), so a close that fails afterwards (a checkpoint, the clean-shutdown
+    marker: the next open recovers) is logged, not the block's failure."""
 
     def __init__(self, path: str, timeout_s: float):
         self._path, self._timeout_s = path, timeout_s
@@ -213,11 +219,15 @@ class _Appender:
             return lambda name, data: _append_through_mount(mount, name, data)
         self._manager = open_log_directory(self._path, read_only=False,
                                            lock_timeout_s=self._timeout_s)
-        return lambda name, data: _get_or_create(self._manager, name).append_as_leader(data)
+        return lambda name, data: _get_or_create(self._manager, name).append_as_leader(
+            data, sync=True)
 
     def __exit__(self, *exc) -> None:
         if self._manager is not None:
-            self._manager.close()
+            try:
+                self._manager.close()
+            except OSError as error:  # (every append is durable already)
+                log.warning("closing %s after the appends: %s", self._path, error)
 
 
 def _append_through_mount(mount: Path, name: str, data: bytes) -> None:

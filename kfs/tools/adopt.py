@@ -190,8 +190,11 @@ def adopt(backing_dir, broker_log_dir, partitions: list[str] | None = None, *,
             return found
         for p in found:
             _swap_in(backing / p.name, broker, p)
-        for path, offsets in checkpoints.items():
-            write_offsets(path, offsets)
+        try:
+            for path, offsets in checkpoints.items():
+                write_offsets(path, offsets)
+        except OSError as exc:  # (each partition is whole: a new adopt writes them again)
+            raise _copied_in_whole(exc, f"the broker's {path.name}") from exc
         print(f"adopted {len(found)} partition{'s' if len(found) != 1 else ''}: start the "
               "broker; it appends its leader epoch to each leader-epoch-checkpoint when it "
               "leads them", file=out)
@@ -351,32 +354,58 @@ def _delete_dir_name(p: Partition) -> str:
 
 def _swap_in(source: Path, broker: Path, p: Partition) -> None:
     """Copy ``source`` beside the broker's directory of the partition under a name Kafka
-    deletes, fsync it, write the cluster's topic ID, then rename it over the broker's."""
+    deletes, fsync it, write the cluster's topic ID, then rename it over the broker's. On
+    OSError the broker's directory is put back (each write through ``storage.disk_calls``)."""
+    from storage import disk_calls
     from storage.checkpoint import fsync_directory, write_atomically
 
     staging = broker / _delete_dir_name(p)
+    target, old = broker / p.name, broker / _delete_dir_name(p)
     staging.mkdir()
     try:
         for path in _files(source):
-            shutil.copy2(path, staging / path.name)
-            fd = os.open(staging / path.name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _copy(path, staging / path.name)
         # PartitionMetadataFile's text, byte for byte (no newline at the end)
         write_atomically(staging / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {p.topic_id}")
         fsync_directory(staging)
-        target = broker / p.name
-        old = broker / _delete_dir_name(p)
-        os.rename(target, old)
-        os.rename(staging, target)
+        disk_calls.rename(target, old)
+        disk_calls.rename(staging, target)
         fsync_directory(broker)
     except BaseException:
+        if old.exists() and not staging.exists():  # swapped in: the broker's goes back
+            os.rename(target, staging)
+        if old.exists():
+            os.rename(old, target)
         shutil.rmtree(staging, ignore_errors=True)
         raise
     shutil.rmtree(old)
-    fsync_directory(broker)
+    try:
+        fsync_directory(broker)
+    except OSError as exc:
+        raise _copied_in_whole(exc, f"{broker} (its fsync)") from exc
+
+
+def _copied_in_whole(exc: OSError, what: str) -> OSError:
+    """An error after the point of no return: the partition is the broker's, whole."""
+    return OSError(exc.errno, f"the partitions were copied in whole, but {what} could not be "
+                   f"written ({exc.strerror}): adopt again with --overwrite before starting "
+                   "the broker")
+
+
+def _copy(source: Path, target: Path) -> None:
+    """``source`` copied to ``target`` with its times (a segment's mtime is what retention
+    reads when its records carry none), then fsynced."""
+    from storage import disk_calls
+
+    with open(source, "rb") as src:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            while chunk := src.read(1 << 20):
+                disk_calls.write_all(fd, chunk)
+            disk_calls.fsync(fd)
+        finally:
+            os.close(fd)
+    shutil.copystat(source, target)
 
 
 def _checkpoints(backing: Path, broker: Path, found: list[Partition]) -> dict[Path, dict[str, int]]:

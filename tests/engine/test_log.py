@@ -2,6 +2,7 @@
 §6.2, §8.2 of the reference), reads by offset and time, reopening and recovery."""
 
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -365,11 +366,12 @@ def test_oversized_record_is_refused_and_nothing_is_written(tmp_path):
     assert log.log_end_offset == 1 and log.segments.size_in_bytes == size
 
 
-def test_failed_write_truncates_back(tmp_path, monkeypatch):
+def test_failed_write_truncates_back_and_takes_the_log_offline(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0", batch_size=200)
     log.append([b"keep"])
     size = log.segments.size_in_bytes
-    from storage import segment as segment_module
+    from storage import disk_calls
+    from storage.errors import OfflineLogError
 
     calls = {"n": 0}
     real_pwrite = os.pwrite
@@ -380,14 +382,20 @@ def test_failed_write_truncates_back(tmp_path, monkeypatch):
         real_pwrite(fd, data[:len(data) // 2], pos)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(segment_module.os, "pwritev", failing_pwritev)
+    monkeypatch.setattr(disk_calls, "pwritev", failing_pwritev)
     with pytest.raises(OSError) as err:
         log.append([b"z" * 150] * 5)  # several batches; the write fails half-way
     assert err.value.errno == 28
     monkeypatch.undo()
     assert log.log_end_offset == 1 and log.segments.size_in_bytes == size
-    assert log.reader.read(1) is None
-    assert log.append([b"after"]) == 1
+    assert log.reader.read(1) is None and log.reader.read(0).value == b"keep"  # reads go on
+    with pytest.raises(OfflineLogError) as refused:  # Kafka's LogDirFailureChannel
+        log.append([b"after"])
+    assert refused.value.errno == errno.EIO
+    log.close()
+    reopened = open_log(tmp_path / "t-0")  # the next open recovers it
+    assert reopened.log_end_offset == 1 and reopened.append([b"after"]) == 1
+    reopened.close()
 
 
 def test_find_offset_by_timestamp_is_list_offsets(tmp_path):
@@ -515,6 +523,8 @@ def test_readers_never_see_an_append_until_it_is_whole(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert seen == [[b"a"], None]
     assert log.log_end_offset == 1 and len(log.segments) == 1
+    log.close()
+    log = open_log(tmp_path / "t-0", batch_size=300, segment_bytes=700)  # (offline until then)
     log.append([b"NEW"])
     assert log.reader.read(1).value == b"NEW"
     assert [r.value for r in log.reader.records_from(0, 10)] == [b"a", b"NEW"]
@@ -771,6 +781,9 @@ def test_a_failed_txnindex_write_rolls_the_whole_append_back(tmp_path, monkeypat
     monkeypatch.undo()
     assert log.log_end_offset == 2 and log.segments.size_in_bytes == size  # no orphan marker
     assert log.last_stable_offset == 0  # the transaction is still open
+    log.close()
+    log = open_log(tmp_path / "t-0")  # (the error took the log offline until reopened)
+    assert log.last_stable_offset == 0
     log.append([b"next"])
     assert log.reader.read(2).value == b"next"
     log.append_as_leader(build_control_batch(0, 5, 0, ControlRecordType.ABORT, timestamp_ms=now_ms()))
@@ -867,7 +880,7 @@ def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path)
 
 
 def test_short_writes_are_continued(tmp_path, monkeypatch):
-    from storage import segment as segment_module
+    from storage import disk_calls
     real_pwritev = os.pwritev
 
     def short_pwritev(fd, buffers, pos):  # the kernel may write less than asked
@@ -875,7 +888,7 @@ def test_short_writes_are_continued(tmp_path, monkeypatch):
         return real_pwritev(fd, [data], pos)
 
     log = open_log(tmp_path / "t-0", batch_size=1000)
-    monkeypatch.setattr(segment_module.os, "pwritev", short_pwritev)
+    monkeypatch.setattr(disk_calls, "pwritev", short_pwritev)
     lines = [b"line %d " % i + b"x" * (i % 50) for i in range(300)]
     assert log.append_lines(b"".join(line + b"\n" for line in lines)) == range(len(lines))
     monkeypatch.undo()
