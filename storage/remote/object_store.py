@@ -89,7 +89,7 @@ class ObjectStore:
         try:
             fs, root = pafs.FileSystem.from_uri(_with_s3_options(uri, endpoint, region))
         except (OSError, ValueError, TypeError) as e:
-            raise ObjectStoreError(f"{redact(uri)}: {scrub(e, uri)}") from None
+            raise ObjectStoreError(explained(f"{redact(uri)}: {scrub(e, uri)}")) from None
         return cls(fs, root, uri)
 
     @classmethod
@@ -129,7 +129,7 @@ class ObjectStore:
         try:
             return self.fs.get_file_info(selector)
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(f"listing {self.describe(*names)}: {e}") from None
+            raise ObjectStoreError(explained(f"listing {self.describe(*names)}: {e}")) from None
 
     def root_info(self) -> pafs.FileInfo:
         """The root's listing entry (type NotFound when there is none). Raises
@@ -137,7 +137,7 @@ class ObjectStore:
         try:
             return self.fs.get_file_info(self.root)
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(f"{self.describe()}: {e}") from None
+            raise ObjectStoreError(explained(f"{self.describe()}: {e}")) from None
 
     def check_root(self) -> None:
         """ObjectStoreError unless the root is there (an unknown bucket, a mistyped prefix,
@@ -171,7 +171,7 @@ class ObjectStore:
             try:
                 f = self.fs.open_input_file(path)
             except (OSError, ValueError) as e:
-                raise ObjectStoreError(f"{path}: {e}") from None
+                raise ObjectStoreError(explained(f"{path}: {e}")) from None
             with self._lock:
                 f = self._opened.setdefault(key, f)
                 while len(self._opened) > OPEN_OBJECTS:
@@ -232,11 +232,26 @@ class ObjectStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(f"{path}: {e}") from None
+            raise ObjectStoreError(explained(f"{path}: {e}")) from None
 
 
 _SHARED: OrderedDict[tuple, ObjectStore] = OrderedDict()  # ObjectStore.shared's, by (uri, ...)
 _SHARED_LOCK = threading.Lock()
+
+
+# What S3 (and S3-compatible servers) answer to credentials they refuse, whichever call met it
+_REFUSED_CREDENTIALS = ("ACCESS_DENIED", "SIGNATURE_DOES_NOT_MATCH", "INVALID_ACCESS_KEY_ID",
+                        "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId")
+
+
+def explained(text: str) -> str:
+    """A store's error ``text`` with what a refusal of the credentials means said once, in the
+    same words whichever call met it (a listing's SIGNATURE_DOES_NOT_MATCH, a HEAD's bodiless
+    ACCESS_DENIED)."""
+    if any(marker in text for marker in _REFUSED_CREDENTIALS):
+        return (f"{text} (the store refused the credentials: check AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, ~/.aws/ or the instance's role)")
+    return text
 
 
 def _with_s3_options(uri: str, endpoint: str | None, region: str | None) -> str:
@@ -382,7 +397,7 @@ class RangedObject:
             # (a Buffer of the response's bytes: read_at would copy them into a bytes object)
             data = self._f.get_stream(position, nbytes).read_buffer(nbytes)
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(f"{self._path} at byte {position}: {e}") from None
+            raise ObjectStoreError(explained(f"{self._path} at byte {position}: {e}")) from None
         if len(data) < nbytes:  # the object is shorter than listed: replaced or cut meanwhile
             raise ObjectStoreError(f"{self._path}: {len(data)} bytes at byte {position} where "
                                    f"{nbytes} were listed (the object changed)")

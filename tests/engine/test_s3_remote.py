@@ -134,3 +134,22 @@ def test_a_server_stopped_mid_read_is_an_error_not_a_hang(tmp_path, monkeypatch)
         remote.close()
     finally:
         server.stop()
+
+
+def test_refused_credentials_are_said_alike_whichever_call_met_them(s3, monkeypatch):
+    """Issue 37, item 21: a wrong secret read as a listing's SIGNATURE_DOES_NOT_MATCH (the
+    mount, Spark) or a HEAD's bodiless ACCESS_DENIED (verify, dump); each now says what it
+    means in the same words, and names no secret."""
+    uri, _ = copy_into_bucket(s3, KAFKA_WRITTEN, names=["plain-0"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-8a7f")
+    store = ObjectStore.from_uri(uri)
+    said = []
+    for call in (store.list, store.root_info, lambda: store.list("plain-0")):
+        with pytest.raises(ObjectStoreError) as refused:
+            call()
+        said.append(str(refused.value))
+    assert any("SIGNATURE_DOES_NOT_MATCH" in s for s in said)
+    assert any("ACCESS_DENIED" in s for s in said)
+    for message in said:
+        assert "the store refused the credentials: check AWS_ACCESS_KEY_ID" in message
+        assert "not-the-secret-8a7f" not in message
