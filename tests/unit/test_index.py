@@ -170,3 +170,80 @@ def test_compiled_search_is_the_largest_lower_bound_of_either_key_width():
                 (offsets, -1, 8, 0, 4)):
         with pytest.raises(ValueError):
             largest_lower_bound(*bad, 0)
+
+
+# -- boundaries Kafka's OffsetIndexTest and TimeIndexTest pin (issue 41) -------------------
+
+BASE = 45  # a segment whose base offset is not 0, as OffsetIndexTest's index is
+
+
+def test_offset_index_truncate_to_in_a_segment_not_at_offset_zero(tmp_path):
+    """``OffsetIndex.truncateTo`` takes an absolute offset: at an entry's offset that entry goes,
+    past the last one nothing does, before the first everything does."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    for offset in range(BASE + 1, BASE + 10):
+        index.append(offset, offset - BASE)
+    index.truncate_to(BASE + 12)
+    assert index.last_offset == BASE + 9 and index.lookup(BASE + 12) == (BASE + 9, 9)
+    index.truncate_to(BASE + 9)
+    assert index.last_offset == BASE + 8 and index.lookup(BASE + 12) == (BASE + 8, 8)
+    index.truncate_to(BASE + 5)
+    assert index.entries == 4 and index.lookup(BASE + 12) == (BASE + 4, 4)
+    index.append(BASE + 5, 5)  # appends go on from there
+    index.truncate_to(BASE + 1)
+    assert index.entries == 0 and index.lookup(BASE + 3) == (BASE, 0)
+
+
+@pytest.mark.parametrize("offset, fits", [(BASE, True), (BASE - 1, False),
+                                          (BASE + 2**31 - 1, True), (BASE + 2**31, False)])
+def test_offset_index_takes_offsets_whose_relative_offset_is_an_int32(tmp_path, offset, fits):
+    """``AbstractIndex.canAppendOffset``/``toRelative``: 0 <= offset - base <= Integer.MAX_VALUE."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    assert index.can_append_offset(offset) is fits
+    if fits:
+        index.append(offset, 0)
+        assert index.lookup(offset) == (offset, 0)
+    else:
+        with pytest.raises(IndexOffsetOverflowError):
+            index.append(offset, 0)
+
+
+@pytest.mark.parametrize("last, rolls", [(BASE + 2**31 - 1, False), (BASE + 2**31, True)])
+def test_segment_rolls_when_an_offset_would_overflow_its_index(tmp_path, last, rolls):
+    """``LogSegment.shouldRoll``: the incoming batch's last offset must fit the segment's
+    indexes as a relative int32, or the log rolls a new segment first."""
+    from storage.config import LogConfig
+    from storage.segment import LogSegment
+
+    segment = LogSegment(tmp_path, BASE, LogConfig(), writable=True)
+    try:
+        assert segment.should_roll(100, 1_700_000_000_000, last, 1_700_000_000_000) is rolls
+    finally:
+        segment.close()
+
+
+def test_offset_index_position_after(tmp_path):
+    """The position no batch below an offset reaches past: the second entry after the one
+    at or below it (an entry names a batch by its last offset)."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    for offset, position in [(BASE + 4, 0), (BASE + 9, 100), (BASE + 14, 200), (BASE + 19, 300)]:
+        index.append(offset, position)
+    assert index.position_after(BASE) == 100
+    assert index.position_after(BASE + 4) == 200
+    assert index.position_after(BASE + 9) == 300
+    assert index.position_after(BASE + 14) is None
+
+
+def test_time_index_truncate_to_in_a_segment_not_at_offset_zero(tmp_path):
+    """``TimeIndex.truncateTo``: by offset, absolute, the entry at that offset included."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    for ts, offset in [(100, BASE + 3), (200, BASE + 7), (300, BASE + 12)]:
+        index.maybe_append(ts, offset)
+    index.truncate_to(BASE + 13)
+    assert index.entries == 3
+    index.truncate_to(BASE + 12)
+    assert index.entries == 2 and index.last_entry == (200, BASE + 7)
+    index.truncate_to(BASE + 4)
+    assert index.entries == 1 and index.last_entry == (100, BASE + 3)
+    index.truncate_to(BASE)
+    assert index.entries == 0 and index.last_entry == (-1, BASE)
