@@ -251,6 +251,28 @@ def test_txn_index_collect_aborted_txns(tmp_path):
     assert index.collect_aborted_txns(0, 100) == TxnIndexSearchResult([a, b, c], False)
 
 
+@pytest.mark.parametrize("fetch, upper, expected, complete", [
+    (10, 35, "abcd", True),  # from an abort marker's own offset: that transaction is in
+    (11, 35, "bcd", True),  # one past it: it is not
+    (0, 32, "abc", True),  # up to a transaction's first offset: it is not
+    (0, 33, "abcd", True),
+    (20, 41, "cd", False),  # no entry's LSO reaches 41: later segments may add some
+    (20, 40, "cd", True),  # d's LSO is the bound itself: complete
+])
+def test_txn_index_collect_aborted_txns_at_the_range_bounds(tmp_path, fetch, upper, expected,
+                                                             complete):
+    """``collectAbortedTxns`` over [fetch, upper): an entry overlaps when its last offset is
+    >= fetch and its first offset < upper; the search is complete once an entry's LSO is >=
+    upper (TransactionIndexTest's cases, and the boundaries between them)."""
+    index = txn_index(tmp_path)
+    txns = dict(a=AbortedTxn(0, 0, 10, 11), b=AbortedTxn(1, 5, 15, 13),
+                c=AbortedTxn(2, 18, 35, 25), d=AbortedTxn(3, 32, 50, 40))
+    for txn in txns.values():
+        index.append(txn)
+    assert index.collect_aborted_txns(fetch, upper) == TxnIndexSearchResult(
+        [txns[k] for k in expected], complete)
+
+
 def test_txn_index_truncate_reset_rename_delete(tmp_path):
     index = txn_index(tmp_path)
     txns = [AbortedTxn(1, 0, 10, 11), AbortedTxn(2, 5, 20, 21), AbortedTxn(3, 25, 30, 31)]
