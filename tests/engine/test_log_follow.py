@@ -4,11 +4,15 @@ writer here is the engine itself, appending, rolling, deleting and being cut bac
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
-from storage import LogConfig, LogManager
+import pytest
+
+from storage import LogConfig, LogManager, log_segments
 from storage.clock import FixedClock
-from storage.dir_watch import DirectoryWatch
+from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.log import Log
+from storage.records import build_batch
 
 
 def values(log) -> list[bytes]:
@@ -106,3 +110,112 @@ def test_a_directory_watch_takes_now_from_its_clock(tmp_path):
     settled = DirectoryWatch(tmp_path, FixedClock(mtime_ms + 2_000))  # 2 s after it
     assert racy.names() == settled.names() == ["a"]
     assert racy.names() == ["a"] and settled.names() is None
+
+
+# -- LogSegments' following, one rule at a time (issue 41) ----------------------------------
+
+def rolled_writer(directory, count=40, **config):
+    """A writable log of ``count`` one-record batches in segments of 400 bytes."""
+    directory.mkdir()
+    writer = Log(directory, "t", 0, LogConfig(segment_bytes=400, file_delete_delay_ms=0, **config))
+    for i in range(count):
+        writer.append([b"v%d" % i])
+    writer.flush()
+    return writer
+
+
+@pytest.fixture
+def monotonic(monkeypatch):
+    """log_segments' clock for retiring segments, set by the test: [now in seconds]."""
+    now = [1000.0]
+    monkeypatch.setattr(log_segments, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    return now
+
+
+def test_segments_a_writer_deleted_stay_open_until_no_reader_can_be_in_them(tmp_path, monotonic):
+    """Retention on the writer's side deletes segments: the reader drops them from its view
+    at once, but closes them only ``RETIRED_S`` later (a reader that took the view just before
+    reads on); the segments still in the view stay open."""
+    writer = rolled_writer(tmp_path / "t-0")
+    reader = LogManager(tmp_path, read_only=True)
+    try:
+        segments = reader.catch_up("t-0").segments
+        before = segments.all()
+        writer.config = LogConfig(segment_bytes=400, retention_bytes=800, file_delete_delay_ms=0)
+        assert writer.delete_old_segments() > 0
+        writer.delete_due_files(now=2**62)
+        assert segments.follow_files(os.listdir(tmp_path / "t-0"))
+        live = segments.all()
+        gone = [s for s in before if s not in live]
+        assert gone and live[0].base_offset == writer.log_start_offset
+        closed = lambda group: [s._file.closed for s in group]  # noqa: E731
+        segments.close_retired()
+        monotonic[0] += RETIRED_S - 0.001
+        segments.close_retired()
+        assert not any(closed(gone) + closed(live))
+        monotonic[0] += 0.001  # the deadline itself: due
+        segments.close_retired()
+        assert all(closed(gone)) and not any(closed(live))
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_new_active_segment_is_taken_in_up_to_its_last_whole_batch(tmp_path):
+    """The writer rolled and its new active segment ends in a batch half written (a broker
+    mid-append): the reader takes the segment in without the torn batch, which comes with the
+    next look once whole."""
+    writer = rolled_writer(tmp_path / "t-0", count=5)
+    reader = LogManager(tmp_path, read_only=True)
+    try:
+        segments = reader.catch_up("t-0").segments
+        writer.roll()
+        writer.append([b"w0"])
+        writer.append([b"w1"])
+        whole = writer.segments.active.size
+        torn = build_batch(7, [b"w2"], None, 1_700_000_000_000)
+        with open(writer.segments.active.log_path, "ab") as f:
+            f.write(torn[:len(torn) // 2])
+        assert segments.follow_files(os.listdir(tmp_path / "t-0"))
+        assert segments.active.base_offset == 5 and segments.active.size == whole
+        with open(writer.segments.active.log_path, "ab") as f:
+            f.write(torn[len(torn) // 2:])
+        assert segments.follow_active() == 8 and segments.active.size == whole + len(torn)
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_follow_active_takes_in_appends_and_notices_a_tail_cut_or_written_over(tmp_path, caplog):
+    """``follow_active``: nothing new is nothing (no new view, no warning); appended batches
+    are taken in; an active segment cut shorter than what was read, or whose last batch read
+    was written over at the same size, is taken in anew (the version moves) with a warning."""
+    writer = rolled_writer(tmp_path / "t-0", count=3)
+    reader = LogManager(tmp_path, read_only=True)
+    try:
+        log = reader.catch_up("t-0")
+        segments = log.segments
+        version = segments.version
+        assert segments.follow_active() is None and segments.version == version
+        writer.append([b"v3"])
+        assert segments.follow_active() == 4 and segments.version == version
+        assert not caplog.records
+        # written over at the same size: the last batch read is another one now
+        read = segments.active
+        writer.truncate_to(3)
+        writer.append([b"x3"])
+        assert writer.segments.active.size == read.size
+        assert segments.follow_active() is None and segments.version > version
+        assert "its last batch read was written over" in caplog.text
+        assert segments.active is not read and segments.active.size == read.size
+        position, batch = segments.active.find_batch(3)
+        assert [r.value for r in segments.active.read_records(position, batch)] == [b"x3"]
+        # cut shorter than what was read
+        version, read = segments.version, segments.active
+        writer.truncate_to(2)
+        assert segments.follow_active() is None and segments.version > version
+        assert f"shrank from {read.size} to {writer.segments.active.size} bytes" in caplog.text
+        assert segments.active.size == writer.segments.active.size
+    finally:
+        reader.close()
+        writer.close()
