@@ -69,10 +69,12 @@ import re, subprocess, sys
 mutmut, results, module = sys.argv[1:]
 rows = [re.match(r"\s*(\S+): (.+)", line) for line in open(results).read().splitlines()]
 rows = [(m[1], m[2].strip()) for m in rows if m]
-killed = sum(state == "killed" for _, state in rows)
+# a mutant that hangs or crashes the tests was noticed as much as one that fails them
+noticed = {"killed", "timeout", "segfault", "caught by type check"}
+killed = sum(state in noticed for _, state in rows)
 print(f"{module}: {100 * killed / max(len(rows), 1):.0f}% ({killed} of {len(rows)} mutants killed)")
 for name, state in rows:
-    if state == "killed":
+    if state in noticed:
         continue
     # the survivor as its changed lines: "- original" / "+ mutant"
     diff = subprocess.run([mutmut, "show", name], capture_output=True, text=True).stdout
