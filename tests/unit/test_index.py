@@ -247,3 +247,98 @@ def test_time_index_truncate_to_in_a_segment_not_at_offset_zero(tmp_path):
     assert index.entries == 1 and index.last_entry == (100, BASE + 3)
     index.truncate_to(BASE)
     assert index.entries == 0 and index.last_entry == (-1, BASE)
+
+
+def test_offset_index_errors_say_what_and_where(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", BASE, 3 * 8, writable=True)
+    with pytest.raises(IndexOffsetOverflowError, match=rf"^offset {BASE + 2**31} cannot be "
+                                                       rf"stored in the index of segment {BASE}$"):
+        index.append(BASE + 2**31, 0)
+    index.append(BASE + 5, 0)
+    with pytest.raises(InvalidOffsetError) as e:
+        index.append(BASE + 5, 10)
+    assert str(e.value) == (f"attempt to append offset {BASE + 5} to position 1 no larger than "
+                            f"the last offset appended ({BASE + 5}) to {index.path}")
+    index.append(BASE + 6, 10)
+    index.append(BASE + 7, 20)
+    with pytest.raises(IndexError, match=r"^attempt to append to a full index \(size = 3\)$"):
+        index.append(BASE + 8, 30)
+
+
+def test_offset_index_sanity_check(tmp_path):
+    """``OffsetIndex.sanityCheck``: an entry at the base offset itself is sane
+    (OffsetIndexTest's "sanity last offset equal to base offset"); a last offset below the
+    base offset, or a length that is not whole entries, is corrupt."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    index.sanity_check()  # empty, preallocated
+    index.append(BASE, 0)
+    index.sanity_check()
+    index.close()
+    below = tmp_path / "below.index"
+    below.write_bytes(struct.pack(">ii", -1, 0))
+    with pytest.raises(ValueError) as e:
+        OffsetIndex(below, BASE, 4096, writable=False).sanity_check()
+    assert str(e.value) == (f"corrupt index found, index file ({below}) has non-zero size but "
+                            f"the last offset is {BASE - 1} which is less than the base offset "
+                            f"{BASE}.")
+    torn = tmp_path / "torn.index"
+    torn.write_bytes(struct.pack(">ii", 1, 0) + b"\0\0\0")
+    with pytest.raises(ValueError) as e:
+        OffsetIndex(torn, BASE, 4096, writable=False).sanity_check()
+    assert str(e.value) == (f"index file {torn} is corrupt, found 11 bytes which is neither "
+                            f"positive nor a multiple of 8.")
+
+
+def test_time_index_lookup_finds_its_first_entry(tmp_path):
+    """``TimeIndex.lookup``: a timestamp at or past the first entry's finds it; only one
+    before it gives (-1, base offset)."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    index.maybe_append(100, BASE + 3)
+    index.maybe_append(200, BASE + 7)
+    assert index.lookup(99) == (-1, BASE)
+    assert index.lookup(100) == index.lookup(199) == (100, BASE + 3)
+    assert index.lookup(200) == (200, BASE + 7)
+
+
+def test_time_index_errors_say_what_and_where(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 3 * 12, writable=True)
+    index.maybe_append(100, BASE + 3)
+    with pytest.raises(InvalidOffsetError) as e:
+        index.maybe_append(200, BASE + 2)
+    assert str(e.value) == (f"attempt to append an offset ({BASE + 2}) to slot 1 no larger than "
+                            f"the last offset appended ({BASE + 3}) to {index.path}")
+    with pytest.raises(ValueError) as e:
+        index.maybe_append(99, BASE + 4)
+    assert str(e.value) == (f"attempt to append a timestamp (99) to slot 1 no larger than the "
+                            f"last timestamp appended (100) to {index.path}")
+    index.maybe_append(200, BASE + 4)
+    with pytest.raises(IndexError, match=r"^attempt to append to a full time index \(size = 2\)$"):
+        index.maybe_append(300, BASE + 5)
+
+
+def test_time_index_sanity_check(tmp_path):
+    """``TimeIndex.sanityCheck``: one entry at the base offset is sane, whatever its timestamp
+    against its offset; a last timestamp below the first, a last offset below the base
+    offset, or a length that is not whole entries, is corrupt."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    index.maybe_append(1, BASE)
+    index.sanity_check()
+    index.close()
+    cases = {
+        "back": (struct.pack(">qi", 200, 1) + struct.pack(">qi", 100, 2),
+                 "last timestamp 100 is less than the first timestamp 200"),
+        "below": (struct.pack(">qi", 100, -1), f"last offset {BASE - 1} is less than the base "
+                                               f"offset {BASE}"),
+    }
+    for name, (data, says) in cases.items():
+        path = tmp_path / f"{name}.timeindex"
+        path.write_bytes(data)
+        with pytest.raises(ValueError) as e:
+            TimeIndex(path, BASE, 4096, writable=False).sanity_check()
+        assert str(e.value) == f"corrupt time index {path}: {says}"
+    torn = tmp_path / "torn.timeindex"
+    torn.write_bytes(struct.pack(">qi", 100, 1) + b"\0")
+    with pytest.raises(ValueError) as e:
+        TimeIndex(torn, BASE, 4096, writable=False).sanity_check()
+    assert str(e.value) == f"time index file {torn} is corrupt, found 13 bytes which is not a " \
+                           f"multiple of 12."
