@@ -52,8 +52,8 @@ def test_plan_batches_counts_the_longest_key(fill, expected):
     assert sizes(plan_batches([V100] * 10, keys, config)) == expected
 
 
-@pytest.mark.parametrize("length, overhead", [(0, 9), (1, 9), (127, 11), (128, 11), (16383, 13),
-                                              (16384, 13)])
+@pytest.mark.parametrize("length, overhead", [(0, 9), (1, 9), (63, 10), (127, 11), (128, 11),
+                                              (16383, 13), (16384, 13)])
 def test_plan_batches_bounds_the_overhead_by_the_longest_value(length, overhead):
     """A record's bound is its value plus the overhead of a value as long as the longest
     one's bit length allows: three of them fit a batch of three bounds, not a byte less."""
@@ -159,3 +159,32 @@ def test_record_timestamps_are_epoch_ms_from_0_to_2_63_minus_1(stamp, taken):
         with pytest.raises(ValueError, match=f"^invalid timestamp {stamp}: epoch ms from 0 to "
                                              r"2\*\*63 - 1$"):
             call()
+
+
+@pytest.mark.parametrize("fill, expected", [(0, [4, 4]), (-1, [3, 3, 2])])
+def test_plan_batches_with_only_null_keys(fill, expected):
+    """Keys given, all null: 5 bytes more per record (the key length), no key bytes."""
+    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 4 * (PER_V100 + 5) + fill)
+    assert sizes(plan_batches([V100] * 8, [None] * 8, config)) == expected
+
+
+def test_a_timestamp_out_of_range_is_named_whichever_end():
+    with pytest.raises(ValueError, match=f"^invalid timestamp {2**63}: "):
+        record_sections([b"a", b"b"], None, None, [0, 2**63], TS, LogConfig())
+    with pytest.raises(ValueError, match="^invalid timestamp -1: "):
+        record_sections([b"a", b"b"], None, None, [-1, 2**63], TS, LogConfig())
+
+
+@pytest.mark.parametrize("values, headers, per", [
+    # empty and null values: no value bytes; a record without headers: the count's byte only
+    ([b"", None, b"", None], [None, [], None, []], 7 + 14),
+    # a header key's UTF-8 bytes (é is two), a null header value one byte (its length, -1)
+    ([b""] * 4, [[("é", None)]] * 4, 7 + 14 + 4),
+])
+def test_record_sections_size_null_and_empty_values_and_headers(values, headers, per):
+    """Each record's size as alone in a batch, exactly: four fill ``batch.size`` to the
+    byte, a byte less and the fourth goes on."""
+    for fill, expected in ((0, [4]), (-1, [3, 1])):
+        config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 4 * per + fill)
+        sections = record_sections(values, None, headers, None, TS, config)
+        assert [count for _, count, _, _ in sections] == expected
