@@ -6,7 +6,8 @@ import pytest
 from helpers.paths import KAFKA_WRITTEN
 from helpers.waits import DEADLINE_S, joined
 from storage import LogManager
-from storage.checkpoint import read_epochs, read_offsets, write_epochs, write_offsets
+from storage.checkpoint import (parse_offsets, read_epochs, read_offsets, write_epochs,
+                                write_offsets)
 from storage.errors import CorruptCheckpointError
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_files import RECOVERY_POINT_CHECKPOINT
@@ -39,6 +40,51 @@ def test_malformed_checkpoints_raise(tmp_path, text):
     path.write_text(text)
     with pytest.raises(CorruptCheckpointError):
         read_offsets(path)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("1\n0\n", "unsupported version '1'"),
+    ("0\n2\nt 0 1\n", "expected 2 entries, found 1"),
+    ("0\n1\nt 0 1\nt 1 2\n", "expected 1 entries, found 2"),
+    ("0\n1\nt 0\n", "malformed line (not enough values to unpack (expected 3, got 2))"),
+])
+def test_malformed_checkpoints_say_which_file_and_why(tmp_path, text, says):
+    with pytest.raises(CorruptCheckpointError) as e:
+        parse_offsets(text, "the-checkpoint")
+    assert str(e.value) == f"the-checkpoint: {says}"
+
+
+def test_parse_offsets_reads_a_checkpoints_text():
+    """A checkpoint read from elsewhere (an object store's copy) parses as a local file."""
+    assert parse_offsets("0\n2\nmy-topic 12 7\norders 0 42\n", "x") == \
+        {"my-topic-12": 7, "orders-0": 42}
+    assert parse_offsets("", "x") == {}
+
+
+def test_a_checkpoint_write_replaces_a_temp_file_a_crash_left(tmp_path):
+    """Written as ``<name>.tmp`` then renamed over the checkpoint, as Kafka's
+    ``CheckpointFile`` does: a ``.tmp`` left by a crash mid-write is written over and gone."""
+    path = tmp_path / RECOVERY_POINT_CHECKPOINT
+    (tmp_path / (RECOVERY_POINT_CHECKPOINT + ".tmp")).write_text("0\n1\nhalf")
+    write_offsets(path, {"t-0": 5})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RECOVERY_POINT_CHECKPOINT]
+    assert read_offsets(path) == {"t-0": 5}
+
+
+def test_a_failed_checkpoint_write_leaves_the_old_file(tmp_path, monkeypatch):
+    import storage.checkpoint as checkpoint
+
+    path = tmp_path / RECOVERY_POINT_CHECKPOINT
+    write_offsets(path, {"t-0": 5})
+
+    def no_rename(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.os, "replace", no_rename)
+    with pytest.raises(OSError, match="No space left"):
+        write_offsets(path, {"t-0": 9})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RECOVERY_POINT_CHECKPOINT]
+    assert read_offsets(path) == {"t-0": 5}
 
 
 def test_empty_or_missing_checkpoint_has_no_entries(tmp_path):

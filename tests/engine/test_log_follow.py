@@ -11,7 +11,7 @@ import pytest
 
 from storage import LogConfig, LogManager, log_segments
 from storage.clock import FixedClock
-from storage.dir_watch import RETIRED_S, DirectoryWatch
+from storage.dir_watch import RACY_NS, RETIRED_S, DirectoryWatch
 from storage.log import Log
 from storage.records import build_batch
 from storage.segment import LogSegment
@@ -280,3 +280,18 @@ def test_listings_that_change_nothing(tmp_path):
     assert [s.base_offset for s in empty.all()] == bases and len(bases) > 1
     for segment in empty.all():
         segment.close()
+
+
+def test_a_directory_changed_within_a_second_of_now_is_listed_again(tmp_path):
+    """Two changes within one mtime tick look alike, so a directory whose mtime is at most
+    ``RACY_NS`` before now is listed at every look; past that, only once it changed."""
+    (tmp_path / "a").touch()
+    mtime_ms = 1_700_000_000_000
+    os.utime(tmp_path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+    clock = FixedClock(mtime_ms + RACY_NS // 1_000_000)  # exactly RACY_NS after
+    watch = DirectoryWatch(tmp_path, clock)
+    assert watch.names() == ["a"] and watch.names() == ["a"]
+    clock.ms += 1
+    assert watch.names() is None
+    watch.again()
+    assert watch.names() == ["a"] and watch.names() is None

@@ -342,3 +342,65 @@ def test_time_index_sanity_check(tmp_path):
         TimeIndex(torn, BASE, 4096, writable=False).sanity_check()
     assert str(e.value) == f"time index file {torn} is corrupt, found 13 bytes which is not a " \
                            f"multiple of 12."
+
+
+@pytest.mark.parametrize("writable", [True, False], ids=["writable", "read-only"])
+@pytest.mark.parametrize("used, slots", [(0, 1), (1, 1), (0, 4), (1, 4), (2, 4), (3, 4), (4, 4),
+                                         (1, 2), (2, 2), (2, 3), (5, 9), (8, 9)])
+def test_an_untrimmed_index_counts_the_slots_before_its_zero_tail(tmp_path, writable, used,
+                                                                   slots):
+    """A file a crash left preallocated ends in zero-filled slots: its entries are the slots
+    before the first one past slot 0 whose relative offset is 0 (slot 0 may be the base offset
+    itself; relative offsets only rise)."""
+    path = tmp_path / "a.index"
+    path.write_bytes(b"".join(struct.pack(">ii", i, i * 10) for i in range(used))
+                     + bytes(8 * (slots - used)))
+    index = OffsetIndex(path, BASE, 4096, writable=writable)
+    assert index.entries == max(used, 1)
+    assert index.raw_entries() == path.read_bytes()[:8 * max(used, 1)]
+
+
+@pytest.mark.parametrize("count", range(1, 8))
+def test_truncate_to_each_offset_of_indexes_of_each_size(tmp_path, count):
+    """``truncateTo`` at, between, before and past the entries of indexes of 1 to 7 entries:
+    what stays is exactly the entries below the offset."""
+    offsets = [BASE + 1 + 2 * i for i in range(count)]
+    for target in range(BASE, offsets[-1] + 2):
+        path = tmp_path / f"{target}.index"
+        index = OffsetIndex(path, BASE, 4096, writable=True)
+        for slot, offset in enumerate(offsets):
+            index.append(offset, slot)
+        index.truncate_to(target)
+        assert [index.entry(s)[0] for s in range(index.entries)] == \
+            [o for o in offsets if o < target], target
+        index.delete()
+        assert not path.exists()
+        index.delete()  # already gone: nothing to do
+
+
+def test_encoded_entries_fill_every_slot_and_no_more(tmp_path):
+    """``append_entries``: entries that fill the index to its last slot fit; one more, or one
+    into the slots kept spare, is IndexError saying so; the file holds them as given."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4 * 8, writable=True)
+    data = b"".join(struct.pack(">ii", rel, rel * 10) for rel in (1, 2, 3))
+    index.append_entries(data)
+    with pytest.raises(IndexError) as e:
+        index.append_entries(struct.pack(">ii", 4, 40), spare=1)
+    assert str(e.value) == f"1 entries do not fit {index.path} (3 of 4 slots used)"
+    index.append_entries(struct.pack(">ii", 4, 40))
+    assert index.entries == 4 and index.raw_entries() == data + struct.pack(">ii", 4, 40)
+    with pytest.raises(IndexError, match=r"\(4 of 4 slots used\)$"):
+        index.append_entries(struct.pack(">ii", 5, 50))
+    index.close()
+    assert (tmp_path / "a.index").read_bytes() == data + struct.pack(">ii", 4, 40)
+
+
+def test_encoded_time_entries_compare_signed_keys(tmp_path):
+    """Keys are signed big-endian: a time index whose last timestamp is -1 (no timestamp, as
+    a legacy segment's) takes an entry of timestamp 0."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    index.append_entries(struct.pack(">qi", -1, 1))
+    index.append_entries(struct.pack(">qi", 0, 2))
+    with pytest.raises(ValueError) as e:
+        index.append_entries(struct.pack(">qi", -2, 3))
+    assert str(e.value) == f"an entry with key -2 cannot follow key 0 in {index.path}: keys only rise"
