@@ -10,6 +10,7 @@ import shutil
 import stat
 import struct
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from kafka.consumer.fetcher import Fetcher
@@ -364,6 +365,34 @@ def test_read_only_txn_index_reads_through_its_source(tmp_path):
     index = TransactionIndex(path, writable=False, source=Source())
     assert index.all_aborted_txns() == [entry] and asked == [path]
     assert not path.exists()
+
+
+def test_collect_aborted_txns_stops_at_the_first_complete_index(tmp_path):
+    """``UnifiedLog.collectAbortedTransactions``: segment after segment until one index's
+    search is complete; later indexes are not read."""
+    first = txn_index(tmp_path, 0)
+    first.append(AbortedTxn(1, 0, 10, 30))  # its LSO (30) reaches the bound: complete
+
+    class Unread:
+        def collect_aborted_txns(self, *_):
+            raise AssertionError("a later index was read")
+
+    assert collect_aborted_txns([first, Unread()], 0, 20) == [AbortedTxn(1, 0, 10, 30)]
+    second = txn_index(tmp_path, 40)
+    second.append(AbortedTxn(2, 41, 50, 51))
+    assert collect_aborted_txns([first, second], 0, 45) == [AbortedTxn(1, 0, 10, 30),
+                                                             AbortedTxn(2, 41, 50, 51)]
+
+
+def test_only_a_transactional_data_batch_is_aborted():
+    """A producer's non-transactional batch, or its ABORT marker, inside its aborted span is
+    not an aborted data batch."""
+    flt = AbortedTxnFilter([AbortedTxn(7, 10, 20, 21)])
+    batch = lambda transactional, control: SimpleNamespace(  # noqa: E731
+        producer_id=7, base_offset=15, is_transactional=transactional, is_control_batch=control)
+    assert flt.is_aborted(batch(True, False))
+    assert not flt.is_aborted(batch(False, False))
+    assert not flt.is_aborted(batch(True, True)) and not flt.is_visible(batch(True, True))
 
 
 def test_txn_index_truncate_reset_rename_delete(tmp_path):
