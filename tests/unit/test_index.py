@@ -404,3 +404,27 @@ def test_encoded_time_entries_compare_signed_keys(tmp_path):
     with pytest.raises(ValueError) as e:
         index.append_entries(struct.pack(">qi", -2, 3))
     assert str(e.value) == f"an entry with key -2 cannot follow key 0 in {index.path}: keys only rise"
+
+
+def test_closing_a_read_only_index_leaves_the_file_as_it_is(tmp_path):
+    """A read-only index (a broker's active segment, preallocated) is never trimmed: closing
+    it writes nothing into a directory kfs does not own."""
+    path = tmp_path / "a.index"
+    data = struct.pack(">ii", 1, 0) + struct.pack(">ii", 2, 10) + bytes(8 * 6)
+    path.write_bytes(data)
+    index = OffsetIndex(path, BASE, 4096, writable=False)
+    assert index.entries == 2
+    index.resize(4096)
+    index.close()
+    assert path.read_bytes() == data
+
+
+def test_resize_never_cuts_entries(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    for rel in (1, 2, 3):
+        index.append(BASE + rel, rel)
+    index.resize(8)
+    assert (tmp_path / "a.index").stat().st_size == 24 and index.entries == 3
+    assert index.lookup(BASE + 3) == (BASE + 3, 3)
+    index.resize(4096)
+    assert index.max_entries == 512 and index.entries == 3
