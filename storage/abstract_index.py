@@ -22,8 +22,8 @@ from storage.segment_source import IndexContents, read_local_index
 class AbstractIndex:
     """Base of :class:`OffsetIndex` and :class:`TimeIndex`.
 
-    Subclasses set ``ENTRY_SIZE`` and ``KEY_FIELD`` and implement ``_key(slot)`` (the value
-    binary searches run on).
+    Subclasses set ``ENTRY_SIZE`` and ``KEY_FIELD`` (where the key binary searches run on lies
+    in an entry).
     Mutations are serialized by the owning log; lookups may run concurrently with appends.
     """
 
@@ -193,9 +193,6 @@ class AbstractIndex:
         finally:
             os.close(fd)
         self._allocated = new_end
-
-    def _key(self, slot: int) -> int:
-        raise NotImplementedError
 
     def _largest_lower_bound_slot(self, target: int, key=None) -> int:
         """The last slot whose key (``key(slot)``, by default the entry's ``KEY_FIELD``) is

@@ -32,7 +32,7 @@ def plan_batches(values, keys, config: LogConfig) -> list[tuple[int, int]]:
     overhead of the longest value, so planning stays at C speed. Raises RecordTooLargeError
     when a record alone would exceed ``max.message.bytes``."""
     lengths = list(map(len, values))
-    overhead = _OVERHEAD_BY_BITS[max(lengths).bit_length()]
+    overhead = _overhead_bound(max(lengths).bit_length())
     if keys is not None:
         overhead += max(map(len, filter(None, keys)), default=0) + 5
     limit = max_batch_bytes(config)
@@ -108,9 +108,6 @@ def _overhead_bound(value_bits: int) -> int:
     longest = (1 << value_bits) - 1
     body = 1 + 1 + 3 + 1 + size_of_varint(longest) + longest + 1
     return size_of_varint(body) + body - longest
-
-
-_OVERHEAD_BY_BITS = [_overhead_bound(bits) for bits in range(32)]
 
 
 def _headers_size(headers) -> int:

@@ -59,11 +59,6 @@ class LeaderEpochFileCache:
         self.entries = [(dropped[-1][0], start_offset)] + self.entries[len(dropped):]
         self._flush()
 
-    def clear(self) -> None:
-        if self.entries:
-            self.entries = []
-            self._flush()
-
     def _flush(self) -> None:
         if self.writable:
             write_epochs(self.path, self.entries)

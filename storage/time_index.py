@@ -13,7 +13,6 @@ from storage.abstract_index import AbstractIndex
 from storage.offset_index import InvalidOffsetError
 
 _ENTRY = struct.Struct(">qi")
-_TIMESTAMP = struct.Struct(">q")
 _REL_OFFSET = struct.Struct(">i")
 
 
@@ -22,9 +21,6 @@ class TimeIndex(AbstractIndex):
 
     ENTRY_SIZE = 12
     KEY_FIELD = (0, 8)  # the timestamp
-
-    def _key(self, slot: int) -> int:
-        return _TIMESTAMP.unpack_from(self._mmap, slot * 12)[0]
 
     def _offset_key(self, slot: int) -> int:
         return _REL_OFFSET.unpack_from(self._mmap, slot * 12 + 8)[0]

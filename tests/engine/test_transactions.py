@@ -5,9 +5,12 @@ format reference, kafka-python's reader and the Kafka-written txn-0 fixture."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import struct
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from kafka.consumer.fetcher import Fetcher
@@ -249,6 +252,147 @@ def test_txn_index_collect_aborted_txns(tmp_path):
     assert index.collect_aborted_txns(21, 25) == TxnIndexSearchResult([], True)
     assert index.collect_aborted_txns(31, 100) == TxnIndexSearchResult([], False)
     assert index.collect_aborted_txns(0, 100) == TxnIndexSearchResult([a, b, c], False)
+
+
+@pytest.mark.parametrize("fetch, upper, expected, complete", [
+    (10, 35, "abcd", True),  # from an abort marker's own offset: that transaction is in
+    (11, 35, "bcd", True),  # one past it: it is not
+    (0, 32, "abc", True),  # up to a transaction's first offset: it is not
+    (0, 33, "abcd", True),
+    (20, 41, "cd", False),  # no entry's LSO reaches 41: later segments may add some
+    (20, 40, "cd", True),  # d's LSO is the bound itself: complete
+])
+def test_txn_index_collect_aborted_txns_at_the_range_bounds(tmp_path, fetch, upper, expected,
+                                                             complete):
+    """``collectAbortedTxns`` over [fetch, upper): an entry overlaps when its last offset is
+    >= fetch and its first offset < upper; the search is complete once an entry's LSO is >=
+    upper (TransactionIndexTest's cases, and the boundaries between them)."""
+    index = txn_index(tmp_path)
+    txns = dict(a=AbortedTxn(0, 0, 10, 11), b=AbortedTxn(1, 5, 15, 13),
+                c=AbortedTxn(2, 18, 35, 25), d=AbortedTxn(3, 32, 50, 40))
+    for txn in txns.values():
+        index.append(txn)
+    assert index.collect_aborted_txns(fetch, upper) == TxnIndexSearchResult(
+        [txns[k] for k in expected], complete)
+
+
+def test_txn_index_refusals_say_what_and_where(tmp_path):
+    index = txn_index(tmp_path)
+    index.append(AbortedTxn(1, 0, 10, 11))
+    with pytest.raises(ValueError) as e:
+        index.append(AbortedTxn(2, 5, 10, 11))
+    assert str(e.value) == ("The last offset of appended transactions must increase "
+                            f"sequentially, but 10 is not greater than current last offset 10 "
+                            f"of index {index.path.absolute()}")
+    with pytest.raises(ValueError, match=r"^aborted transaction field out of range: "):
+        AbortedTxn(2**63, 0, 0, 0).to_bytes()
+    read_only = TransactionIndex(index.path, writable=False)
+    with pytest.raises(ReadOnlyLogError, match=f"^transaction index {index.path} is read-only$"):
+        read_only.reset()
+    assert repr(index) == f"TransactionIndex({str(index.path)!r}, start_offset=0)"
+
+
+def test_txn_index_last_offset_after_a_truncation(tmp_path):
+    """After ``truncateTo`` the entries kept set the last offset an append must exceed; with
+    none kept, any append goes."""
+    index = txn_index(tmp_path)
+    for txn in (AbortedTxn(1, 0, 10, 11), AbortedTxn(2, 12, 20, 21)):
+        index.append(txn)
+    index.truncate_to(15)
+    with pytest.raises(ValueError, match="must increase"):
+        index.append(AbortedTxn(3, 5, 10, 11))
+    index.truncate_to(0)
+    index.append(AbortedTxn(3, 0, 1, 2))
+    assert index.all_aborted_txns() == [AbortedTxn(3, 0, 1, 2)]
+
+
+def test_txn_index_short_write_leaves_no_partial_entry(tmp_path, monkeypatch):
+    """A write that stores part of an entry (a full disk) is cut back to the entries before
+    it and reported; the index goes on from there."""
+    import storage.transaction_index as module
+
+    index = txn_index(tmp_path)
+    index.append(AbortedTxn(1, 0, 10, 11))
+    real = os.pwrite
+    monkeypatch.setattr(module.os, "pwrite", lambda fd, data, at: real(fd, data[:20], at))
+    with pytest.raises(OSError, match=f"^short write to transaction index {index.path}$"):
+        index.append(AbortedTxn(2, 12, 20, 21))
+    assert index.path.stat().st_size == AbortedTxn.SIZE
+    monkeypatch.setattr(module.os, "pwrite", real)
+    index.append(AbortedTxn(2, 12, 20, 21))
+    assert [t.producer_id for t in index.all_aborted_txns()] == [1, 2]
+
+
+def test_txn_index_file_is_made_by_the_first_append_only(tmp_path):
+    """TransactionIndexTest's "do not create file until needed": opening, reset and flush make
+    no file; the first append makes it, rw-r--r-- as Kafka's files (less the umask)."""
+    index = txn_index(tmp_path, 5)
+    index.reset()
+    index.flush()
+    assert not index.path.exists()
+    index.append(AbortedTxn(1, 5, 6, 7))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(index.path.stat().st_mode) == 0o644 & ~umask
+
+
+def test_txn_index_start_offset_given_or_from_its_name(tmp_path):
+    """TransactionIndexTest's sanity check: the same file opened with a later start offset
+    holds entries below it."""
+    index = txn_index(tmp_path, 0)
+    index.append(AbortedTxn(1, 0, 50, 51))
+    assert TransactionIndex(index.path).start_offset == 0
+    later = TransactionIndex(index.path, start_offset=100)
+    assert later.start_offset == 100
+    with pytest.raises(CorruptIndexError, match="less than start offset 100"):
+        later.sanity_check()
+
+
+def test_read_only_txn_index_reads_through_its_source(tmp_path):
+    """A read-only index of a segment read elsewhere (an object store) reads its bytes from
+    the segment's source, asked for by the index's path."""
+    from storage.segment_source import IndexContents
+
+    entry = AbortedTxn(7, 1, 2, 3)
+    asked = []
+
+    class Source:
+        def read_index(self, path):
+            asked.append(path)
+            return IndexContents(entry.to_bytes(), AbortedTxn.SIZE)
+
+    path = transaction_index_file(tmp_path, 0)
+    index = TransactionIndex(path, writable=False, source=Source())
+    assert index.all_aborted_txns() == [entry] and asked == [path]
+    assert not path.exists()
+
+
+def test_collect_aborted_txns_stops_at_the_first_complete_index(tmp_path):
+    """``UnifiedLog.collectAbortedTransactions``: segment after segment until one index's
+    search is complete; later indexes are not read."""
+    first = txn_index(tmp_path, 0)
+    first.append(AbortedTxn(1, 0, 10, 30))  # its LSO (30) reaches the bound: complete
+
+    class Unread:
+        def collect_aborted_txns(self, *_):
+            raise AssertionError("a later index was read")
+
+    assert collect_aborted_txns([first, Unread()], 0, 20) == [AbortedTxn(1, 0, 10, 30)]
+    second = txn_index(tmp_path, 40)
+    second.append(AbortedTxn(2, 41, 50, 51))
+    assert collect_aborted_txns([first, second], 0, 45) == [AbortedTxn(1, 0, 10, 30),
+                                                             AbortedTxn(2, 41, 50, 51)]
+
+
+def test_only_a_transactional_data_batch_is_aborted():
+    """A producer's non-transactional batch, or its ABORT marker, inside its aborted span is
+    not an aborted data batch."""
+    flt = AbortedTxnFilter([AbortedTxn(7, 10, 20, 21)])
+    batch = lambda transactional, control: SimpleNamespace(  # noqa: E731
+        producer_id=7, base_offset=15, is_transactional=transactional, is_control_batch=control)
+    assert flt.is_aborted(batch(True, False))
+    assert not flt.is_aborted(batch(False, False))
+    assert not flt.is_aborted(batch(True, True)) and not flt.is_visible(batch(True, True))
 
 
 def test_txn_index_truncate_reset_rename_delete(tmp_path):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -62,12 +63,19 @@ def test_compact_and_transactions_say_what_is_missing(tmp_path):
 
 # -- Ctrl-C --------------------------------------------------------------------------------
 
+def blocked_writing(proc: subprocess.Popen) -> bool:
+    """Whether ``proc`` sleeps in a write to a full pipe (its stdout, which the test stopped
+    reading): the kernel's wait channel, ``pipe_write`` (``anon_pipe_write`` on newer kernels)."""
+    return Path(f"/proc/{proc.pid}/wchan").read_text().endswith("pipe_write")
+
+
 @pytest.mark.needs_fixture("kafka-written/plain-0")
 def test_ctrl_c_in_dump_is_one_line_and_status_130():
     """SIGINT while ``kfs dump`` writes (issue 25): one line on stderr, no traceback, status
-    130. The dump's output fills the pipe, which the test stops reading after a line, so the
-    signal comes mid-run."""
-    from helpers.waits import Lines
+    130. The test stops reading the dump's output after a line and sends the signal once the
+    dump sleeps writing to the full pipe (issue 41: sent at once, it landed wherever a busy
+    machine's scheduler had left the dump), so it comes mid-run, at the same point each run."""
+    from helpers.waits import Lines, wait_until
 
     logs = sorted(str(p) for p in (KAFKA_WRITTEN / "plain-0").glob("*.log"))
     proc = subprocess.Popen(kfs_command("dump", "--deep-iteration", "--print-data-log", *logs),
@@ -75,14 +83,14 @@ def test_ctrl_c_in_dump_is_one_line_and_status_130():
                             env=kfs_env())
     try:
         assert Lines(proc.stdout, "kfs dump", proc).readline().startswith(b"Dumping ")
+        wait_until(lambda: blocked_writing(proc), "kfs dump blocked on its full stdout", proc=proc)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
-    assert err == b"kfs dump: interrupted\n"
-    assert proc.returncode == 130
+    assert (err, proc.returncode) == (b"kfs dump: interrupted\n", 130)
 
 
 COMPACT_CHILD = textwrap.dedent("""

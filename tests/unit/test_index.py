@@ -170,3 +170,261 @@ def test_compiled_search_is_the_largest_lower_bound_of_either_key_width():
                 (offsets, -1, 8, 0, 4)):
         with pytest.raises(ValueError):
             largest_lower_bound(*bad, 0)
+
+
+# -- boundaries Kafka's OffsetIndexTest and TimeIndexTest pin (issue 41) -------------------
+
+BASE = 45  # a segment whose base offset is not 0, as OffsetIndexTest's index is
+
+
+def test_offset_index_truncate_to_in_a_segment_not_at_offset_zero(tmp_path):
+    """``OffsetIndex.truncateTo`` takes an absolute offset: at an entry's offset that entry goes,
+    past the last one nothing does, before the first everything does."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    for offset in range(BASE + 1, BASE + 10):
+        index.append(offset, offset - BASE)
+    index.truncate_to(BASE + 12)
+    assert index.last_offset == BASE + 9 and index.lookup(BASE + 12) == (BASE + 9, 9)
+    index.truncate_to(BASE + 9)
+    assert index.last_offset == BASE + 8 and index.lookup(BASE + 12) == (BASE + 8, 8)
+    index.truncate_to(BASE + 5)
+    assert index.entries == 4 and index.lookup(BASE + 12) == (BASE + 4, 4)
+    index.append(BASE + 5, 5)  # appends go on from there
+    index.truncate_to(BASE + 1)
+    assert index.entries == 0 and index.lookup(BASE + 3) == (BASE, 0)
+
+
+@pytest.mark.parametrize("offset, fits", [(BASE, True), (BASE - 1, False),
+                                          (BASE + 2**31 - 1, True), (BASE + 2**31, False)])
+def test_offset_index_takes_offsets_whose_relative_offset_is_an_int32(tmp_path, offset, fits):
+    """``AbstractIndex.canAppendOffset``/``toRelative``: 0 <= offset - base <= Integer.MAX_VALUE."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    assert index.can_append_offset(offset) is fits
+    if fits:
+        index.append(offset, 0)
+        assert index.lookup(offset) == (offset, 0)
+    else:
+        with pytest.raises(IndexOffsetOverflowError):
+            index.append(offset, 0)
+
+
+@pytest.mark.parametrize("last, rolls", [(BASE + 2**31 - 1, False), (BASE + 2**31, True)])
+def test_segment_rolls_when_an_offset_would_overflow_its_index(tmp_path, last, rolls):
+    """``LogSegment.shouldRoll``: the incoming batch's last offset must fit the segment's
+    indexes as a relative int32, or the log rolls a new segment first."""
+    from storage.config import LogConfig
+    from storage.segment import LogSegment
+
+    segment = LogSegment(tmp_path, BASE, LogConfig(), writable=True)
+    try:
+        assert segment.should_roll(100, 1_700_000_000_000, last, 1_700_000_000_000) is rolls
+    finally:
+        segment.close()
+
+
+def test_offset_index_position_after(tmp_path):
+    """The position no batch below an offset reaches past: the second entry after the one
+    at or below it (an entry names a batch by its last offset)."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    for offset, position in [(BASE + 4, 0), (BASE + 9, 100), (BASE + 14, 200), (BASE + 19, 300)]:
+        index.append(offset, position)
+    assert index.position_after(BASE) == 100
+    assert index.position_after(BASE + 4) == 200
+    assert index.position_after(BASE + 9) == 300
+    assert index.position_after(BASE + 14) is None
+
+
+def test_time_index_truncate_to_in_a_segment_not_at_offset_zero(tmp_path):
+    """``TimeIndex.truncateTo``: by offset, absolute, the entry at that offset included."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    for ts, offset in [(100, BASE + 3), (200, BASE + 7), (300, BASE + 12)]:
+        index.maybe_append(ts, offset)
+    index.truncate_to(BASE + 13)
+    assert index.entries == 3
+    index.truncate_to(BASE + 12)
+    assert index.entries == 2 and index.last_entry == (200, BASE + 7)
+    index.truncate_to(BASE + 4)
+    assert index.entries == 1 and index.last_entry == (100, BASE + 3)
+    index.truncate_to(BASE)
+    assert index.entries == 0 and index.last_entry == (-1, BASE)
+
+
+def test_offset_index_errors_say_what_and_where(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", BASE, 3 * 8, writable=True)
+    with pytest.raises(IndexOffsetOverflowError, match=rf"^offset {BASE + 2**31} cannot be "
+                                                       rf"stored in the index of segment {BASE}$"):
+        index.append(BASE + 2**31, 0)
+    index.append(BASE + 5, 0)
+    with pytest.raises(InvalidOffsetError) as e:
+        index.append(BASE + 5, 10)
+    assert str(e.value) == (f"attempt to append offset {BASE + 5} to position 1 no larger than "
+                            f"the last offset appended ({BASE + 5}) to {index.path}")
+    index.append(BASE + 6, 10)
+    index.append(BASE + 7, 20)
+    with pytest.raises(IndexError, match=r"^attempt to append to a full index \(size = 3\)$"):
+        index.append(BASE + 8, 30)
+
+
+def test_offset_index_sanity_check(tmp_path):
+    """``OffsetIndex.sanityCheck``: an entry at the base offset itself is sane
+    (OffsetIndexTest's "sanity last offset equal to base offset"); a last offset below the
+    base offset, or a length that is not whole entries, is corrupt."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    index.sanity_check()  # empty, preallocated
+    index.append(BASE, 0)
+    index.sanity_check()
+    index.close()
+    below = tmp_path / "below.index"
+    below.write_bytes(struct.pack(">ii", -1, 0))
+    with pytest.raises(ValueError) as e:
+        OffsetIndex(below, BASE, 4096, writable=False).sanity_check()
+    assert str(e.value) == (f"corrupt index found, index file ({below}) has non-zero size but "
+                            f"the last offset is {BASE - 1} which is less than the base offset "
+                            f"{BASE}.")
+    torn = tmp_path / "torn.index"
+    torn.write_bytes(struct.pack(">ii", 1, 0) + b"\0\0\0")
+    with pytest.raises(ValueError) as e:
+        OffsetIndex(torn, BASE, 4096, writable=False).sanity_check()
+    assert str(e.value) == (f"index file {torn} is corrupt, found 11 bytes which is neither "
+                            f"positive nor a multiple of 8.")
+
+
+def test_time_index_lookup_finds_its_first_entry(tmp_path):
+    """``TimeIndex.lookup``: a timestamp at or past the first entry's finds it; only one
+    before it gives (-1, base offset)."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    index.maybe_append(100, BASE + 3)
+    index.maybe_append(200, BASE + 7)
+    assert index.lookup(99) == (-1, BASE)
+    assert index.lookup(100) == index.lookup(199) == (100, BASE + 3)
+    assert index.lookup(200) == (200, BASE + 7)
+
+
+def test_time_index_errors_say_what_and_where(tmp_path):
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 3 * 12, writable=True)
+    index.maybe_append(100, BASE + 3)
+    with pytest.raises(InvalidOffsetError) as e:
+        index.maybe_append(200, BASE + 2)
+    assert str(e.value) == (f"attempt to append an offset ({BASE + 2}) to slot 1 no larger than "
+                            f"the last offset appended ({BASE + 3}) to {index.path}")
+    with pytest.raises(ValueError) as e:
+        index.maybe_append(99, BASE + 4)
+    assert str(e.value) == (f"attempt to append a timestamp (99) to slot 1 no larger than the "
+                            f"last timestamp appended (100) to {index.path}")
+    index.maybe_append(200, BASE + 4)
+    with pytest.raises(IndexError, match=r"^attempt to append to a full time index \(size = 2\)$"):
+        index.maybe_append(300, BASE + 5)
+
+
+def test_time_index_sanity_check(tmp_path):
+    """``TimeIndex.sanityCheck``: one entry at the base offset is sane, whatever its timestamp
+    against its offset; a last timestamp below the first, a last offset below the base
+    offset, or a length that is not whole entries, is corrupt."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    index.maybe_append(1, BASE)
+    index.sanity_check()
+    index.close()
+    cases = {
+        "back": (struct.pack(">qi", 200, 1) + struct.pack(">qi", 100, 2),
+                 "last timestamp 100 is less than the first timestamp 200"),
+        "below": (struct.pack(">qi", 100, -1), f"last offset {BASE - 1} is less than the base "
+                                               f"offset {BASE}"),
+    }
+    for name, (data, says) in cases.items():
+        path = tmp_path / f"{name}.timeindex"
+        path.write_bytes(data)
+        with pytest.raises(ValueError) as e:
+            TimeIndex(path, BASE, 4096, writable=False).sanity_check()
+        assert str(e.value) == f"corrupt time index {path}: {says}"
+    torn = tmp_path / "torn.timeindex"
+    torn.write_bytes(struct.pack(">qi", 100, 1) + b"\0")
+    with pytest.raises(ValueError) as e:
+        TimeIndex(torn, BASE, 4096, writable=False).sanity_check()
+    assert str(e.value) == f"time index file {torn} is corrupt, found 13 bytes which is not a " \
+                           f"multiple of 12."
+
+
+@pytest.mark.parametrize("writable", [True, False], ids=["writable", "read-only"])
+@pytest.mark.parametrize("used, slots", [(0, 1), (1, 1), (0, 4), (1, 4), (2, 4), (3, 4), (4, 4),
+                                         (1, 2), (2, 2), (2, 3), (5, 9), (8, 9)])
+def test_an_untrimmed_index_counts_the_slots_before_its_zero_tail(tmp_path, writable, used,
+                                                                   slots):
+    """A file a crash left preallocated ends in zero-filled slots: its entries are the slots
+    before the first one past slot 0 whose relative offset is 0 (slot 0 may be the base offset
+    itself; relative offsets only rise)."""
+    path = tmp_path / "a.index"
+    path.write_bytes(b"".join(struct.pack(">ii", i, i * 10) for i in range(used))
+                     + bytes(8 * (slots - used)))
+    index = OffsetIndex(path, BASE, 4096, writable=writable)
+    assert index.entries == max(used, 1)
+    assert index.raw_entries() == path.read_bytes()[:8 * max(used, 1)]
+
+
+@pytest.mark.parametrize("count", range(1, 8))
+def test_truncate_to_each_offset_of_indexes_of_each_size(tmp_path, count):
+    """``truncateTo`` at, between, before and past the entries of indexes of 1 to 7 entries:
+    what stays is exactly the entries below the offset."""
+    offsets = [BASE + 1 + 2 * i for i in range(count)]
+    for target in range(BASE, offsets[-1] + 2):
+        path = tmp_path / f"{target}.index"
+        index = OffsetIndex(path, BASE, 4096, writable=True)
+        for slot, offset in enumerate(offsets):
+            index.append(offset, slot)
+        index.truncate_to(target)
+        assert [index.entry(s)[0] for s in range(index.entries)] == \
+            [o for o in offsets if o < target], target
+        index.delete()
+        assert not path.exists()
+        index.delete()  # already gone: nothing to do
+
+
+def test_encoded_entries_fill_every_slot_and_no_more(tmp_path):
+    """``append_entries``: entries that fill the index to its last slot fit; one more, or one
+    into the slots kept spare, is IndexError saying so; the file holds them as given."""
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4 * 8, writable=True)
+    data = b"".join(struct.pack(">ii", rel, rel * 10) for rel in (1, 2, 3))
+    index.append_entries(data)
+    with pytest.raises(IndexError) as e:
+        index.append_entries(struct.pack(">ii", 4, 40), spare=1)
+    assert str(e.value) == f"1 entries do not fit {index.path} (3 of 4 slots used)"
+    index.append_entries(struct.pack(">ii", 4, 40))
+    assert index.entries == 4 and index.raw_entries() == data + struct.pack(">ii", 4, 40)
+    with pytest.raises(IndexError, match=r"\(4 of 4 slots used\)$"):
+        index.append_entries(struct.pack(">ii", 5, 50))
+    index.close()
+    assert (tmp_path / "a.index").read_bytes() == data + struct.pack(">ii", 4, 40)
+
+
+def test_encoded_time_entries_compare_signed_keys(tmp_path):
+    """Keys are signed big-endian: a time index whose last timestamp is -1 (no timestamp, as
+    a legacy segment's) takes an entry of timestamp 0."""
+    index = TimeIndex(tmp_path / "a.timeindex", BASE, 4096, writable=True)
+    index.append_entries(struct.pack(">qi", -1, 1))
+    index.append_entries(struct.pack(">qi", 0, 2))
+    with pytest.raises(ValueError) as e:
+        index.append_entries(struct.pack(">qi", -2, 3))
+    assert str(e.value) == f"an entry with key -2 cannot follow key 0 in {index.path}: keys only rise"
+
+
+def test_closing_a_read_only_index_leaves_the_file_as_it_is(tmp_path):
+    """A read-only index (a broker's active segment, preallocated) is never trimmed: closing
+    it writes nothing into a directory kfs does not own."""
+    path = tmp_path / "a.index"
+    data = struct.pack(">ii", 1, 0) + struct.pack(">ii", 2, 10) + bytes(8 * 6)
+    path.write_bytes(data)
+    index = OffsetIndex(path, BASE, 4096, writable=False)
+    assert index.entries == 2
+    index.resize(4096)
+    index.close()
+    assert path.read_bytes() == data
+
+
+def test_resize_never_cuts_entries(tmp_path):
+    index = OffsetIndex(tmp_path / "a.index", BASE, 4096, writable=True)
+    for rel in (1, 2, 3):
+        index.append(BASE + rel, rel)
+    index.resize(8)
+    assert (tmp_path / "a.index").stat().st_size == 24 and index.entries == 3
+    assert index.lookup(BASE + 3) == (BASE + 3, 3)
+    index.resize(4096)
+    assert index.max_entries == 512 and index.entries == 3
