@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from storage import TimestampType
+from storage.protocols import PartitionLog
 
 from kfs.record_format import text_or_base64
 
@@ -54,7 +55,7 @@ def record_xattrs(topic: str, partition: int, record: Any) -> dict[bytes, bytes]
     return attrs
 
 
-def partition_xattrs(plog: Any) -> dict[bytes, bytes]:
+def partition_xattrs(plog: PartitionLog) -> dict[bytes, bytes]:
     """The ``user.kafka.*`` attributes of a partition directory (in memory: no disk)."""
     return {
         b"user.kafka.logStartOffset": b"%d" % plog.log_start_offset,

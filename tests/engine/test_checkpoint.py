@@ -72,7 +72,7 @@ def test_a_checkpoint_write_replaces_a_temp_file_a_crash_left(tmp_path):
 
 
 def test_a_failed_checkpoint_write_leaves_the_old_file(tmp_path, monkeypatch):
-    import storage.checkpoint as checkpoint
+    from storage import disk_calls
 
     path = tmp_path / RECOVERY_POINT_CHECKPOINT
     write_offsets(path, {"t-0": 5})
@@ -80,7 +80,7 @@ def test_a_failed_checkpoint_write_leaves_the_old_file(tmp_path, monkeypatch):
     def no_rename(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(checkpoint.os, "replace", no_rename)
+    monkeypatch.setattr(disk_calls, "replace", no_rename)  # (the engine's renames)
     with pytest.raises(OSError, match="No space left"):
         write_offsets(path, {"t-0": 9})
     assert sorted(p.name for p in tmp_path.iterdir()) == [RECOVERY_POINT_CHECKPOINT]

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from storage import LogConfig, LogManager, log_segments
-from storage.clock import FixedClock
+from storage.clock import FixedClock, SystemClock
 from storage.dir_watch import RACY_NS, RETIRED_S, DirectoryWatch
 from storage.log import Log
 from storage.records import build_batch
@@ -131,9 +130,10 @@ def rolled_writer(directory, count=40, **config):
 
 @pytest.fixture
 def monotonic(monkeypatch):
-    """log_segments' clock for retiring segments, set by the test: [now in seconds]."""
+    """The system clock's monotonic time (what retires a follower's segments), set by the
+    test: [now in seconds]."""
     now = [1000.0]
-    monkeypatch.setattr(log_segments, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(SystemClock, "monotonic", lambda self: now[0])
     return now
 
 

@@ -309,16 +309,16 @@ def test_txn_index_last_offset_after_a_truncation(tmp_path):
 def test_txn_index_short_write_leaves_no_partial_entry(tmp_path, monkeypatch):
     """A write that stores part of an entry (a full disk) is cut back to the entries before
     it and reported; the index goes on from there."""
-    import storage.transaction_index as module
+    from storage import disk_calls
 
     index = txn_index(tmp_path)
     index.append(AbortedTxn(1, 0, 10, 11))
     real = os.pwrite
-    monkeypatch.setattr(module.os, "pwrite", lambda fd, data, at: real(fd, data[:20], at))
+    monkeypatch.setattr(disk_calls, "pwrite", lambda fd, data, at: real(fd, data[:20], at))
     with pytest.raises(OSError, match=f"^short write to transaction index {index.path}$"):
         index.append(AbortedTxn(2, 12, 20, 21))
     assert index.path.stat().st_size == AbortedTxn.SIZE
-    monkeypatch.setattr(module.os, "pwrite", real)
+    monkeypatch.setattr(disk_calls, "pwrite", real)
     index.append(AbortedTxn(2, 12, 20, 21))
     assert [t.producer_id for t in index.all_aborted_txns()] == [1, 2]
 
