@@ -198,10 +198,14 @@ class KfsStreamReader(DataSourceStreamReader):
         try:
             logs = self._logs(manager)
             check_covers(self.opts.starting, logs, "startingOffsets")
-            return _as_json({tp: resolve_offset(self.opts.starting, log, True,
-                                                self.opts.by_timestamp_strategy,
-                                                self.opts.isolation_level)
-                             for tp, log in logs.items()})
+            history = remote_history(self.opts.path) if self.opts.remote_path is None else {}
+            starts = {tp: resolve_offset(self.opts.starting, log, True,
+                                         self.opts.by_timestamp_strategy,
+                                         self.opts.isolation_level)
+                      for tp, log in logs.items()}
+            for tp, log in logs.items():
+                check_remote_history(log, self.opts.starting, starts[tp], history, self.opts)
+            return _as_json(starts)
         finally:
             manager.close()
 

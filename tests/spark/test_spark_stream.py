@@ -100,3 +100,29 @@ def test_rate_limit_never_starves_a_partition():
     # one offset for two partitions with a backlog each: Spark rounds small shares up
     assert _rate_limit(begin, {("t", 0): 1, ("t", 1): 1}, 1) == {("t", 0): 1, ("t", 1): 1}
     assert _rate_limit(begin, {("t", 0): 90, ("t", 1): 10}, 10) == {("t", 0): 9, ("t", 1): 1}
+
+
+@pytest.mark.needs_fixture("kafka-written")
+@pytest.mark.needs_modules("pyspark")
+def test_a_stream_of_a_tiered_topic_without_its_remote_tier_says_where_its_history_is(tmp_path):
+    """Issue 37, item 16, for streams: a stream starting at earliest in a tiered broker's log
+    directory without ``remote.path`` fails naming the remote offsets and the option (or, under
+    ``failOnDataLoss=false``, starts at the local log); from latest it is no error."""
+    from helpers.paths import KAFKA_WRITTEN
+    from helpers.tiered import bases_of, tier, write_remote_log_metadata
+    from kfs.spark.offsets import DataLossError
+
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, local = tier(tmp_path, "plain-0", bases[:2], bases[2:])
+    write_remote_log_metadata(root, local, "plain-0")
+    reader = stream_reader(local, subscribe="plain", startingOffsets="earliest")
+    with pytest.raises(DataLossError, match=rf"plain-0 is tiered: offsets {bases[0]}\.\."
+                                            rf"{bases[2] - 1} are in its remote tier.*remote\.path"):
+        reader.initialOffset()
+    tolerant = stream_reader(local, subscribe="plain", startingOffsets="earliest",
+                             failOnDataLoss="false")
+    assert tolerant.initialOffset() == {"plain": {"0": bases[2]}}
+    whole = stream_reader(local, subscribe="plain", startingOffsets="earliest",
+                          **{"remote.path": root.as_uri()})
+    assert whole.initialOffset() == {"plain": {"0": 0}}
+    assert stream_reader(local, subscribe="plain").initialOffset()["plain"]["0"] > bases[2]
