@@ -19,10 +19,10 @@ from pathlib import Path
 
 
 from storage.errors import InvalidConfigError
+from storage.log_files import SERVER_PROPERTIES  # noqa: F401 - named here as ever
 from storage.records import CompressionType, TimestampType
 from storage.records.compression import check_level
 
-SERVER_PROPERTIES = "server.properties"
 TOPIC_PROPERTIES_SUFFIX = ".topic.properties"
 
 log = logging.getLogger(__name__)

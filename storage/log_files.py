@@ -48,6 +48,20 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"  # ReplicaManager (a
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # LogLoader.CLEAN_SHUTDOWN_FILE
 LOCK_FILE = ".lock"  # LogManager.LockFileName
 META_PROPERTIES_FILE = "meta.properties"  # MetaPropertiesEnsemble (a formatted broker's only)
+SERVER_PROPERTIES = "server.properties"  # the broker's settings, which kfs reads there too
+# What a log directory holds at its top besides partitions: a formatted broker's
+# meta.properties, and what kfs or a broker writes there (lock, checkpoints, clean-shutdown
+# marker) or reads (kfs's settings)
+LOG_DIR_FILES = frozenset({
+    META_PROPERTIES_FILE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT,
+    SERVER_PROPERTIES,
+})
+NOT_A_LOG_DIR = ("not a Kafka log directory (no <topic>-<N> partition directory, no "
+                 "meta.properties, none of the files kfs or a broker writes there)")
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log
+# KRaft's metadata log is not a topic's data: no front end serves it as a partition
+NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})
 
 
 # what else Kafka keeps in a partition directory: snapshots, its two small files and their

@@ -17,7 +17,6 @@ from pathlib import Path
 from storage.checkpoint import read_offsets, write_atomically, write_offsets
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import (
-    SERVER_PROPERTIES,
     TOPIC_PROPERTIES_SUFFIX,
     load_broker_config,
     load_log_config,
@@ -40,11 +39,11 @@ from storage.dir_watch import RETIRED_S, DirectoryWatch
 from storage.file_lock import FileLock
 from storage.log_files import (
     CLEAN_SHUTDOWN_FILE,
-    CLEANER_OFFSET_CHECKPOINT,
-    HIGH_WATERMARK_CHECKPOINT,
-    LOCK_FILE,
+    CLUSTER_METADATA_TOPIC,
+    LOG_DIR_FILES,
+    NOT_A_LOG_DIR,
+    NOT_DATA_LOGS,
     LOG_START_OFFSET_CHECKPOINT,
-    META_PROPERTIES_FILE,
     PARTITION_METADATA_FILE,
     RECOVERY_POINT_CHECKPOINT,
     is_partition_file,
@@ -58,22 +57,8 @@ from storage.topic_partition import has_collision, parse_partition_dir_name
 
 log = logging.getLogger(__name__)
 
-# Directories LogManager does not load as data logs: KRaft's metadata log.
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-# KRaft's metadata log is not a topic's data: no front end serves it as a partition
-NOT_DATA_LOGS = frozenset({f"{CLUSTER_METADATA_TOPIC}-0"})
 # What a partition's own bytes can raise while it opens: that partition alone is affected.
 _DAMAGE = (CorruptRecordError, InvalidRecordError, CorruptIndexError, QuarantineError)
-# What a log directory holds at its top besides partitions: a formatted broker's
-# meta.properties, and what kfs or a broker writes there (lock, checkpoints, clean-shutdown
-# marker) or reads (kfs's settings)
-LOG_DIR_FILES = frozenset({
-    META_PROPERTIES_FILE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT,
-    SERVER_PROPERTIES,
-})
-NOT_A_LOG_DIR = ("not a Kafka log directory (no <topic>-<N> partition directory, no "
-                 "meta.properties, none of the files kfs or a broker writes there)")
 
 
 def is_log_directory(path: str | os.PathLike) -> bool:

@@ -306,7 +306,8 @@ def find_partitions(backing_dir: str | os.PathLike, names: Sequence[str] = ()) -
             raise UsageError(f"{backing} holds segment files: it is a partition directory; "
                              f"give its parent and the partition name ({backing.name})")
         if not found:
-            from storage.log_manager import NOT_A_LOG_DIR, is_log_directory
+            from storage.log_files import NOT_A_LOG_DIR
+            from storage.log_manager import is_log_directory
 
             if not is_log_directory(backing):
                 raise UsageError(f"{backing} is {NOT_A_LOG_DIR}")

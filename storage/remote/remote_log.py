@@ -19,9 +19,15 @@ from storage.checkpoint import parse_offsets
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.config import LogConfig
 from storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
-from storage.log_files import LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, parse_segment_file_name
+from storage.log_files import (
+    LOG_DIR_FILES,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    NOT_A_LOG_DIR,
+    NOT_DATA_LOGS,
+    parse_segment_file_name,
+)
 from storage.log_loader import replay_producer_batches
-from storage.log_manager import LOG_DIR_FILES, NOT_A_LOG_DIR, NOT_DATA_LOGS
 from storage.log_reader import LogReader
 from storage.log_segments import LogSegments
 from storage.producer_state import ProducerStateManager
