@@ -76,14 +76,7 @@ from .errors import errno_for, fail, fuse_errors
 from .inodes import Kind
 from .last_error import LAST_ERROR_XATTR
 from .listings import DirHandle, Listings
-from .node_attributes import (  # noqa: F401 - the mount's timeouts, named here as ever
-    DIR_TIMEOUT,
-    FOLLOW_INTERVAL_S,
-    RECORD_TIMEOUT,
-    STREAM_BLKSIZE,
-    NodeAttributes,
-    time_link_target,
-)
+from .node_attributes import NodeAttributes, time_link_target
 from .partitions import Partitions
 from .record_files import RecordFiles
 from .streams import StreamHandle, Streams

@@ -4,7 +4,7 @@ the cache and request-size choices the mount makes, or a ratio compares two shap
 import importlib.util
 
 from helpers.paths import REPO
-from kfs.mount import operations
+from kfs.mount import node_attributes
 
 
 def load_bare_fs():
@@ -16,9 +16,9 @@ def load_bare_fs():
 
 def test_bare_fs_answers_with_the_mounts_timeouts_and_block_size():
     bare = load_bare_fs()
-    fs = bare.BareFs(n_files=1, size=100, dir_timeout=operations.DIR_TIMEOUT, stream_bytes=100)
+    fs = bare.BareFs(n_files=1, size=100, dir_timeout=node_attributes.DIR_TIMEOUT, stream_bytes=100)
     record = fs._attr_of(bare.FIRST_FILE)
-    assert (record.entry_timeout, record.attr_timeout) == (operations.RECORD_TIMEOUT,) * 2
+    assert (record.entry_timeout, record.attr_timeout) == (node_attributes.RECORD_TIMEOUT,) * 2
     stream = fs._attr_of(bare.STREAM)
     assert stream.attr_timeout == 0
-    assert stream.st_blksize == operations.STREAM_BLKSIZE  # cat's and grep's read size
+    assert stream.st_blksize == node_attributes.STREAM_BLKSIZE  # cat's and grep's read size
