@@ -77,7 +77,8 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
     directory must be local. ``remote``: where a tiered topic's remote segments are (a URI or
     a local path of the RemoteStorageManager's root); the live ones are those
     ``__remote_log_metadata`` in ``location`` says, when it holds it. ``partitions(topic, n)``
-    keeps only the partitions it accepts. ``fail_on_data_loss``: whether offsets in neither
+    keeps only the partitions it accepts (such an open reads no ``__remote_log_metadata`` for
+    the notice a tiered directory read without ``remote`` gets). ``fail_on_data_loss``: whether offsets in neither
     tier are an error (``storage.remote.tiered.OffsetGapError``) or stepped over with a warning
     (Spark's ``failOnDataLoss``). ``check_root``: whether an object store's root is asked for
     once in the process before anything else (False where a planner checked it: a Spark
@@ -105,7 +106,8 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
         local = LogManager(where.path, read_only=read_only, partitions=partitions,
                            **local_options)
     if tier is None:
-        if read_only and not where.is_remote:
+        # the notice is for a whole directory's reader (a mount), not a task opening one log
+        if read_only and not where.is_remote and partitions is None:
             local.notices.extend(_remote_history_notice(where, local.partition_names()))
         return local
     return _with_remote_tier(local, where, tier, options, partitions, fail_on_data_loss,
