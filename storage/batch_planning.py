@@ -1,6 +1,10 @@
-"""How records given to ``Log.append`` are cut into record batches, as the producer's
-``RecordAccumulator`` cuts them into ``ProducerBatch``es: runs whose batches stay within
-``batch.size`` bytes (a larger record goes alone), and none over ``max.message.bytes``.
+"""How records given to ``Log.append`` are cut into record batches, as Kafka's producer cuts
+them into ``ProducerBatch``es: a batch takes records while ``MemoryRecordsBuilder.hasRoomFor``
+would (its header and the exact size of each record at its offset and timestamp deltas within
+``batch.size`` bytes; a larger first record gets room for its upper bound, as
+``RecordAccumulator.append`` allocates it), and none is over ``max.message.bytes``. The cuts are
+the producer's for uncompressed batches; a compressed batch is cut at its uncompressed size (the
+producer's running estimate of the ratio depends on when its sender drains).
 
 Sizes are bytes of the encoded batch; timestamps epoch ms. Pure functions over the records and
 the topic's ``LogConfig``: nothing here touches a file.
@@ -8,14 +12,14 @@ the topic's ``LogConfig``: nothing here touches a file.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 
 from storage.config import LogConfig
 from storage.errors import RecordTooLargeError
 from storage.records import encode_records
+from storage.records._c.records import batch_room, plan_cuts
 from storage.records.framing import RECORD_BATCH_OVERHEAD
-from storage.records.varint import size_of_varint
+from storage.records.varint import size_of_varint, size_of_varlong
 
 # (records, count, first timestamp, max timestamp): encoded records, offset deltas 0..count-1
 Section = tuple[bytes, int, int, int]
@@ -26,39 +30,37 @@ def max_batch_bytes(config: LogConfig) -> int:
     return min(config.max_message_bytes, config.segment_bytes)
 
 
+def _room(config: LogConfig) -> int:
+    """Records bytes of a batch of ``batch.size`` (within ``max.message.bytes``) less its
+    header."""
+    return max(min(config.batch_size, max_batch_bytes(config)) - RECORD_BATCH_OVERHEAD, 1)
+
+
+def _cap(config: LogConfig) -> int:
+    """Records bytes of a batch of ``max.message.bytes`` less its header: the most a batch
+    takes, whatever its first record's upper bound (a broker refuses more)."""
+    return max_batch_bytes(config) - RECORD_BATCH_OVERHEAD
+
+
 def plan_batches(values, keys, config: LogConfig) -> list[tuple[int, int]]:
-    """Cut the records (``values``, ``keys`` or None) into [start, end) runs whose batches stay
-    within ``batch.size``, a larger record alone. Sizes are bounded with the per-record
-    overhead of the longest value, so planning stays at C speed. Raises RecordTooLargeError
-    when a record alone would exceed ``max.message.bytes``."""
-    lengths = list(map(len, values))
-    overhead = _overhead_bound(max(lengths).bit_length())
+    """Cut records stamped at once (``values``, ``keys`` or None; no headers) into the
+    [start, end) runs of the producer's batches (the module's rule, in compiled code). Raises
+    RecordTooLargeError when a record alone would exceed ``max.message.bytes``."""
+    longest = max(map(len, values))
     if keys is not None:
-        overhead += max(map(len, filter(None, keys)), default=0) + 5
-    limit = max_batch_bytes(config)
-    if max(lengths) + overhead + RECORD_BATCH_OVERHEAD > limit:
+        longest += max(map(len, filter(None, keys)), default=0)
+    # a record's overhead beyond its key and value is at most 32 bytes: check exactly only then
+    if longest + RECORD_BATCH_OVERHEAD + 32 > max_batch_bytes(config):
         _check_record_sizes(values, keys, config)
-    ends = list(itertools.accumulate(lengths))
-    room = max(min(config.batch_size, limit) - RECORD_BATCH_OVERHEAD, 1)
-    indexes = range(len(values))
-    chunks, start = [], 0
-    while start < len(values):
-        before = ends[start - 1] + start * overhead if start else 0
-        end = bisect.bisect_right(indexes, before + room, lo=start,
-                                  key=lambda i: ends[i] + (i + 1) * overhead)
-        end = max(end, start + 1)
-        chunks.append((start, end))
-        start = end
-    return chunks
+    return plan_cuts(values, keys, _room(config), _cap(config))
 
 
 def record_sections(values, keys, headers, timestamps, now: int,
                     config: LogConfig) -> list[Section]:
     """Records with their own null values, headers or timestamps (None: ``now``) as encoded
-    sections of at most ``batch.size`` bytes each (a larger record alone), timestamps as
-    deltas from the section's first, as the producer's ``ProducerBatch`` encodes them. Sizes
-    are planned per record in Python: exact but for the deltas, bounded at their longest.
-    Raises ValueError for a timestamp outside 0..2**63-1."""
+    sections cut as the producer cuts them (the module's rule), timestamps as deltas from the
+    section's first, as the producer's ``ProducerBatch`` encodes them. Raises ValueError for a
+    timestamp outside 0..2**63-1."""
     if timestamps is None:
         stamps = [now] * len(values)
     else:
@@ -66,15 +68,22 @@ def record_sections(values, keys, headers, timestamps, now: int,
         if min(stamps) < 0 or max(stamps) >= 1 << 63:
             bad = min(stamps) if min(stamps) < 0 else max(stamps)
             raise ValueError(f"invalid timestamp {bad}: epoch ms from 0 to 2**63 - 1")
-    room = max(min(config.batch_size, max_batch_bytes(config)) - RECORD_BATCH_OVERHEAD, 1)
-    cuts, used = [0], 0
+    room, cap = _room(config), _cap(config)
+    cuts, used, limit = [0], 0, room
     for i, value in enumerate(values):
-        # the record alone, deltas 0; in a batch its deltas take up to 9 and 4 more bytes
-        size = _record_size(None if keys is None else keys[i], value) + \
-            (_headers_size(headers[i]) if headers is not None else 0) + 14
-        if used + size > room and i > cuts[-1]:
+        # the key, value and headers; then the record's deltas from its batch's first
+        fields = _fields_size(None if keys is None else keys[i], value,
+                              None if headers is None else headers[i])
+        start = cuts[-1]
+        body = 1 + size_of_varlong(stamps[i] - stamps[start]) + size_of_varint(i - start) + fields
+        size = size_of_varint(body) + body
+        if i > start and used + size > limit:
             cuts.append(i)
-            used = 0
+            start, used = i, 0
+            body = 3 + fields
+            size = size_of_varint(body) + body
+        if i == start:
+            limit = batch_room(room, body, cap)
         used += size
     cuts.append(len(values))
     sections = []
@@ -101,15 +110,6 @@ def _check_record_sizes(values, keys, config: LogConfig) -> None:
             )
 
 
-def _overhead_bound(value_bits: int) -> int:
-    """Bytes beyond the value of a keyless, headerless record whose value length has
-    ``value_bits`` bits, in a batch stamped with one timestamp (delta 0) and fewer than 2**20
-    records (offset delta within 3 bytes)."""
-    longest = (1 << value_bits) - 1
-    body = 1 + 1 + 3 + 1 + size_of_varint(longest) + longest + 1
-    return size_of_varint(body) + body - longest
-
-
 def _headers_size(headers) -> int:
     """Bytes the headers of a record add beyond the one byte of a header count of 0."""
     if not headers:
@@ -122,9 +122,15 @@ def _headers_size(headers) -> int:
     return size
 
 
-def _record_size(key: bytes | None, value: bytes | None) -> int:
-    """Bytes of a one-record batch's record with no headers (offset and timestamp delta 0)."""
+def _fields_size(key: bytes | None, value: bytes | None, headers) -> int:
+    """Bytes of a record's key, value and headers (``DefaultRecord.sizeOf``)."""
     klen = -1 if key is None else len(key)
     vlen = -1 if value is None else len(value)
-    body = 1 + 1 + 1 + size_of_varint(klen) + max(klen, 0) + size_of_varint(vlen) + max(vlen, 0) + 1
+    return (size_of_varint(klen) + max(klen, 0) + size_of_varint(vlen) + max(vlen, 0) + 1
+            + _headers_size(headers))
+
+
+def _record_size(key: bytes | None, value: bytes | None) -> int:
+    """Bytes of a one-record batch's record with no headers (offset and timestamp delta 0)."""
+    body = 3 + _fields_size(key, value, None)
     return size_of_varint(body) + body

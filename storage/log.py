@@ -212,7 +212,8 @@ class Log:
             batches, counts, largest = encode_line_batches(
                 lines, max(min(config.batch_size, limit) - RECORD_BATCH_OVERHEAD, 1), first,
                 timestamp, config.timestamp_type == TimestampType.LOG_APPEND_TIME,
-                self.leader_epoch, crc32c, key_separator, compress_section, codec)
+                self.leader_epoch, crc32c, key_separator, compress_section, codec,
+                limit - RECORD_BATCH_OVERHEAD)
             if batches is None:  # (the codec names the first line of the batch it refused)
                 line = largest + next(i for i, text in enumerate(
                     bytes(lines).split(b"\n")[largest - 1:]) if key_separator not in text)

@@ -44,6 +44,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from storage import LogManager
 from storage.clock import now_ms
+from storage.config import LogConfig
 from storage.directory import check_writable, open_log_directory
 from storage.records.batch import encode_arrow, seal_in_place
 from storage.records.control import ControlRecordType, build_control_batch
@@ -61,6 +62,8 @@ PRODUCER_EPOCH = 0
 # (InvalidProducerEpochError) instead of opening a transaction nobody would close.
 MARKER_EPOCH = PRODUCER_EPOCH + 1
 _BATCH_BYTES = 512 * 1024  # producer batches stay well under max.message.bytes (1 MiB)
+# a batch led by a larger record stops at the default max.message.bytes (a broker refuses more)
+_MAX_RECORDS_BYTES = LogConfig.max_message_bytes - RECORD_BATCH_OVERHEAD
 _US_PER_MS = pa.scalar(1000, pa.int64())
 TRANSACTIONAL_ATTRIBUTES = 0x10  # uncompressed, CreateTime, transactional
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -334,7 +337,7 @@ class _Transaction:
             position = len(self.batches)
             count, first_ts, max_ts = encode_arrow(start, rows.num_rows, *columns, now,
                                                    _BATCH_BYTES, self.batches,
-                                                   RECORD_BATCH_OVERHEAD)
+                                                   RECORD_BATCH_OVERHEAD, _MAX_RECORDS_BYTES)
             seal_in_place(self.batches, position, count, 0, first_ts, max_ts,
                           TRANSACTIONAL_ATTRIBUTES, self.producer_id, PRODUCER_EPOCH,
                           self.sequence, crc32c)

@@ -32,6 +32,7 @@ from storage.records import batch as batch_codec
 from storage.records.batch import RecordBatch, batch_at, iter_batches
 from storage.records.columns import ColumnBuilder, RecordColumns
 from storage.records.compression import decompress
+from storage.records.varint import size_of_varint
 
 EXPECTED = (CorruptRecordError, InvalidRecordError)
 _END = (1 << 63) - 1  # RecordColumns.add_batch's default end, and the largest int64
@@ -205,6 +206,11 @@ def check_text_run(buf: memoryview, h: int) -> None:
 # -- console-producer lines ----------------------------------------------------------------
 
 
+def _body_of(size: int) -> int:
+    """A record's body length, from its size with the length varint."""
+    return next(b for b in range(max(size - 5, 0), size) if b + size_of_varint(b) == size)
+
+
 def check_lines(data: bytes) -> None:
     """``encode_lines`` over ``data`` with parameters drawn from its hash, against a plain
     Python split of the lines encoded by ``encode_records``."""
@@ -231,7 +237,9 @@ def check_lines(data: bytes) -> None:
                 break
             key, line = line[:cut], line[cut + len(separator):]
         size = len(batch_codec.encode_records([line], [key], 0, None, [len(values)]))
-        if values and total + size > max_bytes:
+        if not values:  # a larger first record's room: its upper bound, as the producer's
+            room = max(max_bytes, _body_of(size) + 18)
+        elif total + size > room:
             break
         keys.append(key)
         values.append(line)

@@ -1,14 +1,19 @@
 """Where ``storage.batch_planning`` cuts appended records into batches, and what it refuses:
-the boundaries themselves (a batch exactly ``batch.size``, a record exactly
-``max.message.bytes``, timestamps 0 and 2**63 - 1), so that a change of one byte in a size
-estimate shows (issue 41).
+the boundaries themselves (a batch exactly ``batch.size``, the offset and timestamp deltas
+whose varints grow by a byte, a first record larger than ``batch.size``, a record exactly
+``max.message.bytes``, timestamps 0 and 2**63 - 1), so that a change of one byte in a size shows
+(issue 41).
 
-The planner bounds a record's size from above (``plan_batches``: the overhead of the longest
-value; ``record_sections``: timestamp and offset deltas at their longest), so a batch it plans
-never exceeds ``batch.size``; it may close a batch a record earlier than Kafka's producer, whose
-``MemoryRecordsBuilder.hasRoomFor`` counts each record's exact deltas. A record alone is
-measured exactly, as the broker measures the batch against ``max.message.bytes``
-(``LogValidator``: a batch over it is ``RecordTooLargeException``)."""
+The rule is Kafka's producer's (``MemoryRecordsBuilder.hasRoomFor`` in a batch allocated by
+``RecordAccumulator.append``): a batch takes the next record while its header and its records,
+the next one at its exact offset and timestamp deltas, stay within ``batch.size``; a first record
+larger than that gets a batch of its upper bound (``DefaultRecord.recordSizeUpperBound``: 21
+bytes over its key, value and headers) and takes what else fits there.
+``tests/kafka/test_kafka_batch_cuts.py`` holds the same cuts against a real producer's batches.
+Expected sizes here come from whole batches built by ``build_batch`` (the encoder the fixture
+tests hold to Kafka's bytes), not from the planner. A record alone is measured exactly, as the
+broker measures the batch against ``max.message.bytes`` (``LogValidator``: a batch over it is
+``RecordTooLargeException``)."""
 
 from __future__ import annotations
 
@@ -21,9 +26,8 @@ from storage.records import build_batch, iter_batches
 from storage.records.framing import RECORD_BATCH_OVERHEAD
 
 TS = 1_700_000_000_000
-V100 = b"x" * 100  # a 100-byte value: 7 bits of length, 11 bytes of overhead at most
-PER_V100 = 100 + 11  # its size in plan_batches' bound
-PER_V100_SECTION = 109 + 14  # record_sections': alone 109 bytes, deltas 14 more at most
+V100 = b"x" * 100
+MAX_RECORD_OVERHEAD = 21  # DefaultRecord.MAX_RECORD_OVERHEAD
 
 
 def one_record_batch(key, value) -> int:
@@ -31,45 +35,79 @@ def one_record_batch(key, value) -> int:
     return len(build_batch(0, [value], None if key is None else [key], TS))
 
 
+def batch_bytes(values, keys=None, stamps=TS, headers=None) -> int:
+    """Bytes of one batch of these records (offset deltas from 0, timestamp deltas from the
+    first)."""
+    return len(build_batch(0, values, keys, stamps, headers))
+
+
 def sizes(runs):
     return [end - start for start, end in runs]
 
 
+def planners(values, keys, config):
+    """The batches (records in each) that both planners give for records stamped at once."""
+    sections = record_sections(values, keys, None, None, TS, config)
+    return sizes(plan_batches(values, keys, config)), [count for _, count, _, _ in sections]
+
+
 @pytest.mark.parametrize("fill, expected", [(0, [10] * 5), (-1, [9] * 5 + [5])])
-def test_plan_batches_fills_batch_size_to_the_byte(fill, expected):
-    """Ten records whose bound fills ``batch.size`` exactly are one batch; a byte less and
-    the tenth goes to the next."""
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 10 * PER_V100 + fill)
-    assert sizes(plan_batches([V100] * 50, None, config)) == expected
+def test_a_batch_fills_batch_size_to_the_byte(fill, expected):
+    """Ten records whose batch is exactly ``batch.size`` are one batch; a byte less and the
+    tenth goes to the next."""
+    config = LogConfig(batch_size=batch_bytes([V100] * 10) + fill)
+    assert planners([V100] * 50, None, config) == (expected, expected)
 
 
 @pytest.mark.parametrize("fill, expected", [(0, [5, 5]), (-1, [4, 4, 2])])
-def test_plan_batches_counts_the_longest_key(fill, expected):
-    """Keys add the longest key and 5 bytes (its length varint, bounded) to every record."""
-    per = PER_V100 + 20 + 5
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 5 * per + fill)
-    keys = [b"k" * 20] * 9 + [None]
-    assert sizes(plan_batches([V100] * 10, keys, config)) == expected
+def test_keys_count_exactly(fill, expected):
+    keys = [b"k" * 20, None, b"", b"k" * 300, b"k"] * 2
+    config = LogConfig(batch_size=batch_bytes([V100] * 5, keys[:5]) + fill)
+    assert planners([V100] * 10, keys, config) == (expected, expected)
 
 
-@pytest.mark.parametrize("length, overhead", [(0, 9), (1, 9), (63, 10), (127, 11), (128, 11),
-                                              (16383, 13), (16384, 13)])
-def test_plan_batches_bounds_the_overhead_by_the_longest_value(length, overhead):
-    """A record's bound is its value plus the overhead of a value as long as the longest
-    one's bit length allows: three of them fit a batch of three bounds, not a byte less."""
-    values = [b"v" * length] * 3
-    exact = RECORD_BATCH_OVERHEAD + 3 * (length + overhead)
-    assert sizes(plan_batches(values, None, LogConfig(batch_size=exact))) == [3]
-    assert sizes(plan_batches(values, None, LogConfig(batch_size=exact - 1))) == [2, 1]
-    # and the bound holds: the batch built is no larger
-    assert len(build_batch(0, values, None, TS)) <= exact
+@pytest.mark.parametrize("fill, expected", [(0, [65, 65]), (-1, [64, 64, 2])])
+def test_the_offset_delta_64_takes_a_byte_more(fill, expected):
+    """An empty record is 7 bytes at offset deltas 0..63 and 8 from 64 (its zigzag varint):
+    a batch.size of 65 records' batch takes 65, a byte less 64."""
+    assert batch_bytes([b""] * 65) - batch_bytes([b""] * 64) == 8
+    assert batch_bytes([b""] * 64) - batch_bytes([b""] * 63) == 7
+    config = LogConfig(batch_size=batch_bytes([b""] * 65) + fill)
+    assert planners([b""] * 130, None, config) == (expected, expected)
 
 
-def test_plan_batches_puts_a_record_larger_than_batch_size_alone():
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 3 * PER_V100)
-    values = [V100, V100, b"y" * 500, V100, V100, V100, V100]
-    # (9 bits of length bound the overhead at 11 bytes still: the others' bounds are as before)
-    assert plan_batches(values, None, config) == [(0, 2), (2, 3), (3, 6), (6, 7)]
+@pytest.mark.parametrize("step, fits", [(63, 3), (64, 2)])
+def test_the_timestamp_delta_64_takes_a_byte_more(step, fits):
+    """Records 63 ms apart keep 1-byte timestamp deltas; 64 ms and the second record's delta
+    takes 2 bytes: a batch.size of three records at deltas 0, 63 and 0 takes three only then."""
+    config = LogConfig(batch_size=batch_bytes([V100] * 3, stamps=[TS, TS + 63, TS]))
+    stamps = [TS, TS + step, TS] * 2
+    sections = record_sections([V100] * 6, None, None, stamps, TS, config)
+    assert [count for _, count, _, _ in sections][0] == fits
+
+
+def test_a_record_larger_than_batch_size_takes_what_fits_its_upper_bound():
+    """A 500-byte record's batch is its upper bound (header, 21 bytes and its key, value and
+    headers: 586 bytes): two empty records after it fit there, a third does not; then
+    batch.size again."""
+    big = b"y" * 500
+    bound = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + (1 + 2 + 500 + 1)  # key -1, value, 0 headers
+    assert batch_bytes([big, b"", b""]) <= bound < batch_bytes([big, b"", b"", b""])
+    config = LogConfig(batch_size=batch_bytes([V100] * 2))
+    values = [V100, big, b"", b"", b"", V100, V100]
+    assert plan_batches(values, None, config) == [(0, 1), (1, 4), (4, 6), (6, 7)]
+    sections = record_sections(values, None, None, None, TS, config)
+    assert [count for _, count, _, _ in sections] == [1, 3, 2, 1]
+
+
+def test_a_large_first_records_room_stops_at_max_message_bytes():
+    """The upper bound's room never makes a batch a broker refuses: a record just under
+    ``max.message.bytes`` stays alone."""
+    big = b"y" * 500
+    config = LogConfig(batch_size=100, max_message_bytes=one_record_batch(None, big) + 5)
+    assert plan_batches([big, b""], None, config) == [(0, 1), (1, 2)]
+    sections = record_sections([big, b""], None, None, None, TS, config)
+    assert [count for _, count, _, _ in sections] == [1, 1]
 
 
 @pytest.mark.parametrize("key", [None, b"k" * 30])
@@ -117,30 +155,9 @@ def test_a_record_appended_to_the_log_at_max_message_bytes(tmp_path):
         log.close()
 
 
-@pytest.mark.parametrize("fill, expected", [(0, [4, 4, 2]), (-1, [3, 3, 3, 1])])
-def test_record_sections_fill_batch_size_to_the_byte(fill, expected):
-    """A section takes records while their sizes (alone, plus 14 bytes of deltas at most)
-    fit ``batch.size``: four fill it exactly, a byte less and the fourth goes on."""
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 4 * PER_V100_SECTION + fill)
-    sections = record_sections([V100] * 10, None, None, [TS + i for i in range(10)], TS, config)
-    assert [count for _, count, _, _ in sections] == expected
-
-
-def test_record_sections_count_keys_and_headers():
-    headers = [[("h", b"vv")]] * 4  # 5 bytes beyond the empty header count
-    keys = [b"k" * 20, None, b"", b"k" * 20]
-    per = [109 + 20 + 14 + 5, 109 + 14 + 5, 109 + 14 + 5, 109 + 20 + 14 + 5]
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + per[0] + per[1])
-    sections = record_sections([V100] * 4, keys, headers, None, TS, config)
-    assert [count for _, count, _, _ in sections] == [2, 2]
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + per[0] + per[1] - 1)
-    sections = record_sections([V100] * 4, keys, headers, None, TS, config)
-    assert [count for _, count, _, _ in sections] == [1, 2, 1]
-
-
 def test_record_sections_stamp_deltas_from_each_sections_first():
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 2 * PER_V100_SECTION)
     stamps = [TS + 5, TS + 1, None, TS + 9]
+    config = LogConfig(batch_size=batch_bytes([V100] * 2, stamps=[TS + 5, TS + 1]))
     sections = record_sections([V100] * 4, None, None, stamps, TS, config)
     assert [(count, first, top) for _, count, first, top in sections] == \
         [(2, TS + 5, TS + 5), (2, TS, TS + 9)]
@@ -161,13 +178,6 @@ def test_record_timestamps_are_epoch_ms_from_0_to_2_63_minus_1(stamp, taken):
             call()
 
 
-@pytest.mark.parametrize("fill, expected", [(0, [4, 4]), (-1, [3, 3, 2])])
-def test_plan_batches_with_only_null_keys(fill, expected):
-    """Keys given, all null: 5 bytes more per record (the key length), no key bytes."""
-    config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 4 * (PER_V100 + 5) + fill)
-    assert sizes(plan_batches([V100] * 8, [None] * 8, config)) == expected
-
-
 def test_a_timestamp_out_of_range_is_named_whichever_end():
     with pytest.raises(ValueError, match=f"^invalid timestamp {2**63}: "):
         record_sections([b"a", b"b"], None, None, [0, 2**63], TS, LogConfig())
@@ -175,16 +185,17 @@ def test_a_timestamp_out_of_range_is_named_whichever_end():
         record_sections([b"a", b"b"], None, None, [-1, 2**63], TS, LogConfig())
 
 
-@pytest.mark.parametrize("values, headers, per", [
+@pytest.mark.parametrize("values, headers", [
     # empty and null values: no value bytes; a record without headers: the count's byte only
-    ([b"", None, b"", None], [None, [], None, []], 7 + 14),
+    ([b"", None, b"", None], [None, [], None, []]),
     # a header key's UTF-8 bytes (é is two), a null header value one byte (its length, -1)
-    ([b""] * 4, [[("é", None)]] * 4, 7 + 14 + 4),
+    ([b""] * 4, [[("é", None)]] * 4),
 ])
-def test_record_sections_size_null_and_empty_values_and_headers(values, headers, per):
-    """Each record's size as alone in a batch, exactly: four fill ``batch.size`` to the
-    byte, a byte less and the fourth goes on."""
+def test_record_sections_size_null_and_empty_values_and_headers(values, headers):
+    """Each record's size exactly: four fill ``batch.size`` to the byte, a byte less and the
+    fourth goes on."""
+    exact = batch_bytes(values, headers=[h or [] for h in headers])
     for fill, expected in ((0, [4]), (-1, [3, 1])):
-        config = LogConfig(batch_size=RECORD_BATCH_OVERHEAD + 4 * per + fill)
+        config = LogConfig(batch_size=exact + fill)
         sections = record_sections(values, None, headers, None, TS, config)
         assert [count for _, count, _, _ in sections] == expected

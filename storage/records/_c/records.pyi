@@ -34,8 +34,18 @@ def encode_records(values: Sequence[_Buffer | None], keys: Sequence[_Buffer | No
     """The records section of a batch (``DefaultRecord.writeTo`` for each record). Raises
     TypeError for a header key that is not str, ValueError for a field out of range."""
 
+def batch_room(room: int, first_body: int, cap: int = -1) -> int:
+    """Records bytes a producer's batch takes: ``room``, or the upper bound of a larger first
+    record (its body at deltas 0 and 18 bytes), within ``cap`` but never less than that
+    record."""
+
+def plan_cuts(values: Sequence[_Buffer | None], keys: Sequence[_Buffer | None] | None,
+              room: int, cap: int = -1) -> list[tuple[int, int]]:
+    """The [start, end) runs of records stamped at once, cut as Kafka's producer cuts them
+    (``MemoryRecordsBuilder.hasRoomFor``) into batches of ``room`` bytes of records."""
+
 def encode_lines(buf: _Buffer, pos: int, end: int, max_bytes: int, max_records: int,
-                 separator: _Buffer | None = None, head: int = 0
+                 separator: _Buffer | None = None, head: int = 0, cap: int = -1
                  ) -> tuple[bytes | None, int, int, int]:
     """Console-producer records of the ``\\n``-terminated lines of ``buf[pos:end]``, within
     ``max_bytes`` and ``max_records``: ``(records section, records, position after, largest
@@ -57,7 +67,8 @@ def seal_in_place(buf: bytearray, position: int, count: int, base_offset: int,
 def encode_line_batches(buf: _Buffer, room: int, base_offset: int, timestamp: int,
                         log_append: bool, partition_leader_epoch: int, crc: Callable[[Any], int],
                         separator: _Buffer | None = None,
-                        compress: Callable[[bytes], bytes] | None = None, codec: int = 0
+                        compress: Callable[[bytes], bytes] | None = None, codec: int = 0,
+                        cap: int = -1
                         ) -> tuple[list[bytes], list[int], int] | tuple[None, None, int]:
     """Every line of ``buf`` as sealed v2 batches of at most ``room`` bytes of records:
     ``(batches, records of each, largest records section)``, or ``(None, None, line number)``
@@ -66,7 +77,8 @@ def encode_line_batches(buf: _Buffer, room: int, base_offset: int, timestamp: in
 def encode_arrow(start: int, stop: int, values: _BinaryArray, keys: _BinaryArray | None,
                  headers: tuple[Any, Any, int, _BinaryArray, _BinaryArray] | None,
                  timestamps: tuple[Any, Any, int] | None, default_timestamp: int,
-                 max_bytes: int, out: bytearray, head: int = 0) -> tuple[int, int, int]:
+                 max_bytes: int, out: bytearray, head: int = 0, cap: int = -1
+                 ) -> tuple[int, int, int]:
     """Records of Arrow columns, rows [``start``, ``stop``) within ``max_bytes``, appended to
     ``out``: ``(rows, first timestamp, max timestamp)``. Raises ValueError for a row out of
     range, a negative timestamp or a record over 2 GiB."""

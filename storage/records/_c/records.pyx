@@ -251,6 +251,53 @@ cdef inline uint8_t* put_field(uint8_t* w, object value):
     return w + n
 
 
+# A producer batch's room (``RecordAccumulator.append``): ``batch.size`` bytes, or, when its first
+# record is larger, that record's upper bound (``DefaultRecordBatch.estimateBatchSizeUpperBound``:
+# the batch header and ``DefaultRecord.recordSizeUpperBound``, MAX_RECORD_OVERHEAD = 21 bytes
+# over the key, value and headers, which is 18 more than the first record's body at deltas 0).
+DEF UPPER_BOUND_SLACK = 18
+
+
+cpdef Py_ssize_t batch_room(Py_ssize_t room, Py_ssize_t first_body, Py_ssize_t cap=-1):
+    """The records bytes a batch takes (``MemoryRecordsBuilder``'s writeLimit less its header):
+    ``room`` (``batch.size`` less the header), or the upper bound of a larger first record whose
+    body at offset and timestamp deltas 0 is ``first_body`` bytes; within ``cap`` (the records
+    bytes of a batch of ``max.message.bytes``, which a broker refuses to exceed; -1: none) but
+    never less than the first record."""
+    cdef Py_ssize_t bound = max(room, first_body + UPPER_BOUND_SLACK)
+    if cap >= 0:
+        bound = max(min(bound, cap), first_body + varint_size(first_body))
+    return bound
+
+
+def plan_cuts(values, keys, Py_ssize_t room, Py_ssize_t cap=-1):
+    """Where Kafka's producer cuts records stamped at once (timestamp deltas 0, no headers) into
+    batches of ``room`` bytes of records (``batch.size`` less the batch header): the
+    ``[start, end)`` runs, each taking records while ``MemoryRecordsBuilder.hasRoomFor`` would
+    (the exact size of each at its offset delta; a larger first record gets
+    :func:`batch_room`, within ``cap``). ``values`` bytes-like or None, ``keys`` None or one
+    each."""
+    cdef Py_ssize_t n = len(values), i, start = 0, used = 0, base, body, size, limit = room
+    cuts = []
+    for i in range(n):
+        key = keys[i] if keys is not None else None
+        # attributes, timestamp delta 0 and a header count of 0 around the key and value
+        base = 3 + field_size(key) + field_size(values[i])
+        body = base + varint_size(i - start)
+        size = body + varint_size(body)
+        if i > start and used + size > limit:
+            cuts.append((start, i))
+            start, used = i, 0
+            body = base + 1
+            size = body + varint_size(body)
+        if i == start:
+            limit = batch_room(room, body, cap)
+        used += size
+    if n:
+        cuts.append((start, n))
+    return cuts
+
+
 def encode_records(values, keys=None, timestamp_deltas=0, headers=None, offset_deltas=None):
     """The records section of a batch (``DefaultRecord.writeTo`` for each record), bytes.
 
@@ -328,13 +375,15 @@ cdef bytes _encode_headers(record_headers):
 
 
 def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_bytes,
-                 Py_ssize_t max_records, const uint8_t[::1] separator=None, Py_ssize_t head=0):
+                 Py_ssize_t max_records, const uint8_t[::1] separator=None, Py_ssize_t head=0,
+                 Py_ssize_t cap=-1):
     """Records of newline-terminated lines of ``buf[pos:end]``, as the console producer makes
     them (timestamp delta 0, offset deltas from 0, no headers): ``(records section, records,
     position after the last line taken, largest record in bytes)``.
 
-    Lines are taken while the section stays within ``max_bytes`` (the first line always) and
-    up to ``max_records``; a line is its bytes up to ``\\n`` (excluded). Without ``separator``
+    Lines are taken while the section stays within ``max_bytes`` (the first line always; a
+    larger one makes the room its upper bound within ``cap``, :func:`batch_room`, as a
+    producer's batch does) and up to ``max_records``; a line is its bytes up to ``\\n`` (excluded). Without ``separator``
     the key is null; with it, the key is what precedes the line's first separator and the value
     what follows (``parse.key=true``). A line without the separator stops the run: when it is
     the first, the result is ``(None, -1, its position, 0)``. With ``head`` the section starts
@@ -361,7 +410,7 @@ def encode_lines(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     body = line_record_body(p, pos, nl - p, sep, sep_len, 0, &key_len)
     if body < 0:
         return None, -1, pos, 0
-    room = max(max_bytes, body + varint_size(body))
+    room = batch_room(max_bytes, body, cap)
     out = new_bytes(NULL, head + room)
     w = <uint8_t*>PyBytes_AS_STRING(<object>out) + head
     while True:
@@ -495,9 +544,10 @@ def seal_in_place(bytearray buf, Py_ssize_t position, int32_t count, int64_t bas
 
 def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t timestamp,
                         bint log_append, int32_t partition_leader_epoch, crc,
-                        separator=None, compress=None, int16_t codec=0):
+                        separator=None, compress=None, int16_t codec=0, Py_ssize_t cap=-1):
     """Every ``\\\\n``-terminated line of ``buf`` as v2 batches of console-producer records
-    (:func:`encode_lines`, at most ``room`` bytes of records each), sealed with offsets from
+    (:func:`encode_lines`, at most ``room`` bytes of records each, ``cap`` for a larger first
+    record), sealed with offsets from
     ``base_offset`` and every timestamp ``timestamp`` (epoch ms; LogAppendTime batches with
     ``log_append``): ``(batches, records of each, largest records section)``, or
     ``(None, None, line number)`` for a keyed line without the separator. ``compress(records)``
@@ -510,7 +560,8 @@ def encode_line_batches(buf, Py_ssize_t room, int64_t base_offset, int64_t times
     while pos < end:
         # uncompressed: the records are encoded straight into the batch, after its header
         records, count, after, _ = encode_lines(buf, pos, end, room, 1 << 20, separator,
-                                                0 if compress is not None else RECORD_BATCH_OVERHEAD)
+                                                0 if compress is not None else RECORD_BATCH_OVERHEAD,
+                                                cap)
         if count < 0:
             return None, None, bytes(buf[:pos]).count(b"\n") + 1
         if compress is not None:
@@ -565,10 +616,11 @@ cdef uint8_t* put_element(uint8_t* w, BinaryIn* b, Py_ssize_t i, bint null_as_em
 
 def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, timestamps,
                  int64_t default_timestamp, Py_ssize_t max_bytes, bytearray out,
-                 Py_ssize_t head=0):
+                 Py_ssize_t head=0, Py_ssize_t cap=-1):
     """Records of Arrow columns, rows [``start``, ``stop``), taken while the section stays
-    within ``max_bytes`` (the first row always), appended to ``out`` (grown in place, so a
-    producer's batches for one partition build up in one buffer with no joining copy):
+    within ``max_bytes`` (the first row always; a larger one makes the room its upper bound
+    within ``cap``, :func:`batch_room`, as a producer's batch does), appended to ``out``
+    (grown in place, so a producer's batches for one partition build up in one buffer with no joining copy):
     ``(rows, first timestamp, max timestamp)``, offset deltas from 0, timestamp deltas from
     the first row's.
 
@@ -588,7 +640,7 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
     cdef Py_ssize_t ts_offset = 0
     cdef int64_t first_ts = default_timestamp, max_ts = -1, ts
     cdef const uint8_t* at = NULL
-    cdef Py_ssize_t r
+    cdef Py_ssize_t r, limit = max_bytes
     if start < 0 or stop < start or head < 0:
         raise ValueError(f"rows [{start}, {stop}) or head {head} out of range")
     binary_in(&v, values)
@@ -622,7 +674,9 @@ def encode_arrow(Py_ssize_t start, Py_ssize_t stop, values, keys, headers, times
                                                        list_validity, &hk, &hv)
         if body > 0x7FFFFFFF:
             raise ValueError(f"row {i} is larger than 2 GiB as a record")
-        if rows and total + varint_size(body) + body > max_bytes:
+        if rows == 0:
+            limit = batch_room(max_bytes, body, cap)
+        elif total + varint_size(body) + body > limit:
             break
         total += varint_size(body) + body
         sizes.append(body)
