@@ -148,8 +148,9 @@ class Log:
     def append(self, values: Sequence[bytes | None], keys: Sequence[bytes | None] | None = None,
                headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
                timestamps: Sequence[int | None] | None = None) -> int:
-        """Append one record per value, all-or-nothing, as a producer would: grouped into
-        batches of at most ``batch.size`` bytes, at the topic's ``compression.type``.
+        """Append one record per value, all-or-nothing, as a producer would: cut into batches
+        where Kafka's producer cuts them at ``batch.size`` (``storage.batch_planning``), at the
+        topic's ``compression.type``.
 
         One entry per record: ``values`` bytes or None (a null value: a tombstone on a
         compacted topic); ``keys`` None (null keys) or one key (bytes or None) per value;
