@@ -47,11 +47,6 @@ STAT_INDEX_BYTES = 16 << 20  # .log bytes a stat indexes before answering; more:
 # start after that read)
 READ_AHEAD_IDLE_S = 0.02
 
-FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.KEYED_VALUES: StreamFormat.KEYED,
-           Kind.RECORDS_JSONL: StreamFormat.JSONL, Kind.WINDOW_VALUES: StreamFormat.VALUES,
-           Kind.WINDOW_KEYED_VALUES: StreamFormat.KEYED,
-           Kind.WINDOW_RECORDS_JSONL: StreamFormat.JSONL}
-
 
 class StreamHandle:
     """An open stream file: the stream, the offset it starts at, what its byte positions
@@ -89,7 +84,7 @@ class Streams:
 
     def get(self, plog: PartitionLog, pid: int, kind: Kind) -> LogStream:
         """The stream of partition ``pid`` for a stream file of ``kind``."""
-        key = (pid, FORMATS[kind])
+        key = (pid, inodes.STREAM_FORMATS[kind])
         stream = self._streams.get(key)
         if stream is None or stream.log is not plog:
             stream = self._streams[key] = LogStream(plog, key[1], self._isolation,
