@@ -18,11 +18,26 @@ from storage.records.record import TimestampType
 
 
 class StreamFormat(enum.Enum):
-    """What each record becomes in a stream."""
+    """The stream kinds, one row each: what each record becomes in a stream. The one table of
+    them: the mount derives its stream files from it (``kfs.mount.inodes``: their inode kinds,
+    names, listings and lookups, in a partition and in a ``from/<start>/`` window), the
+    renderers below branch on it (``PlainFormat``, ``CoordinatorFormat``).
 
-    VALUES = "values"  # the value and "\n"; a null value prints "null"
-    KEYED = "keyed-values"  # key, separator, value and "\n"; a null key or value prints "null"
-    JSONL = "records.jsonl"  # kcat -J fields, as `kfs dump --json` encodes them, and "\n"
+    A row: the file name (the member's value), then the inode slots the mount numbers the
+    stream's files by: the whole partition's file (a fixed slot of the partition's) and a
+    window's (a slot of its start offset's). Slots are never reused; rows are in listing
+    order."""
+
+    #        file name         slot  window slot
+    VALUES = ("values",          7,  3)  # the value and "\n"; a null value prints "null"
+    KEYED = ("keyed-values",    11,  5)  # key, separator, value and "\n"; null prints "null"
+    JSONL = ("records.jsonl",    8,  4)  # kcat -J fields, as `kfs dump --json` encodes them
+
+    def __new__(cls, file: str, slot: int, window_slot: int) -> StreamFormat:
+        member = object.__new__(cls)
+        member._value_ = file
+        member.slot, member.window_slot = slot, window_slot
+        return member
 
 
 def jsonl_prefix(topic: str | None, partition: int | None) -> bytes:

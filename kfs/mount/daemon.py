@@ -353,9 +353,9 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         log.exception("the serve loop failed")
     finally:
         reporter.failed("the serve loop ended before it was ready")  # no-op once ready was sent
-        fs.close_streams()
+        fs.streams.close()
         pyfuse3.close(unmount=True)
-        pending = fs.pending_partial_lines()
+        pending = fs.handles.pending_partial_lines()
         if pending:
             log.warning("dropped %d bytes of partial lines from files still open at shutdown", pending)
         try:

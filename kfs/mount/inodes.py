@@ -11,15 +11,17 @@ record files a partition can hold::
     (pid << 44) | 4                    /<topic>-<N>/append
     (pid << 44) | 5                    /<topic>-<N>/append-keyed
     (pid << 44) | 6                    /<topic>-<N>/append-batches
-    (pid << 44) | 7, 8                 /<topic>-<N>/values, records.jsonl   (streams)
     (pid << 44) | 9                    /<topic>-<N>/from/
     (pid << 44) | 10                   /<topic>-<N>/append.jsonl
-    (pid << 44) | 11                   /<topic>-<N>/keyed-values              (a stream)
+    (pid << 44) | slot                 /<topic>-<N>/<stream> (values, keyed-values, ...)
     (pid << 44) | (16 + 8*offset)      /<topic>-<N>/by-offset/<offset>      (a record file)
     (pid << 44) | (17 + 8*offset)      a /<topic>-<N>/by-time/<ts> symlink resolving to <offset>
     (pid << 44) | (18 + 8*offset)      a /<topic>-<N>/from/<start>/ window starting at <offset>
-    (pid << 44) | (19, 20 + 8*offset)  its values, records.jsonl
-    (pid << 44) | (21 + 8*offset)      its keyed-values
+    (pid << 44) | (16 + wslot + 8*offset)  its <stream>
+
+The stream files' names, kinds and slots (``slot``, ``wslot``: values 7 and 3, records.jsonl
+8 and 4, keyed-values 11 and 5) are ``kfs.record_format.StreamFormat``'s, the table of stream
+kinds: a stream added there gets its files here.
 
 Partition ids start at 1 and use the top 20 bits of the 64-bit inode, so a mount serves up to
 2**20 - 1 partitions and offsets below ``MAX_OFFSET`` (about 2.2e12).  Kafka offsets
@@ -36,6 +38,8 @@ import datetime
 import enum
 from typing import NamedTuple
 
+from kfs.record_format import StreamFormat
+
 ROOT_INO = 1
 
 PID_SHIFT = 44
@@ -46,27 +50,46 @@ SLOTS_PER_OFFSET = 8
 MAX_OFFSET = (LOW_MASK - FIRST_RECORD_SLOT) // SLOTS_PER_OFFSET  # exclusive: all 8 slots fit
 
 
-class Kind(enum.Enum):
-    """What an inode names."""
+def _stream_kind_name(fmt: StreamFormat) -> str:
+    """The inode kind's member name of a stream's whole-partition file: its file name in
+    capitals (``keyed-values``: KEYED_VALUES); a window's is WINDOW_ and that."""
+    return fmt.value.upper().replace("-", "_").replace(".", "_")
 
-    ROOT = "root"
-    PARTITION = "partition"
-    BY_OFFSET = "by-offset"
-    BY_TIME = "by-time"
-    APPEND = "append"
-    APPEND_KEYED = "append-keyed"
-    APPEND_BATCHES = "append-batches"
-    APPEND_JSONL = "append.jsonl"
-    VALUES = "values"
-    KEYED_VALUES = "keyed-values"
-    RECORDS_JSONL = "records.jsonl"
-    FROM = "from"
-    RECORD = "record"
-    TIME_LINK = "time-link"
-    WINDOW = "window"
-    WINDOW_VALUES = "window-values"
-    WINDOW_RECORDS_JSONL = "window-records.jsonl"
-    WINDOW_KEYED_VALUES = "window-keyed-values"
+
+# What an inode names: the tree's own nodes, then two per stream kind of kfs.record_format's
+# table (StreamFormat): the partition's file (Kind.VALUES: "values") and a window's
+# (Kind.WINDOW_VALUES: "window-values").
+Kind = enum.Enum("Kind", [
+    ("ROOT", "root"),
+    ("PARTITION", "partition"),
+    ("BY_OFFSET", "by-offset"),
+    ("BY_TIME", "by-time"),
+    ("APPEND", "append"),
+    ("APPEND_KEYED", "append-keyed"),
+    ("APPEND_BATCHES", "append-batches"),
+    ("APPEND_JSONL", "append.jsonl"),
+    ("FROM", "from"),
+    ("RECORD", "record"),
+    ("TIME_LINK", "time-link"),
+    ("WINDOW", "window"),
+    *((_stream_kind_name(fmt), fmt.value) for fmt in StreamFormat),
+    *(("WINDOW_" + _stream_kind_name(fmt), "window-" + fmt.value) for fmt in StreamFormat),
+], module=__name__, qualname="Kind")
+Kind.__doc__ = "What an inode names."
+
+# The stream files' kinds: (format, the partition's file's kind, a window's file's kind).
+_STREAMS = tuple((fmt, Kind[_stream_kind_name(fmt)], Kind["WINDOW_" + _stream_kind_name(fmt)])
+                 for fmt in StreamFormat)
+# The format each stream file's kind renders.
+STREAM_FORMATS = {kind: fmt for fmt, *kinds in _STREAMS for kind in kinds}
+
+
+def _reverse(slots: dict[Kind, int], limit: int) -> dict[int, Kind]:
+    """slot -> kind; ValueError when two kinds share a slot or one is past ``limit``."""
+    by_slot = {slot: kind for kind, slot in slots.items()}
+    if len(by_slot) != len(slots) or not all(0 <= slot < limit for slot in by_slot):
+        raise ValueError(f"inode slots clash or overflow: {slots}")
+    return by_slot
 
 
 # Fixed per-partition nodes: kind -> low bits.
@@ -77,18 +100,20 @@ _FIXED_SLOTS = {
     Kind.APPEND: 4,
     Kind.APPEND_KEYED: 5,
     Kind.APPEND_BATCHES: 6,
-    Kind.VALUES: 7,
-    Kind.RECORDS_JSONL: 8,
     Kind.FROM: 9,
     Kind.APPEND_JSONL: 10,
-    Kind.KEYED_VALUES: 11,
+    **{kind: fmt.slot for fmt, kind, _ in _STREAMS},
 }
-_SLOT_KINDS = {slot: kind for kind, slot in _FIXED_SLOTS.items()}
+_SLOT_KINDS = _reverse(_FIXED_SLOTS, FIRST_RECORD_SLOT)
 # per-offset slots: kind -> slot within the offset's 8
-_OFFSET_SLOTS = {Kind.RECORD: 0, Kind.TIME_LINK: 1, Kind.WINDOW: 2, Kind.WINDOW_VALUES: 3,
-                 Kind.WINDOW_RECORDS_JSONL: 4, Kind.WINDOW_KEYED_VALUES: 5}
-_OFFSET_SLOT_KINDS = {slot: kind for kind, slot in _OFFSET_SLOTS.items()}
+_OFFSET_SLOTS = {Kind.RECORD: 0, Kind.TIME_LINK: 1, Kind.WINDOW: 2,
+                 **{kind: fmt.window_slot for fmt, _, kind in _STREAMS}}
+_OFFSET_SLOT_KINDS = _reverse(_OFFSET_SLOTS, SLOTS_PER_OFFSET)
 
+# Names inside a from/<start>/ window, in listing order.
+WINDOW_ENTRIES: tuple[tuple[bytes, Kind], ...] = tuple(
+    (fmt.value.encode(), kind) for fmt, _, kind in _STREAMS)
+WINDOW_ENTRY_KINDS = dict(WINDOW_ENTRIES)
 # Names inside a partition directory, in listing order.
 PARTITION_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
     (b"by-offset", Kind.BY_OFFSET),
@@ -97,25 +122,14 @@ PARTITION_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
     (b"append-keyed", Kind.APPEND_KEYED),
     (b"append-batches", Kind.APPEND_BATCHES),
     (b"append.jsonl", Kind.APPEND_JSONL),
-    (b"values", Kind.VALUES),
-    (b"keyed-values", Kind.KEYED_VALUES),
-    (b"records.jsonl", Kind.RECORDS_JSONL),
+    *((fmt.value.encode(), kind) for fmt, kind, _ in _STREAMS),
     (b"from", Kind.FROM),
 )
 PARTITION_ENTRY_KINDS = dict(PARTITION_ENTRIES)
-# Names inside a from/<start>/ window.
-WINDOW_ENTRIES: tuple[tuple[bytes, Kind], ...] = (
-    (b"values", Kind.WINDOW_VALUES),
-    (b"keyed-values", Kind.WINDOW_KEYED_VALUES),
-    (b"records.jsonl", Kind.WINDOW_RECORDS_JSONL),
-)
-WINDOW_ENTRY_KINDS = dict(WINDOW_ENTRIES)
 
 DIR_KINDS = frozenset({Kind.ROOT, Kind.PARTITION, Kind.BY_OFFSET, Kind.BY_TIME, Kind.FROM,
                        Kind.WINDOW})
-STREAM_KINDS = frozenset({Kind.VALUES, Kind.KEYED_VALUES, Kind.RECORDS_JSONL,
-                          Kind.WINDOW_VALUES, Kind.WINDOW_KEYED_VALUES,
-                          Kind.WINDOW_RECORDS_JSONL})
+STREAM_KINDS = frozenset(STREAM_FORMATS)
 APPEND_KINDS = frozenset({Kind.APPEND, Kind.APPEND_KEYED, Kind.APPEND_BATCHES,
                           Kind.APPEND_JSONL})
 

@@ -3,7 +3,8 @@
 its concept: ``partitions`` (ids, logs, following another writer), ``record_files``
 (``by-offset``/``by-time``), ``listings`` (readdir), ``append_files`` (writes),
 ``streams`` (values, keyed-values, records.jsonl), ``coordinator_tree`` (/consumer-groups,
-/transactions), ``node_attributes`` (stat and cache timeouts), ``errors`` (the errno map).
+/transactions), ``node_attributes`` (stat and cache timeouts), ``attrs`` (extended
+attributes), ``errors`` (the errno map).
 
 Layout (every path maps to one storage call)::
 
@@ -42,7 +43,7 @@ cache; record files and the directories' own names/attributes never change, so t
 timeouts (and records the page cache).  pyfuse3 serves all requests on one trio thread, so no
 handler waits for the disk there: appends, listings and fsync run in a worker thread
 (``trio.to_thread.run_sync``); single-record reads run in place when their bytes are in the page
-cache and move to a worker thread only when they would wait (see ``_cached_first``).
+cache and move to a worker thread only when they would wait (see ``record_files.cached_first``).
 
 Errors: every handler goes through ``errors.fuse_errors``, the one place that turns storage
 errors and OSErrors into errnos (see ``errors.errno_for``).
@@ -52,15 +53,12 @@ from __future__ import annotations
 
 import errno
 import itertools
-import logging
 import os
 from typing import Any
 
 import pyfuse3
 import trio
 
-from storage import errors as serr
-from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.isolation import IsolationLevel
 from storage.location import Location
 from storage.log_manager import LogManager
@@ -69,24 +67,20 @@ from storage.protocols import LogDirectory
 from . import inodes
 from .append import DEFAULT_KEY_SEPARATOR
 from .append_files import AppendFiles, AppendHandle
-from .attrs import XATTR_PREFIX, partition_xattrs, record_xattrs
+from .attrs import NodeXattrs
 from .coordinator_tree import CoordinatorTree, ViewDirHandle
-from .damage_notes import DAMAGE_XATTR, KFS_XATTR_PREFIX, DamageNotes
+from .damage_notes import DamageNotes
 from .errors import errno_for, fail, fuse_errors
 from .inodes import Kind
-from .last_error import LAST_ERROR_XATTR
 from .listings import DirHandle, Listings
 from .node_attributes import NodeAttributes, time_link_target
 from .partitions import Partitions
 from .record_files import RecordFiles
 from .streams import StreamHandle, Streams
-from .views import CoordinatorViews, is_coordinator_topic
+from .views import CoordinatorViews
 
 __all__ = ["KafkaFs", "errno_for"]
 
-log = logging.getLogger(__name__)
-
-ENOATTR = pyfuse3.ENOATTR
 # Longest name (bytes), as statfs reports it; the kernel passes FUSE names up to 1024 bytes.
 NAME_MAX = 255
 
@@ -96,6 +90,43 @@ class _RecordHandle:
 
     def __init__(self, value: bytes) -> None:
         self.value = memoryview(value)
+
+
+class FileHandles:
+    """The open files and directories, by the ``fh`` FUSE gives back in every request."""
+
+    def __init__(self) -> None:
+        self._handles: dict[int, Any] = {}
+        self._next_fh = itertools.count(1)
+
+    def add(self, handle: Any) -> int:
+        fh = next(self._next_fh)
+        self._handles[fh] = handle
+        return fh
+
+    def opened(self, handle: Any, **info: bool) -> pyfuse3.FileInfo:
+        """What ``open`` answers for ``handle`` (``info``: keep_cache, direct_io, ...)."""
+        return pyfuse3.FileInfo(fh=self.add(handle), **info)
+
+    def get(self, fh: int) -> Any:
+        """The handle ``fh``, or None."""
+        return self._handles.get(fh)
+
+    def of_type(self, fh: int, kind: type) -> Any:
+        """The open handle ``fh``, which must be a ``kind``; EBADF otherwise."""
+        handle = self._handles.get(fh)
+        if not isinstance(handle, kind):
+            raise fail(errno.EBADF)
+        return handle
+
+    def pop(self, fh: int) -> Any:
+        return self._handles.pop(fh, None)
+
+    def pending_partial_lines(self) -> int:
+        """Bytes of partial lines held by still-open append files (at shutdown they are
+        dropped, never stored half-written)."""
+        return sum(h.framer.pending_len for h in self._handles.values()
+                   if isinstance(h, AppendHandle))
 
 
 class KafkaFs(pyfuse3.Operations):
@@ -111,7 +142,9 @@ class KafkaFs(pyfuse3.Operations):
     everything at or past the last stable offset hidden).
 
     ``records`` (``record_files.RecordFiles``) is what the scheduler tells which offsets
-    retention and the cleaner removed (``forget_below``).
+    retention and the cleaner removed (``forget_below``); at shutdown ``streams.close()``
+    stops background indexing (before the logs close) and ``handles.pending_partial_lines()``
+    says what still-open append files drop.
     """
 
     def __init__(
@@ -124,47 +157,23 @@ class KafkaFs(pyfuse3.Operations):
         isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> None:
         super().__init__()
-        self._mgr = mgr
         self._backing_dir = Location.parse(backing_dir)
         self._read_only = read_only
         self._partitions = Partitions(mgr, self._backing_dir, read_only)
         self._attributes = NodeAttributes(read_only)
-        self._damage = DamageNotes()
-        self.records = RecordFiles(self._partitions, self._attributes, isolation, self._damage)
-        self._streams = Streams(isolation, key_separator)
+        damage = DamageNotes()
+        self.records = RecordFiles(self._partitions, self._attributes, isolation, damage)
+        self.streams = Streams(self._partitions, self._attributes, damage, isolation,
+                               key_separator)
         self._appends = AppendFiles(key_separator)
         # /consumer-groups and /transactions: requests for their inodes go there
         self._coordinator = CoordinatorTree(CoordinatorViews(mgr), self._attributes.attr,
                                             self._attributes.root)
         self._listings = Listings(self._partitions, self._attributes, self.records,
-                                  self._coordinator, self._damage, isolation)
-        self._handles: dict[int, Any] = {}
-        self._next_fh = itertools.count(1)
-
-    def close_streams(self) -> None:
-        """Stop background indexing of the stream files (before the logs close)."""
-        self._streams.close()
-
-    def pending_partial_lines(self) -> int:
-        """Bytes of partial lines held by still-open append files (at shutdown they are
-        dropped, never stored half-written)."""
-        handles = self._handles.values()
-        return sum(h.framer.pending_len for h in handles if isinstance(h, AppendHandle))
-
-    def _handle(self, fh: int, kind: type) -> Any:
-        """The open handle ``fh``, which must be a ``kind``; EBADF otherwise."""
-        handle = self._handles.get(fh)
-        if not isinstance(handle, kind):
-            raise fail(errno.EBADF)
-        return handle
-
-    async def _node(self, ino: int) -> inodes.Node:
-        """The partition tree's node of ``ino``, its partition followed first (a read-only
-        mount)."""
-        node = self._partitions.node(ino)
-        if node.kind is not Kind.ROOT:
-            await self._partitions.follow(node.pid)
-        return node
+                                  self._coordinator, damage, isolation)
+        self._xattrs = NodeXattrs(self._partitions, self.records, damage, self._coordinator,
+                                  self._appends.last_error)
+        self.handles = FileHandles()
 
     # ---- lookup / getattr / readlink
 
@@ -180,7 +189,7 @@ class KafkaFs(pyfuse3.Operations):
         view = self._coordinator.path(parent_inode)
         if view is not None:
             return await self._coordinator.lookup(view, name)
-        parent = await self._node(parent_inode)
+        parent = await self._partitions.followed(parent_inode)
         kind = parent.kind
         if kind is Kind.ROOT and self._coordinator.is_root_name(name.decode("utf-8", "replace")):
             await self._partitions.follow_all()
@@ -193,48 +202,34 @@ class KafkaFs(pyfuse3.Operations):
             if child is None:
                 raise fail(errno.ENOENT)
             if child in inodes.STREAM_KINDS:
-                return await self._stream_attr(inodes.Node(child, parent.pid))
+                return await self.streams.attr(inodes.Node(child, parent.pid))
             return self._attributes.fixed(inodes.Node(child, parent.pid))
         if kind is Kind.FROM:
-            start = self._streams.resolve_start(self._partitions.log(parent.pid), name)
-            return self._attributes.window(parent.pid, start)
+            return self.streams.window(parent.pid, name)
         if kind is Kind.WINDOW:
             child = inodes.WINDOW_ENTRY_KINDS.get(name)
             if child is None:
                 raise fail(errno.ENOENT)
-            return await self._stream_attr(inodes.Node(child, parent.pid, parent.offset))
+            return await self.streams.attr(inodes.Node(child, parent.pid, parent.offset))
         if kind is Kind.BY_OFFSET:
-            offset = inodes.parse_offset_name(name)
-            if offset is None:
-                raise fail(errno.ENOENT)
-            record = await self.records.record(parent.pid, offset)
-            self.records.served(parent.pid, offset)
-            return self.records.attr(parent.pid, record)
-        if kind is Kind.BY_TIME:  # the grammar and errnos of from/'s times
-            timestamp = inodes.parse_timestamp_name(name[1:] if name[:1] == b"@" else name)
-            if timestamp is None:
-                log.info("by-time/%r is not a time (epoch ms, @ms or ISO-8601)", name)
-                raise fail(errno.EINVAL)
-            record = await self.records.by_time(parent.pid, name, timestamp)
-            return self._attributes.time_link(parent.pid, record)
+            return await self.records.lookup(parent.pid, name)
+        if kind is Kind.BY_TIME:
+            return await self.records.lookup_time(parent.pid, name)
         raise fail(errno.ENOTDIR)
-
-    async def _stream_attr(self, node: inodes.Node) -> pyfuse3.EntryAttributes:
-        return await self._streams.attr(self._partitions.log(node.pid), node, self._attributes)
 
     @fuse_errors
     async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
         view = self._coordinator.path(inode)
         if view is not None:
             return await self._coordinator.getattr(view)
-        node = await self._node(inode)
+        node = await self._partitions.followed(inode)
         if node.kind is Kind.RECORD:
             return self.records.attr(node.pid, await self.records.record(node.pid, node.offset))
         if node.kind is Kind.TIME_LINK:
             record = await self.records.record(node.pid, node.offset)
             return self._attributes.time_link(node.pid, record)
         if node.kind in inodes.STREAM_KINDS:
-            return await self._stream_attr(node)
+            return await self.streams.attr(node)
         if node.kind is Kind.WINDOW:
             return self._attributes.window(node.pid, node.offset)
         return self._attributes.fixed(node)
@@ -273,31 +268,27 @@ class KafkaFs(pyfuse3.Operations):
     async def opendir(self, inode: int, ctx: Any = None) -> int:
         view = self._coordinator.path(inode)
         if view is not None:
-            fh = next(self._next_fh)
-            self._handles[fh] = await self._coordinator.opendir(view)
-            return fh
-        node = await self._node(inode)
+            return self.handles.add(await self._coordinator.opendir(view))
+        node = await self._partitions.followed(inode)
         if node.kind not in inodes.DIR_KINDS:
             raise fail(errno.ENOTDIR)
         if node.kind is Kind.ROOT:
             await self._partitions.follow_all()
-        fh = next(self._next_fh)
-        self._handles[fh] = DirHandle(node)
-        return fh
+        return self.handles.add(DirHandle(node))
 
     @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
         """List a directory: ``.`` and ``..`` (cookies 1 and 2), then its entries
         (``kfs.mount.listings``, or the coordinator tree's)."""
-        handle = self._handles.get(fh)
+        handle = self.handles.get(fh)
         if isinstance(handle, ViewDirHandle):
             await self._coordinator.readdir(handle, start_id, token)
             return
-        await self._listings.readdir(self._handle(fh, DirHandle), start_id, token)
+        await self._listings.readdir(self.handles.of_type(fh, DirHandle), start_id, token)
 
     @fuse_errors
     async def releasedir(self, fh: int) -> None:
-        self._handles.pop(fh, None)
+        self.handles.pop(fh)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         return None
@@ -314,18 +305,7 @@ class KafkaFs(pyfuse3.Operations):
             self._partitions.node(parent_inode).kind is not Kind.ROOT
         if below_root:
             raise fail(errno.EPERM)
-        try:
-            text = name.decode("utf-8")
-        except UnicodeDecodeError:
-            raise fail(errno.EINVAL) from None
-        try:
-            await trio.to_thread.run_sync(self._mgr.create, text)
-        except serr.InvalidConfigError as exc:  # EINVAL alone would not say which setting
-            topic = text.rpartition("-")[0]
-            log.warning("mkdir %s refused (EINVAL): %s: %s", text,
-                        self._backing_dir.path / f"{topic}{TOPIC_PROPERTIES_SUFFIX}", exc)
-            raise fail(errno.EINVAL) from None
-        pid = self._partitions.ids.id_for(text)
+        pid = await self._partitions.create(name)
         return self._attributes.fixed(inodes.Node(Kind.PARTITION, pid))
 
     # ---- files
@@ -339,25 +319,24 @@ class KafkaFs(pyfuse3.Operations):
         if view is not None:
             content = await self._coordinator.open(view, accmode, self._read_only)
             # direct_io: the content follows the logs; no page cache to go stale
-            return self._opened(_RecordHandle(content), keep_cache=False, direct_io=True)
-        node = await self._node(inode)
+            return self.handles.opened(_RecordHandle(content), keep_cache=False, direct_io=True)
+        node = await self._partitions.followed(inode)
         if node.kind is Kind.RECORD:
             if accmode != os.O_RDONLY:
                 raise fail(errno.EROFS if self._read_only else errno.EACCES)
             record = await self.records.record(node.pid, node.offset)
             # (read-only: a broker truncating its log may write another record at the offset)
-            return self._opened(_RecordHandle(self.records.content(node.pid, record)),
-                                keep_cache=not self._read_only)
+            return self.handles.opened(_RecordHandle(self.records.content(node.pid, record)),
+                                       keep_cache=not self._read_only)
         if node.kind in inodes.STREAM_KINDS:
             if accmode != os.O_RDONLY:
                 raise fail(errno.EROFS if self._read_only else errno.EACCES)
-            stream, start = self._streams.of(self._partitions.log(node.pid), node)
-            await self._streams.open(stream)
             # direct_io: no page cache, so nothing stale after retention moves the log start
-            return self._opened(StreamHandle(stream, start), keep_cache=False, direct_io=True)
+            return self.handles.opened(await self.streams.open(node), keep_cache=False,
+                                       direct_io=True)
         if node.kind in inodes.APPEND_KINDS:
             if accmode == os.O_RDONLY:  # nothing to read: an empty file, as /dev/null reads
-                return self._opened(_RecordHandle(b""), keep_cache=False, direct_io=True)
+                return self.handles.opened(_RecordHandle(b""), keep_cache=False, direct_io=True)
             if accmode != os.O_WRONLY:
                 raise fail(errno.EACCES)
             if self._read_only:
@@ -365,105 +344,54 @@ class KafkaFs(pyfuse3.Operations):
             handle = self._appends.open(self._partitions.log(node.pid), node.kind)
             # direct_io: writes reach us as the application wrote them, no page cache to go stale.
             # nonseekable: a write at an offset cannot mean anything, the kernel refuses it (ESPIPE).
-            return self._opened(handle, keep_cache=False, direct_io=True, nonseekable=True)
+            return self.handles.opened(handle, keep_cache=False, direct_io=True,
+                                       nonseekable=True)
         raise fail(errno.EISDIR if node.kind in inodes.DIR_KINDS else errno.EINVAL)
-
-    def _opened(self, handle: Any, **info: bool) -> pyfuse3.FileInfo:
-        fh = next(self._next_fh)
-        self._handles[fh] = handle
-        return pyfuse3.FileInfo(fh=fh, **info)
 
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> memoryview:
-        handle = self._handles.get(fh)
+        handle = self.handles.get(fh)
         if isinstance(handle, StreamHandle):
-            try:
-                return await self._streams.read(handle, off, size)
-            except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
-                plog = handle.stream.log  # the reader reached damaged bytes: EIO
-                await self._damage.note_read(self._partitions.ids.id_for(plog.name), plog, exc)
-                raise
-        return self._handle(fh, _RecordHandle).value[off:off + size]
+            return await self.streams.read(handle, off, size)
+        return self.handles.of_type(fh, _RecordHandle).value[off:off + size]
 
     @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         """Append the complete lines of ``buf`` (``AppendFiles.write``; ``off`` is ignored:
         O_APPEND semantics)."""
-        return await self._appends.write(self._handle(fh, AppendHandle), buf)
+        return await self._appends.write(self.handles.of_type(fh, AppendHandle), buf)
 
     @fuse_errors
     async def flush(self, fh: int) -> None:
         """Every close(): an append file stores its trailing partial line, if any (its error
         reaches close)."""
-        handle = self._handles.get(fh)
+        handle = self.handles.get(fh)
         if isinstance(handle, AppendHandle):
             await self._appends.flush(handle)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
-        handle = self._handles.get(fh)
+        handle = self.handles.get(fh)
         if isinstance(handle, AppendHandle):
             await self._appends.fsync(handle)
 
     @fuse_errors
     async def release(self, fh: int) -> None:
-        handle = self._handles.pop(fh, None)
+        handle = self.handles.pop(fh)
         if isinstance(handle, AppendHandle):
             self._appends.release(handle)
 
     # ---- extended attributes
 
-    async def _xattrs(self, inode: int) -> dict[bytes, bytes]:
-        view = self._coordinator.path(inode)
-        if view is not None:
-            return await self._coordinator.xattrs(view)
-        node = await self._node(inode)
-        if node.kind is Kind.RECORD:
-            record = await self.records.record(node.pid, node.offset)
-            plog = self._partitions.log(node.pid)
-            attrs = record_xattrs(plog.topic, plog.partition, record)
-            if is_coordinator_topic(plog.topic) and record.value is not None:
-                attrs[b"user.kafka.value"] = bytes(record.value)  # the content is decoded
-            return attrs
-        if node.kind is Kind.PARTITION:
-            plog = self._partitions.log(node.pid)
-            attrs = partition_xattrs(plog)
-            damage = self._damage.xattr(node.pid, plog, not self._read_only)
-            if damage is not None:
-                attrs[DAMAGE_XATTR] = damage
-            last_error = self._appends.last_error(plog.name)
-            if last_error is not None:
-                attrs[LAST_ERROR_XATTR] = last_error
-            return attrs
-        return {}
-
     @fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: Any = None) -> bytes:
         """A ``user.kafka.*`` (or ``user.kfs.damage``, ``user.kfs.last_error``) attribute;
-        ENOATTR when the node does not have it. Other names (``ls -l`` asks every file for ``security.*`` and
-        ``system.posix_acl_*``) are answered without resolving the record.
-
-        Before a partition's ``user.kfs.damage`` is told, its batches not checked yet are
-        (``DamageNotes.unchecked_damage``): the attribute is there from the mount on, not once
-        a read tripped over the damage. Listing the attributes (``getfattr -d``; ``ls -l`` in
-        newer coreutils) does not check, so a listing never reads whole partitions: it shows
-        the attribute once the damage was found."""
-        if not name.startswith((XATTR_PREFIX, KFS_XATTR_PREFIX)):
-            raise fail(ENOATTR)
-        if name == DAMAGE_XATTR and self._coordinator.path(inode) is None:
-            node = await self._node(inode)
-            if node.kind is Kind.PARTITION:
-                plog = self._partitions.log(node.pid)
-                for damage in await trio.to_thread.run_sync(self._damage.unchecked_damage, plog):
-                    self._damage.note(node.pid, plog.name, damage)
-        value = (await self._xattrs(inode)).get(name)
-        if value is None:
-            raise fail(ENOATTR)
-        return value
+        ENOATTR when the node does not have it (``attrs.NodeXattrs.get``)."""
+        return await self._xattrs.get(inode, name)
 
     @fuse_errors
     async def listxattr(self, inode: int, ctx: Any = None) -> list[bytes]:
-        return list(await self._xattrs(inode))
+        return list(await self._xattrs.of(inode))
 
     # ---- refused changes (records are immutable, partitions are made by mkdir)
 

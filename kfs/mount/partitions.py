@@ -12,6 +12,7 @@ import trio
 
 from storage import errors as serr
 from storage.clock import SYSTEM_CLOCK, Clock
+from storage.config import TOPIC_PROPERTIES_SUFFIX
 from storage.location import Location
 from storage.log_manager import LogManager
 from storage.protocols import LogDirectory, PartitionLog
@@ -62,6 +63,31 @@ class Partitions:
             if node.pid in self._gone:
                 raise fail(errno.ENOENT)
         return node
+
+    async def followed(self, ino: int) -> inodes.Node:
+        """The node of ``ino`` (as :meth:`node`), its partition caught up first (a read-only
+        mount: :meth:`follow`)."""
+        node = self.node(ino)
+        if node.kind is not Kind.ROOT:
+            await self.follow(node.pid)
+        return node
+
+    async def create(self, name: bytes) -> int:
+        """``mkdir /<name>``: create partition ``name`` (Kafka's topic and partition name
+        rules, in a worker thread) and return its pid. EINVAL for an illegal name or topic
+        settings (the reason logged), EEXIST."""
+        try:
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail(errno.EINVAL) from None
+        try:
+            await trio.to_thread.run_sync(self.mgr.create, text)
+        except serr.InvalidConfigError as exc:  # EINVAL alone would not say which setting
+            topic = text.rpartition("-")[0]
+            log.warning("mkdir %s refused (EINVAL): %s: %s", text,
+                        self.where.path / f"{topic}{TOPIC_PROPERTIES_SUFFIX}", exc)
+            raise fail(errno.EINVAL) from None
+        return self.ids.id_for(text)
 
     async def lookup(self, name: bytes) -> int:
         """The pid of an existing partition called ``name``; ENOENT otherwise."""

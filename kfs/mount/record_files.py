@@ -6,6 +6,7 @@ when retention or the cleaner removes them."""
 from __future__ import annotations
 
 import errno
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from .inodes import Kind
 from .node_attributes import NodeAttributes
 from .partitions import Partitions
 from .views import is_coordinator_topic
+
+log = logging.getLogger(__name__)
 
 # by-time/ names remembered per partition so retention can invalidate them (bounds memory).
 TIME_NAMES_KEPT = 65536
@@ -96,6 +99,26 @@ class RecordFiles:
             raise fail(errno.EIO if past_damage else errno.ENOENT)
         self._cache.put((pid, offset), (version, record))
         return record
+
+    async def lookup(self, pid: int, name: bytes) -> pyfuse3.EntryAttributes:
+        """``by-offset/<name>``'s attributes (the kernel may keep them: see :meth:`served`);
+        ENOENT for a name that is not a canonical decimal offset or names no record."""
+        offset = inodes.parse_offset_name(name)
+        if offset is None:
+            raise fail(errno.ENOENT)
+        record = await self.record(pid, offset)
+        self.served(pid, offset)
+        return self.attr(pid, record)
+
+    async def lookup_time(self, pid: int, name: bytes) -> pyfuse3.EntryAttributes:
+        """``by-time/<name>``'s attributes: a link to the first record at or after the time
+        (epoch ms, ``@`` and epoch ms, or ISO-8601: the grammar and errnos of ``from/``'s
+        times); EINVAL for a name that is no time, ENOENT when no record is that late."""
+        timestamp = inodes.parse_timestamp_name(name[1:] if name[:1] == b"@" else name)
+        if timestamp is None:
+            log.info("by-time/%r is not a time (epoch ms, @ms or ISO-8601)", name)
+            raise fail(errno.EINVAL)
+        return self._attributes.time_link(pid, await self.by_time(pid, name, timestamp))
 
     async def by_time(self, pid: int, name: bytes, timestamp: int) -> Record:
         """The record ``by-time/<name>`` names: the first at or after ``timestamp`` (epoch ms,

@@ -30,12 +30,15 @@ import pyfuse3
 import trio
 
 from kfs.record_format import StreamFormat
+from storage import errors as serr
 from storage.isolation import IsolationLevel
 from storage.protocols import PartitionLog
 
 from . import inodes
+from .damage_notes import DamageNotes
 from .inodes import Kind
 from .node_attributes import NodeAttributes
+from .partitions import Partitions
 from .text_stream import ChunkSpan, LogStream
 
 log = logging.getLogger(__name__)
@@ -46,11 +49,6 @@ STAT_INDEX_BYTES = 16 << 20  # .log bytes a stat indexes before answering; more:
 # reader's next read comes within a millisecond or two; a thread started anew for it would
 # start after that read)
 READ_AHEAD_IDLE_S = 0.02
-
-FORMATS = {Kind.VALUES: StreamFormat.VALUES, Kind.KEYED_VALUES: StreamFormat.KEYED,
-           Kind.RECORDS_JSONL: StreamFormat.JSONL, Kind.WINDOW_VALUES: StreamFormat.VALUES,
-           Kind.WINDOW_KEYED_VALUES: StreamFormat.KEYED,
-           Kind.WINDOW_RECORDS_JSONL: StreamFormat.JSONL}
 
 
 class StreamHandle:
@@ -71,9 +69,16 @@ class StreamHandle:
 
 
 class Streams:
-    """The mount's ``LogStream``s, one per partition and format (windows share them)."""
+    """The stream files of ``partitions``: the mount's ``LogStream``s, one per partition and
+    format (windows share them), at ``isolation``; what reading finds damaged goes to
+    ``damage``."""
 
-    def __init__(self, isolation: IsolationLevel, key_separator: bytes = b"\t") -> None:
+    def __init__(self, partitions: Partitions, attributes: NodeAttributes,
+                 damage: DamageNotes, isolation: IsolationLevel,
+                 key_separator: bytes = b"\t") -> None:
+        self._partitions = partitions
+        self._attributes = attributes
+        self._damage = damage
         self._isolation = isolation
         self._key_separator = key_separator  # of keyed-values lines (the mount's --key-separator)
         # most recently used last; a stream keeps rendered chunks and its position index, so
@@ -89,7 +94,7 @@ class Streams:
 
     def get(self, plog: PartitionLog, pid: int, kind: Kind) -> LogStream:
         """The stream of partition ``pid`` for a stream file of ``kind``."""
-        key = (pid, FORMATS[kind])
+        key = (pid, inodes.STREAM_FORMATS[kind])
         stream = self._streams.get(key)
         if stream is None or stream.log is not plog:
             stream = self._streams[key] = LogStream(plog, key[1], self._isolation,
@@ -99,20 +104,25 @@ class Streams:
         self._streams.move_to_end(key)
         return stream
 
-    def of(self, plog: PartitionLog, node: inodes.Node) -> tuple[LogStream, int]:
-        """(stream, start offset) of a stream file's node of partition ``plog``."""
+    def of(self, node: inodes.Node) -> tuple[LogStream, int]:
+        """(stream, start offset) of a stream file's node."""
+        plog = self._partitions.log(node.pid)
         stream = self.get(plog, node.pid, node.kind)
         return stream, plog.log_start_offset if node.offset is None else node.offset
 
-    async def attr(self, plog: PartitionLog, node: inodes.Node, attributes: NodeAttributes
-                   ) -> pyfuse3.EntryAttributes:
+    async def attr(self, node: inodes.Node) -> pyfuse3.EntryAttributes:
         """A stream file's attributes: its size (the stream's from its start, indexed so far)
         and the log's last change."""
-        stream, start = self.of(plog, node)
+        stream, start = self.of(node)
         ino = (inodes.fixed_ino(node.pid, node.kind) if node.offset is None
                else inodes.offset_ino(node.pid, node.kind, node.offset))
-        return attributes.stream(ino, await self.size(stream, start),
-                                 stream.log.segments.last_modified_ms() * 1_000_000)
+        return self._attributes.stream(ino, await self.size(stream, start),
+                                       stream.log.segments.last_modified_ms() * 1_000_000)
+
+    def window(self, pid: int, name: bytes) -> pyfuse3.EntryAttributes:
+        """The attributes of ``from/<name>/``, the window starting where :meth:`resolve_start`
+        says (its errnos)."""
+        return self._attributes.window(pid, self.resolve_start(self._partitions.log(pid), name))
 
     @staticmethod
     def resolve_start(plog: PartitionLog, name: bytes) -> int:
@@ -171,12 +181,24 @@ class Streams:
 
         trio.lowlevel.spawn_system_task(index)
 
-    @staticmethod
-    async def open(stream: LogStream) -> None:
-        """Index the whole log before a reader starts (its fstat sees the exact size)."""
+    async def open(self, node: inodes.Node) -> StreamHandle:
+        """A stream file opened for reading, its whole log indexed first (the reader's fstat
+        sees the exact size)."""
+        stream, start = self.of(node)
         await trio.to_thread.run_sync(stream.refresh)
+        return StreamHandle(stream, start)
 
     async def read(self, handle: StreamHandle, offset: int, size: int) -> bytes | memoryview:
+        """``size`` bytes at ``offset`` of an open stream file (:meth:`_read`); a read that
+        reaches damaged bytes notes the damage (``user.kfs.damage``) and fails (EIO)."""
+        try:
+            return await self._read(handle, offset, size)
+        except (serr.CorruptRecordError, serr.InvalidRecordError) as exc:
+            plog = handle.stream.log
+            await self._damage.note_read(self._partitions.ids.id_for(plog.name), plog, exc)
+            raise
+
+    async def _read(self, handle: StreamHandle, offset: int, size: int) -> bytes | memoryview:
         """``size`` bytes at ``offset`` of an open stream file (fewer at its end): on the trio
         thread when a rendered chunk holds them (a sequential reader's usual case; a
         worker-thread hop costs more), straight from the chunk the handle's latest read ended

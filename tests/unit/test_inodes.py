@@ -134,6 +134,21 @@ def test_partition_entries_have_fixed_slots():
         assert inodes.decode(inodes.fixed_ino(5, kind)).kind is kind
 
 
+def test_stream_files_follow_the_table_of_stream_kinds():
+    # Each row of StreamFormat gives a file in every partition and in every from/<start>/
+    # window, named and numbered by the row, rendering that format.
+    from kfs.record_format import StreamFormat
+
+    for fmt in StreamFormat:
+        name = fmt.value.encode()
+        whole, window = inodes.PARTITION_ENTRY_KINDS[name], inodes.WINDOW_ENTRY_KINDS[name]
+        assert whole in inodes.STREAM_KINDS and window in inodes.STREAM_KINDS
+        assert inodes.STREAM_FORMATS[whole] is fmt and inodes.STREAM_FORMATS[window] is fmt
+        assert inodes.fixed_ino(4, whole) == (4 << 44) | fmt.slot
+        assert inodes.offset_ino(4, window, 9) == (4 << 44) | (16 + 8 * 9 + fmt.window_slot)
+    assert len(inodes.STREAM_KINDS) == 2 * len(StreamFormat)
+
+
 def test_partition_ids_are_stable_and_first_seen_ordered():
     ids = inodes.PartitionIds()
     assert ids.get("orders-0") is None
