@@ -34,7 +34,8 @@ from storage.coordinator.records import MESSAGES
 from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
 from storage.log_files import CLUSTER_METADATA_TOPIC
 
-__all__ = ["BOOTSTRAP_CHECKPOINT", "CHECKPOINT_SUFFIX", "CLUSTER_METADATA", "FRAME_VERSION", "MetadataParseError", "MetadataRecord",
+__all__ = ["BOOTSTRAP_CHECKPOINT", "CHECKPOINT_SUFFIX", "CLUSTER_METADATA", "FRAME_VERSION",
+           "MetadataParseError", "MetadataRecord",
            "dump_payload", "metadata_json", "metadata_schemas", "read_metadata_record",
            "record_type_name", "snapshot_id"]
 
@@ -139,10 +140,6 @@ def _unsigned_short(value: bytes, pos: int, entity: str) -> tuple[int, int]:
                              f"its {entity} is a varint longer than 5 bytes")
 
 
-def _hex(value: bytes) -> str:
-    return value.hex()
-
-
 def read_metadata_record(value: bytes | None) -> MetadataRecord:
     """Decode one record value of ``__cluster_metadata`` (``MetadataRecordSerde.read``).
     Raises MetadataParseError for a null value, an unknown frame version, record type or
@@ -167,18 +164,18 @@ def read_metadata_record(value: bytes | None) -> MetadataRecord:
             "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id "
             f"{api_key}",
             f"unknown metadata record type {api_key} (version {version}; the schemas know types "
-            f"{min(metadata_schemas())}-{max(metadata_schemas())}), value {_hex(value)}")
+            f"{min(metadata_schemas())}-{max(metadata_schemas())}), value {value.hex()}")
     try:
         data, end = schema.read_with_end(value, version, pos)
     except MessageFormatError as e:
         raise MetadataParseError(f"Failed to deserialize record with type {api_key}",
                                  f"{schema.name} (type {api_key}) version {version}: {e}; "
-                                 f"value {_hex(value)}") from None
+                                 f"value {value.hex()}") from None
     if end < len(value):
         raise MetadataParseError(
             f"Found {len(value) - end} byte(s) of garbage after {api_key}",
             f"{schema.name} (type {api_key}) version {version}: {len(value) - end} byte(s) after "
-            f"the message; value {_hex(value)}")
+            f"the message; value {value.hex()}")
     return MetadataRecord(api_key, schema.name, version, data)
 
 

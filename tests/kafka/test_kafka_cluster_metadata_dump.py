@@ -20,17 +20,20 @@ Segments written here cover what no broker writes: record types, versions and fr
 from __future__ import annotations
 
 import json
+import re
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.kafka import KafkaBroker, flushed, kafka_missing, run_tool
+from helpers.kafka import KAFKA_LIB, KafkaBroker, flushed, kafka_missing, run_tool
 from helpers.needs import unavailable
 from helpers.paths import FIXTURES_ROOT
 from helpers.remote_metadata import uvarint
 from helpers.waits import wait_until
 from test_kafka_dump_log import assert_same, kafka_dump_log, kfs_dump, lines, producer
 
+from storage.coordinator.cluster_metadata import metadata_schemas, record_type_name
 from storage.records import build_batch
 
 pytestmark = pytest.mark.kafka
@@ -324,3 +327,42 @@ def test_kraft_control_batches_are_not_decoded_as_records(tmp_path):
                         partition_leader_epoch=1)
     (part / "00000000000000000000.log").write_bytes(data)
     assert_same([part / "00000000000000000000.log"], "--cluster-metadata-decoder")
+
+
+# -- the schemas against Kafka's own record types ---------------------------------------------
+
+
+def _kafka_metadata_record_types() -> dict[int, tuple[str, str, int, int]]:
+    """apiKey -> (constant, schema name, lowest, highest version) of Kafka 4.1.1's generated
+    ``MetadataRecordType`` enum, read from its bytecode (``javap``): each constant is built
+    with (constant name, ordinal, schema name, id, lowest version, highest version)."""
+    jar = next(KAFKA_LIB.glob("kafka-metadata-*.jar"))
+    out = subprocess.run(["javap", "-c", "-p", "-cp", str(jar),
+                          "org.apache.kafka.common.metadata.MetadataRecordType"],
+                         capture_output=True, text=True, check=True).stdout
+    init = out.split("static {};", 1)[1]
+    operands: list[str | int] = []
+    types = {}
+    for line in init.splitlines():
+        if "// String " in line:
+            operands.append(line.split("// String ", 1)[1].strip())
+        elif m := re.search(r"\b(?:iconst_(\d)|[bs]ipush\s+(-?\d+))\s*$", line):
+            operands.append(int(m.group(1) if m.group(1) is not None else m.group(2)))
+        elif 'Method "<init>"' in line:
+            constant, _, name, api_key, low, high = operands[-6:]
+            types[api_key] = (constant, name, low, high)
+            operands = []
+    return types
+
+
+def test_the_schemas_are_kafkas_record_types():
+    """Every metadata record type of Kafka 4.1.1 has its schema here, with the same apiKey,
+    name, versions and MetadataRecordType constant name; and nothing more."""
+    missing = kafka_missing()
+    if missing:
+        unavailable(missing)
+    kafka = _kafka_metadata_record_types()
+    ours = {key: (record_type_name(m.name), m.name, m.valid_versions.low, m.valid_versions.high)
+            for key, m in metadata_schemas().items()}
+    assert len(kafka) >= 20
+    assert ours == kafka
