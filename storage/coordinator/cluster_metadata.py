@@ -27,17 +27,21 @@ import base64
 import dataclasses
 import functools
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from storage.coordinator.dumplog import java_json
 from storage.coordinator.records import MESSAGES
 from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
-from storage.log_files import CLUSTER_METADATA_TOPIC
+from storage.log_files import CLUSTER_METADATA_TOPIC, LOG_SUFFIX, offset_from_file_name
+from storage.log_reader import LogReader
+from storage.segment_source import FileRecords, LocalSegmentSource
 
 __all__ = ["BOOTSTRAP_CHECKPOINT", "CHECKPOINT_SUFFIX", "CLUSTER_METADATA", "FRAME_VERSION",
            "MetadataParseError", "MetadataRecord",
            "dump_payload", "metadata_json", "metadata_schemas", "read_metadata_record",
-           "record_type_name", "snapshot_id"]
+           "read_metadata_log", "record_type_name", "snapshot_id"]
 
 CLUSTER_METADATA = CLUSTER_METADATA_TOPIC
 CHECKPOINT_SUFFIX = ".checkpoint"  # Snapshots.SUFFIX
@@ -200,3 +204,22 @@ def metadata_json(value: bytes | None) -> tuple[dict[str, Any], list[str]]:
         return {"raw": raw}, [str(e)]
     return {"type": record.type_name, "apiKey": record.api_key, "name": record.name,
             "version": record.version, "data": record.data}, []
+
+
+def read_metadata_log(directory: str | Path) -> Iterator[tuple[int, int, bytes | None]]:
+    """(offset, timestamp in ms, value) of every metadata record in the ``.log`` segments of
+    ``directory`` (a ``__cluster_metadata-0``), in offset order; control batches (leader
+    changes, KRaft versions and voters) are skipped. Raises CorruptRecordError for a corrupt
+    batch, OSError for a file that cannot be read."""
+    logs = sorted(Path(directory).glob(f"*{LOG_SUFFIX}"), key=lambda p: offset_from_file_name(p.name))
+    for path in logs:
+        source = LocalSegmentSource.of_path(path)
+        try:
+            records = FileRecords(source)
+            for batch in LogReader.whole_batches(records, 0, records.size):
+                if batch.is_control_batch:
+                    continue
+                for record in batch.records():
+                    yield record.offset, record.timestamp, record.value
+        finally:
+            source.close()
