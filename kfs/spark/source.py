@@ -37,6 +37,7 @@ from .offsets import (
     split_by_bytes,
     split_by_count,
 )
+from .metadata import METADATA_SCHEMA, ClusterMetadataReader, is_cluster_metadata
 from .options import SourceOptions, parse_options
 from .reader import read_range, spark_schema
 
@@ -64,12 +65,18 @@ class KfsDataSource(DataSource):
         return "kfs"
 
     def schema(self) -> StructType:
+        if is_cluster_metadata(self.options):  # KRaft's metadata log: its own rows
+            return METADATA_SCHEMA
         return spark_schema(_include_headers(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if is_cluster_metadata(self.options):
+            return ClusterMetadataReader(self.options, schema)
         return KfsBatchReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if is_cluster_metadata(self.options):
+            raise ValueError("__cluster_metadata is read in batch queries only")
         return KfsStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool):
@@ -83,6 +90,8 @@ class KfsPushdownDataSource(KfsDataSource):
     ``offset`` and ``timestamp`` (needs ``spark.sql.python.filterPushdown.enabled=true``)."""
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if is_cluster_metadata(self.options):
+            return ClusterMetadataReader(self.options, schema)
         return KfsPushdownBatchReader(self.options, schema)
 
 

@@ -4,8 +4,8 @@ does, or as JSON lines.
 The kind of file is the text after the last ``.`` of its name, as in Kafka: ``.log`` (one line
 per batch, and one ``| offset: ...`` line per record with ``deep_iteration``/``print_data_log``),
 ``.index``, ``.timeindex`` (each entry checked against the sibling ``.log``; mismatches go to
-stderr after all files, in Kafka's words), ``.snapshot`` and ``.txnindex``. Nothing is written
-to any file.
+stderr after all files, in Kafka's words), ``.snapshot``, ``.txnindex`` and KRaft's
+``.checkpoint`` snapshots. Nothing is written to any file.
 
 The text is Kafka 4.1.1's, line for line (tests/kafka/test_kafka_dump_log.py runs both tools on a
 real broker's segments): v0/v1 entries in their own lines, KRaft control records (LeaderChange,
@@ -43,6 +43,17 @@ value holds (``RemoteLogSegmentMetadata{...}``, ``RemoteLogSegmentMetadataUpdate
 tool prints it (with the warning on stderr); in JSON ``payload`` gives way to ``value``,
 ``{"apiKey", "name", "version", "data"}`` (the message's fields) or ``{"raw"}`` and a
 ``warnings`` list.
+
+``cluster_metadata_decoder`` (``--cluster-metadata-decoder``) decodes KRaft's metadata log
+(:mod:`storage.coordinator.cluster_metadata`): no key, after ``payload:`` the record as
+``{"type":"TOPIC_RECORD","version":0,"data":{...}}`` or ``Error at N, skipping. <why>`` (and a
+warning on stderr naming its type, version and bytes); in JSON ``value``
+``{"type", "apiKey", "name", "version", "data"}`` or ``{"raw"}`` and ``warnings``. Snapshots,
+``.checkpoint`` files, dump as ``.log`` files do after their ``Snapshot end offset: N, epoch:
+E`` line. ``share_group_state_decoder`` (``--share-group-state-decoder``) decodes
+``__share_group_state`` as the offsets decoder does ``__consumer_offsets``. When several
+decoders are given the first in Kafka's order wins: offsets, transaction log, cluster metadata,
+remote log metadata, share group state.
 """
 
 from __future__ import annotations
@@ -71,14 +82,23 @@ from storage.log_files import (
     filename_prefix,
     offset_from_file_name,
 )
+from storage.coordinator.cluster_metadata import (
+    BOOTSTRAP_CHECKPOINT,
+    CHECKPOINT_SUFFIX,
+    metadata_json,
+    snapshot_id,
+)
+from storage.coordinator.cluster_metadata import dump_payload as cluster_metadata_payload
 from storage.coordinator.dumplog import java_json, offsets_key_payload, transaction_key_payload
 from storage.coordinator.records import (
     CONSUMER_OFFSETS,
+    SHARE_GROUP_STATE,
     TRANSACTION_STATE,
     CoordinatorRecord,
     CoordinatorTopic,
     client_message,
     for_topic,
+    share_group_state,
 )
 from storage.coordinator.schema import Message, MessageFormatError, Struct
 from storage.errors import (
@@ -116,7 +136,11 @@ MAX_BYTES_DEFAULT = 2**31 - 1  # Integer.MAX_VALUE, kafka-dump-log's --max-bytes
 MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # kafka-dump-log's --max-message-size default
 _ENTRY_BLOCK = 64 * 1024  # .log bytes read at an index entry (a larger batch is read whole)
 RECORD_INDENT = "|"
-SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX, TXN_INDEX_SUFFIX)
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX, TXN_INDEX_SUFFIX,
+            CHECKPOINT_SUFFIX)
+# kafka-dump-log's decoders, in the order it picks the first one given
+OFFSETS, TRANSACTION_LOG, CLUSTER_METADATA, REMOTE_LOG_METADATA, SHARE_GROUP_STATE_DECODER = (
+    "offsets", "transaction-log", "cluster-metadata", "remote-log-metadata", "share-group-state")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,18 +160,36 @@ class DumpOptions:
     offsets_decoder: bool = False
     transaction_log_decoder: bool = False
     remote_log_metadata_decoder: bool = False
+    cluster_metadata_decoder: bool = False
+    share_group_state_decoder: bool = False
     store: StoreOptions = StoreOptions()  # how to reach an object store (endpoint, region)
 
     @property
+    def decoder(self) -> str | None:
+        """The decoder the records are read with: the first given in kafka-dump-log's order
+        (offsets, transaction log, cluster metadata, remote log metadata, share group state)."""
+        for name, given in ((OFFSETS, self.offsets_decoder),
+                            (TRANSACTION_LOG, self.transaction_log_decoder),
+                            (CLUSTER_METADATA, self.cluster_metadata_decoder),
+                            (REMOTE_LOG_METADATA, self.remote_log_metadata_decoder),
+                            (SHARE_GROUP_STATE_DECODER, self.share_group_state_decoder)):
+            if given:
+                return name
+        return None
+
+    @property
     def print_data(self) -> bool:
-        return (self.print_data_log or self.coordinator_topic is not None
-                or self.remote_log_metadata_decoder)
+        return self.print_data_log or self.decoder is not None
 
     @property
     def remote_metadata(self) -> bool:
-        """Whether records are decoded as ``__remote_log_metadata``'s (no coordinator decoder
-        chosen before it)."""
-        return self.remote_log_metadata_decoder and self.coordinator_topic is None
+        """Whether records are decoded as ``__remote_log_metadata``'s."""
+        return self.decoder == REMOTE_LOG_METADATA
+
+    @property
+    def cluster_metadata(self) -> bool:
+        """Whether records are decoded as ``__cluster_metadata``'s."""
+        return self.decoder == CLUSTER_METADATA
 
     @property
     def deep(self) -> bool:
@@ -155,10 +197,9 @@ class DumpOptions:
 
     @property
     def coordinator_topic(self) -> str | None:
-        """The topic whose records the chosen decoder reads (offsets first, as Kafka)."""
-        if self.offsets_decoder:
-            return CONSUMER_OFFSETS
-        return TRANSACTION_STATE if self.transaction_log_decoder else None
+        """The coordinator topic whose records the chosen decoder reads, if it is one."""
+        return {OFFSETS: CONSUMER_OFFSETS, TRANSACTION_LOG: TRANSACTION_STATE,
+                SHARE_GROUP_STATE_DECODER: SHARE_GROUP_STATE}.get(self.decoder)
 
 
 def dump_files(paths: Sequence[str], options: DumpOptions, out: TextIO, err: TextIO) -> int:
@@ -695,8 +736,11 @@ class _Dumper:
         self.status = 0
         self._partition: dict[str, Any] = {}
         topic = options.coordinator_topic
-        self.coordinator: CoordinatorTopic | None = None if topic is None else for_topic(topic)
-        self._key_payload = offsets_key_payload if topic == CONSUMER_OFFSETS else transaction_key_payload
+        self.coordinator: CoordinatorTopic | None = (
+            None if topic is None else share_group_state() if topic == SHARE_GROUP_STATE
+            else for_topic(topic))
+        # kafka-dump-log prints share group state records as it prints __consumer_offsets'
+        self._key_payload = transaction_key_payload if topic == TRANSACTION_STATE else offsets_key_payload
 
     # -- output ---------------------------------------------------------------------------
 
@@ -726,7 +770,7 @@ class _Dumper:
         handler: Callable[[str], None] | None = {
             LOG_SUFFIX: self.dump_log, INDEX_SUFFIX: self.dump_index,
             TIME_INDEX_SUFFIX: self.dump_time_index, SNAPSHOT_SUFFIX: self.dump_snapshot,
-            TXN_INDEX_SUFFIX: self.dump_txn_index,
+            TXN_INDEX_SUFFIX: self.dump_txn_index, CHECKPOINT_SUFFIX: self.dump_checkpoint,
         }.get(suffix)
         if handler is None:
             self.err.write(f"Ignoring unknown file {java_path(path)} (kfs dump reads {', '.join(SUFFIXES)} files)\n")
@@ -766,6 +810,23 @@ class _Dumper:
         base = _base_offset(path)
         if not self.options.json:
             self.line(f"Log starting offset: {base}")
+        self._dump_batches(path)
+
+    def dump_checkpoint(self, path: str) -> None:
+        """A KRaft snapshot: its id, then its batches as a ``.log``'s."""
+        name = Location.parse(path).name
+        if name == BOOTSTRAP_CHECKPOINT:
+            head = "KRaft bootstrap snapshot"
+        elif (snapshot := snapshot_id(name)) is not None:
+            head = f"Snapshot end offset: {snapshot[0]}, epoch: {snapshot[1]}"
+        else:
+            raise DumpError("not a KRaft snapshot's name (<20-digit end offset>-<10-digit "
+                            f"epoch>{CHECKPOINT_SUFFIX}, or {BOOTSTRAP_CHECKPOINT})")
+        if not self.options.json:
+            self.line(head)
+        self._dump_batches(path)
+
+    def _dump_batches(self, path: str) -> None:
         with _log_records(path, self.options.store) as records:
             end = min(records.size, self.options.max_bytes)
             valid_bytes = 0
@@ -790,7 +851,7 @@ class _Dumper:
             else:
                 self.line(batch_line(batch, position))
             return
-        if (not options.json and self.coordinator is None and not options.remote_metadata
+        if (not options.json and options.decoder is None
                 and batch.magic >= 2 and not batch.is_control_batch):
             # the common case, in one loop (a dump of a big log spends its time here)
             head = (batch_line(batch, position) + "\n").encode("utf-8", "replace")
@@ -816,11 +877,16 @@ class _Dumper:
                     lines = [_decoded_line(line, d) for line, d in zip(lines, decoded)]
                 elif options.remote_metadata and not batch.is_control_batch:
                     lines = [_remote_metadata_line(line, r) for line, r in zip(lines, records)]
+                elif options.cluster_metadata and not batch.is_control_batch:
+                    lines = [self._cluster_metadata_line(path, line, r)
+                             for line, r in zip(lines, records)]
             else:
                 if decoded:
                     parsers = [self._parser(d) for d in decoded]
                 elif options.remote_metadata:
                     parsers = [self._remote_metadata_parser(path)] * len(records)
+                elif options.cluster_metadata:
+                    parsers = [self._cluster_metadata_parser(path)] * len(records)
                 else:
                     parsers = [_text_key_payload] * len(records)
                 checks = (_legacy_record_checks(batch) if batch.magic < 2
@@ -870,6 +936,35 @@ class _Dumper:
                                f"{payload.split(', skipping. ', 1)[1]}\n")
             return None, payload
         return parse
+
+    def _warn(self, path: str, offset: int, warning: str) -> None:
+        self.err.write(f"kfs dump: {java_path(path)}: offset {offset}: warning: {warning}\n")
+
+    def _cluster_metadata_parser(self, path: str) -> Callable[[Record], tuple[str | None, str | None]]:
+        """kafka-dump-log's ClusterMetadataLogMessageParser: no key, the record as JSON; a
+        value that does not decode is also warned about on stderr (with its bytes)."""
+        def parse(record: Record) -> tuple[str | None, str | None]:
+            payload, warning = cluster_metadata_payload(record.value, record.offset)
+            if warning is not None:
+                self._warn(path, record.offset, warning)
+            return None, payload
+        return parse
+
+    def _cluster_metadata_line(self, path: str, line: str, record: Record) -> str:
+        """A record's JSON line with its value decoded as a metadata record in place of
+        ``payload`` (as ``value``), plus ``warnings`` (also on stderr) when it does not."""
+        value, warnings = metadata_json(record.value)
+        for warning in warnings:
+            self._warn(path, record.offset, warning)
+        obj = {}
+        for name, field in json.loads(line).items():
+            if name == "payload":
+                obj["value"] = value
+            else:
+                obj[name] = field
+        if warnings:
+            obj["warnings"] = warnings
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
     # -- .index ---------------------------------------------------------------------------
 
@@ -1042,7 +1137,8 @@ def _snapshot_object(entry: ProducerStateEntry) -> dict[str, Any]:
 def add_parser(sub) -> None:
     dump = sub.add_parser(
         "dump",
-        help="print .log/.index/.timeindex/.snapshot/.txnindex files as kafka-dump-log does",
+        help="print .log/.index/.timeindex/.snapshot/.txnindex/.checkpoint files as "
+             "kafka-dump-log does",
         description=(
             "Print segment files as Kafka's kafka-dump-log does: a line per batch of a .log (and "
             "a '| offset: ...' line per record with --deep-iteration), the entries of .index and "
@@ -1078,6 +1174,14 @@ def add_parser(sub) -> None:
                       help="decode the records as __remote_log_metadata records, Kafka's "
                            "tiered-storage metadata (implies --print-data-log; with --json: "
                            "decoded value objects)")
+    dump.add_argument("--cluster-metadata-decoder", action="store_true",
+                      help="decode the records as __cluster_metadata records, KRaft's metadata "
+                           "log and its .checkpoint snapshots (implies --print-data-log; with "
+                           "--json: decoded value objects)")
+    dump.add_argument("--share-group-state-decoder", action="store_true",
+                      help="decode the records as __share_group_state records, the share "
+                           "groups' state (implies --print-data-log; with --json: decoded key "
+                           "and value objects)")
     add_store_arguments(dump, None)
     dump.set_defaults(func=run, more_positionals="files")
 
@@ -1094,6 +1198,8 @@ def run(args: argparse.Namespace) -> int:
         max_bytes=args.max_bytes or MAX_BYTES_DEFAULT, json=args.json,
         offsets_decoder=args.offsets_decoder, transaction_log_decoder=args.transaction_log_decoder,
         remote_log_metadata_decoder=args.remote_log_metadata_decoder,
+        cluster_metadata_decoder=args.cluster_metadata_decoder,
+        share_group_state_decoder=args.share_group_state_decoder,
         store=store_options(args),
     )
     return with_stdout(lambda out: dump_files(files, options, out, sys.stderr))

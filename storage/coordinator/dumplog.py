@@ -19,6 +19,7 @@ iteration order of the Scala ``mutable.HashSet`` Kafka collects them in.
 from __future__ import annotations
 
 import base64
+import decimal
 from typing import Any
 
 from storage.coordinator.records import CoordinatorRecord, read_consumer_protocol
@@ -50,9 +51,24 @@ def _java_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def _java_double(value: float) -> str:
+    """``Double.toString``: plain from 10**-3 up to 10**7, else ``d.dddE<n>``; at least one
+    digit after the point (the digits are Python's shortest round-trip ones)."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)
+    shortest = decimal.Decimal(repr(abs(value))).normalize()
+    digits = "".join(map(str, shortest.as_tuple().digits))
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{shortest.adjusted()}"
+
+
 def java_json(value: Any) -> str:
     """``JsonNode.toString()`` of a value built from dicts, lists, str, int, float, bool and
-    None: compact, non-ASCII characters as they are."""
+    None: compact, non-ASCII characters as they are, floats as Java prints doubles."""
     if value is None:
         return "null"
     if value is True:
@@ -61,7 +77,9 @@ def java_json(value: Any) -> str:
         return "false"
     if isinstance(value, str):
         return _java_string(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, int):
         return repr(value)
     if isinstance(value, dict):
         return "{" + ",".join(f"{_java_string(k)}:{java_json(v)}" for k, v in value.items()) + "}"

@@ -25,14 +25,16 @@ from typing import Any
 
 from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
 
-__all__ = ["CONSUMER_OFFSETS", "TRANSACTION_STATE", "CoordinatorRecord", "CoordinatorTopic",
-           "RecordFold", "consumer_protocol", "decoded_line", "for_topic", "read_consumer_protocol"]
+__all__ = ["CONSUMER_OFFSETS", "SHARE_GROUP_STATE", "TRANSACTION_STATE", "CoordinatorRecord", "CoordinatorTopic",
+           "RecordFold", "consumer_protocol", "decoded_line", "for_topic", "read_consumer_protocol",
+           "share_group_state"]
 
 log = logging.getLogger(__name__)
 
 MESSAGES = Path(__file__).resolve().parent / "messages"
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
+SHARE_GROUP_STATE = "__share_group_state"  # the share coordinator's (KIP-932), dump only
 # the schema directory of each topic, named after the Kafka module that defines its records
 _TOPIC_DIRECTORIES = {CONSUMER_OFFSETS: "group-coordinator",
                       TRANSACTION_STATE: "transaction-coordinator"}
@@ -115,6 +117,8 @@ class CoordinatorTopic:
 
     @staticmethod
     def _record_types(key: Message) -> range:
+        if key.api_key is not None:  # a "coordinator-key" schema: its apiKey is the type
+            return range(key.api_key, key.api_key + 1)
         versions = key.valid_versions
         if versions.high is None:
             raise SchemaError(f"{key.name}: a key's validVersions (its record types) must be bounded")
@@ -139,8 +143,11 @@ class CoordinatorTopic:
             return self._raw(record_type, None, key, value,
                              f"unknown record type {record_type} in {self.topic}")
         key_schema, value_schema = schemas
+        # A "coordinator-key" (apiKey) schema's generated reader reads every field whatever
+        # version it is given, that is as version 0; the older keys are read at their type.
+        key_version = 0 if key_schema.api_key is not None else record_type
         try:
-            key_data = key_schema.read(key, record_type, 2)
+            key_data = key_schema.read(key, key_version, 2)
         except MessageFormatError as e:
             return self._raw(record_type, key_schema.name, key, value,
                              f"key of type {record_type} ({key_schema.name}): {e}")
@@ -178,6 +185,14 @@ def for_topic(topic: str) -> CoordinatorTopic | None:
     topic. Loaded once per process."""
     directory = _TOPIC_DIRECTORIES.get(topic)
     return None if directory is None else CoordinatorTopic(topic, MESSAGES / directory)
+
+
+@functools.cache
+def share_group_state() -> CoordinatorTopic:
+    """The decoder of ``__share_group_state`` (``ShareCoordinatorRecordSerde``: the same
+    int16-prefixed keys and values as the other coordinators'), for ``kfs dump``. Loaded once
+    per process."""
+    return CoordinatorTopic(SHARE_GROUP_STATE, MESSAGES / "share-coordinator")
 
 
 class RecordFold:

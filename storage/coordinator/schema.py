@@ -203,7 +203,10 @@ def load_message(path: str | Path) -> "Message":
         raise SchemaError(f"{path.name}: no {e}") from None
     flexible = Versions.parse(spec.get("flexibleVersions"), NONE)
     body = _StructParser(spec, path.name).struct(name, spec.get("fields", []))
-    return Message(name, valid, flexible, body)
+    api_key = spec.get("apiKey")
+    if api_key is not None and not isinstance(api_key, int):
+        raise SchemaError(f"{path.name}: apiKey {api_key!r} is not an integer")
+    return Message(name, valid, flexible, body, api_key)
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -273,13 +276,16 @@ class _Plan:
 
 
 class Message:
-    """One message schema: ``name``, ``valid_versions``, ``flexible_versions`` and its fields.
+    """One message schema: ``name``, ``valid_versions``, ``flexible_versions``, its fields and
+    its ``apiKey`` (``api_key``, None when the schema has none): the record type of a metadata
+    record or of a ``coordinator-key``.
 
     Readers are compiled per version on first use and cached."""
 
     def __init__(self, name: str, valid_versions: Versions, flexible_versions: Versions,
-                 body: Struct) -> None:
+                 body: Struct, api_key: int | None = None) -> None:
         self.name = name
+        self.api_key = api_key
         self.valid_versions = valid_versions
         self.flexible_versions = flexible_versions
         self.body = body
