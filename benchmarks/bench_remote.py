@@ -70,18 +70,19 @@ class Counting:
         from storage.remote.object_store import ObjectStore, RangedObject
 
         self.requests = self.bytes = 0
-        fetch, keep = RangedObject._fetch, ObjectStore._keep
+        fetch, read = RangedObject._fetch, ObjectStore.read_object
 
         def counted(obj, position, nbytes):
             self.requests += 1
             self.bytes += nbytes
             return fetch(obj, position, nbytes)
 
-        def kept(store, path, data):
+        def whole(store, path, limit=None):  # (an index object the cache did not hold)
+            data = read(store, path, limit)
             self.requests += 1
-            self.bytes += len(data)
-            return keep(store, path, data)
-        RangedObject._fetch, ObjectStore._keep = counted, kept
+            self.bytes += len(data or b"")
+            return data
+        RangedObject._fetch, ObjectStore.read_object = counted, whole
 
 
 def open_remote(uri: str):

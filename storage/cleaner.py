@@ -174,7 +174,7 @@ def cleaned_segment(log_, base_offset: int) -> LogSegment:
     for file in (log_file, offset_index_file, time_index_file, transaction_index_file):
         file(log_.dir, base_offset, CLEANED_SUFFIX).unlink(missing_ok=True)
     return LogSegment(log_.dir, base_offset, log_.config, True, log_.clock,
-                      file_suffix=CLEANED_SUFFIX)
+                      file_suffix=CLEANED_SUFFIX, files=log_.files)
 
 
 def _finish(cleaned: LogSegment, last_modified_ns: int) -> None:

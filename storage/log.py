@@ -39,6 +39,7 @@ from storage.log_files import SWAP_SUFFIX, log_file, offset_index_file, time_ind
 from storage.log_reader import LogReader
 from storage.log_retention import retention_plan
 from storage.log_segments import LogSegments
+from storage.open_files import FilePool
 from storage.producer_state import (
     AppendOrigin,
     OpenTransaction,
@@ -79,16 +80,20 @@ class Log:
     (see ``LogManager``). ``salvaged`` says what opening took out (empty: none): each cut of
     recovery, and of a salvage at open.
     ``clock`` (``storage.clock``, Kafka's ``Time``) is every time the log reads: rolls, retention,
-    flushes, producer expiry. ``segments`` (``storage.log_segments.LogSegments``) are its
+    flushes, producer expiry. ``files`` (``storage.open_files.FilePool``) bounds the ``.log``
+    descriptors it keeps open: its ``LogManager``'s, shared by the directory's logs (None: a
+    pool of its own, for a log opened alone). ``segments`` (``storage.log_segments.LogSegments``) are its
     ordered segments; ``reader`` (``storage.log_reader.LogReader``) is every read of it.
     """
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
                  writable: bool = True, *, had_clean_shutdown: bool = True,
                  recovery_point: int = 0, log_start_offset: int = 0, quarantine=None,
-                 salvage: bool = False, clock: Clock = SYSTEM_CLOCK):
+                 salvage: bool = False, clock: Clock = SYSTEM_CLOCK,
+                 files: FilePool | None = None):
         self.dir = Path(directory)
         self.clock = clock
+        self.files = FilePool() if files is None else files
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -99,14 +104,15 @@ class Log:
         loaded = log_loader.load(self.dir, config, writable, had_clean_shutdown=had_clean_shutdown,
                                  recovery_point=recovery_point, log_start_offset=log_start_offset,
                                  epochs=self.epochs, producer_state=self.producer_state,
-                                 quarantine=quarantine, salvage=salvage, clock=clock)
+                                 quarantine=quarantine, salvage=salvage, clock=clock,
+                                 files=self.files)
         # a LogDamage when the log's end could not be read: served up to it, appends refused
         self.damage = loaded.damage
         # why an I/O error took the log offline for writes (None: online); see go_offline
         self.offline: str | None = None
         # what opening cut, one line each: recovery's cuts, a salvage before it (LogManager)
         self.salvaged: list[str] = list(loaded.cuts)
-        self.segments = LogSegments(self.dir, config, clock, loaded.segments)
+        self.segments = LogSegments(self.dir, config, clock, loaded.segments, self.files)
         self.reader = LogReader(self)  # every read of the log
         self._log_start_offset = loaded.log_start_offset
         self._leo = loaded.log_end_offset
@@ -550,7 +556,8 @@ class Log:
                 if leftover.exists():  # e.g. from a rolled-back append before a crash
                     log.warning("deleting leftover %s before rolling to it", leftover)
                     leftover.unlink()
-            segment = LogSegment(self.dir, new_base, self.config, True, self.clock)
+            segment = LogSegment(self.dir, new_base, self.config, True, self.clock,
+                                 files=self.files)
             self.segments.set(self.segments.all() + [segment])
             self.producer_state.update_map_end_offset(new_base)
             self.producer_state.take_snapshot()  # Kafka: a producer snapshot at every roll

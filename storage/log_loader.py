@@ -44,6 +44,7 @@ from storage.log_files import (
     time_index_file,
     transaction_index_file,
 )
+from storage.open_files import FilePool
 from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -95,12 +96,13 @@ def swap_in_progress(names: list[str]) -> bool:
 def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdown: bool,
          recovery_point: int, log_start_offset: int, epochs: LeaderEpochFileCache,
          producer_state: ProducerStateManager, quarantine: Quarantine | None = None,
-         salvage: bool = False, clock: Clock = SYSTEM_CLOCK) -> LoadedLog:
+         salvage: bool = False, clock: Clock = SYSTEM_CLOCK,
+         files: FilePool | None = None) -> LoadedLog:
     """Load ``directory`` (``LogLoader.load``). ``recovery_point`` and ``log_start_offset``
     come from the log-dir checkpoints (0 when absent). Read-only loads change no byte: they skip
     leftover files and recovery. ``quarantine`` keeps what recovery removes (see the module's
     text). A log whose end cannot be read loads up to the damage (``LoadedLog.damage``). ``clock``
-    dates the segments it creates.
+    dates the segments it creates; ``files`` holds their ``.log`` descriptors (the log's pool).
     ``salvage=True``: damage with intact batches after it raises IntactDataAfterDamageError
     (nothing cut), for the caller to salvage the partition and load it again.
     Raises OSError, IndexOffsetOverflowError, QuarantineError (nothing removed)."""
@@ -116,7 +118,7 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
                           if not (offset_index_file(directory, b).exists()
                                   and time_index_file(directory, b).exists())}
         for base in bases:
-            segment = LogSegment(directory, base, config, writable, clock)
+            segment = LogSegment(directory, base, config, writable, clock, files=files)
             segments.append(segment)
             # Every index is trimmed, except the active segment's after a crash
             trimmed = had_clean_shutdown or base != bases[-1]
@@ -127,7 +129,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
             segments = _recover(segments, config, needs_recovery, had_clean_shutdown,
                                 recovery_point, epochs, recovered, quarantine, salvage, cuts)
             if not segments:
-                segments = [LogSegment(directory, log_start_offset, config, True, clock)]
+                segments = [LogSegment(directory, log_start_offset, config, True, clock,
+                                       files=files)]
         if not segments:
             return LoadedLog([], log_start_offset, log_start_offset, log_start_offset)
         log_end_offset, damage = _log_end_offset(segments[-1])
@@ -137,7 +140,8 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
                         "every segment", directory, log_end_offset, log_start_offset)
             for segment in segments:
                 segment.delete()
-            segments = [LogSegment(directory, log_start_offset, config, True, clock)]
+            segments = [LogSegment(directory, log_start_offset, config, True, clock,
+                                   files=files)]
             log_end_offset = log_start_offset
         log_start_offset = max(log_start_offset, segments[0].base_offset)
         if damage is not None:  # left as it is on disk, for a repair

@@ -51,6 +51,7 @@ from storage.log_files import (
 )
 from storage.log import Log
 from storage.log_loader import IntactDataAfterDamageError
+from storage.open_files import FilePool
 from storage.quarantine import Quarantine, QuarantineError, default_root
 from storage.salvage import plan_partition, salvage_partition
 from storage.topic_partition import has_collision, parse_partition_dir_name
@@ -128,7 +129,9 @@ class LogManager:
     ``Log.salvaged``; a partition that cannot be opened even so is logged and left out.
 
     ``clock`` (``storage.clock``) is the time of every log it opens and of their cleaner: a
-    ``FixedClock`` holds a whole run at one instant (``kfs compact --now-ms``).
+    ``FixedClock`` holds a whole run at one instant (``kfs compact --now-ms``). ``files`` (a
+    ``storage.open_files.FilePool``: ``KFS_OPEN_FILES`` descriptors, default 512) holds the
+    ``.log`` descriptors of every log it opens, opened when read and closed when idle.
     """
 
     def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False, *,
@@ -137,6 +140,7 @@ class LogManager:
                  quarantine: Quarantine | None = None, clock: Clock = SYSTEM_CLOCK):
         self.dir = Path(backing_dir)
         self.clock = clock
+        self.files = FilePool()  # every log's .log descriptors, bounded together
         self.read_only = read_only
         self.quarantine = None if read_only else (
             quarantine or Quarantine(default_root(self.dir), keep_all=False, clock=clock))
@@ -272,16 +276,17 @@ class LogManager:
         config = load_log_config(self.dir, topic, self._broker_config)
         if not writable:
             return Log(path, topic, partition, config, writable=False, clock=self.clock,
-                       **offsets)
+                       files=self.files, **offsets)
         try:
             log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
-                       salvage=True, clock=self.clock, **offsets)
+                       salvage=True, clock=self.clock, files=self.files,
+                       **offsets)
         except IntactDataAfterDamageError as damage:
             plan = plan_partition(path)
             salvage_partition(plan, self.quarantine)
             offsets.update(had_clean_shutdown=False, recovery_point=0)
             log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
-                       clock=self.clock, **offsets)
+                       clock=self.clock, files=self.files, **offsets)
             salvaged = _salvage_summary(plan, damage, self.quarantine.directory)
             for line in salvaged:
                 log.error("%s: %s", path.name, line)
@@ -410,7 +415,8 @@ class LogManager:
             try:
                 write_atomically(path / PARTITION_METADATA_FILE,
                                   f"version: 0\ntopic_id: {self._topic_id(topic)}")
-                log_ = Log(path, topic, partition, config, writable=True, clock=self.clock)
+                log_ = Log(path, topic, partition, config, writable=True, clock=self.clock,
+                           files=self.files)
             except BaseException:
                 shutil.rmtree(path, ignore_errors=True)  # no half-made partition
                 raise

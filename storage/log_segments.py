@@ -18,6 +18,7 @@ from storage import log_loader
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.dir_watch import RETIRED_S, DirectoryWatch
+from storage.open_files import FilePool
 from storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -26,11 +27,12 @@ log = logging.getLogger(__name__)
 class LogSegments:
     """The segments of the partition directory ``directory`` in base-offset order.
     ``version`` grows by one whenever segments come or go (roll, retention, the cleaner,
-    following), so a reader can tell that what it indexed is still the log's."""
+    following), so a reader can tell that what it indexed is still the log's. ``files``: the
+    pool of the ``.log`` descriptors of the segments it opens while following (the log's)."""
 
     def __init__(self, directory: Path, config: LogConfig, clock: Clock,
-                 segments: list[LogSegment]) -> None:
-        self.dir, self.config, self.clock = directory, config, clock
+                 segments: list[LogSegment], files: FilePool | None = None) -> None:
+        self.dir, self.config, self.clock, self.files = directory, config, clock, files
         self._view: tuple[list[int], list[LogSegment]] = ([], [])
         self.version = 0
         self.set(segments)
@@ -117,7 +119,8 @@ class LogSegments:
                 and (old[b] is not was_active or was_active.tail_unchanged())}
         if len(kept) == len(old) == len(bases) or not bases:
             return False  # (no .log at all: a listing mid-roll; Kafka keeps an active segment)
-        segments = [kept.get(b) or LogSegment(self.dir, b, self.config, False, self.clock)
+        segments = [kept.get(b) or LogSegment(self.dir, b, self.config, False, self.clock,
+                                              files=self.files)
                     for b in bases]
         for segment in segments[:-1]:  # finished segments: read to their end
             if segment.size < segment.file_size():

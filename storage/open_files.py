@@ -4,6 +4,11 @@ broker's directory holds tens of thousands of segments). Kafka keeps every segme
 ``FileRecords`` channel open and opens indexes lazily (``LazyIndex``); kfs also closes
 ``.log`` descriptors nobody uses, least recently used first, once more than ``limit`` are open.
 
+The pool is its opener's, as Kafka's ``LogManager`` owns what its logs share: a
+``storage.log_manager.LogManager`` keeps one for every log it opens (``KFS_OPEN_FILES``
+descriptors, default ``DEFAULT_LIMIT``); a ``Log`` or a segment opened alone (a tool, a test)
+makes one of its own. Closing the logs closes their descriptors; nothing is kept per process.
+
 A file is used inside ``with file as fd:``; a descriptor in use is never closed. Reopening
 checks that the path still names the same file (same device and inode): a file that another
 process deleted, renamed or replaced (a cleaner's swap puts new bytes under the old name)
@@ -17,14 +22,17 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-DEFAULT_LIMIT = 512  # open .log descriptors per process, beside the few the rest needs
+DEFAULT_LIMIT = 512  # open .log descriptors per log directory, beside the few the rest needs
+LIMIT_VARIABLE = "KFS_OPEN_FILES"  # the environment's word for another limit
 
 
 class FilePool:
-    """The open descriptors of every ``PooledFile`` made from it."""
+    """The open descriptors of every ``PooledFile`` made from it: at most ``limit`` (default:
+    ``$KFS_OPEN_FILES``, else ``DEFAULT_LIMIT``) kept open while idle."""
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
-        self.limit = limit
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = int(os.environ.get(LIMIT_VARIABLE, DEFAULT_LIMIT)) if limit is None \
+            else limit
         self._lock = threading.Lock()
         self._open: OrderedDict[int, PooledFile] = OrderedDict()  # id -> file, LRU first
 
@@ -54,17 +62,15 @@ class FilePool:
         self._open.pop(id(file), None)
 
 
-POOL = FilePool(int(os.environ.get("KFS_OPEN_FILES", DEFAULT_LIMIT)))
-
-
 class PooledFile:
-    """``path`` opened with ``flags`` on demand. The first open may create it (``O_CREAT`` in
+    """``path`` opened with ``flags`` on demand, its descriptor one of ``pool``'s (None: a pool
+    of its own, for a file read alone). The first open may create it (``O_CREAT`` in
     ``flags``); later ones reopen the same file only. ``close()`` closes it for good."""
 
-    def __init__(self, path: Path, flags: int, pool: FilePool = POOL) -> None:
+    def __init__(self, path: Path, flags: int, pool: FilePool | None = None) -> None:
         self.path = Path(path)
         self._flags = flags | os.O_CLOEXEC
-        self._pool = pool
+        self._pool = FilePool(1) if pool is None else pool
         self._fd = -1
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the first open
         self.users = 0

@@ -3,7 +3,7 @@ memory its values take, so that a lookup followed by reads of the same or neighb
 offsets (``ls``, ``stat``, ``cat`` in a loop) decodes each batch once. The log keeps the
 record lists of its recently read batches in one; the mount keeps the records its files
 resolved to in another. It is the engine's one bounded LRU: an object store keeps its index
-objects in one too, and ``storage.remote.tiered`` its folded tiered-storage metadata.
+objects in one too, and ``storage.remote.store_pool`` its folded tiered-storage metadata.
 Thread-safe."""
 
 from __future__ import annotations

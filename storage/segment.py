@@ -31,7 +31,7 @@ from storage.log_files import (
     offset_file,
 )
 from storage.offset_index import OffsetIndex
-from storage.open_files import PooledFile
+from storage.open_files import FilePool, PooledFile
 from storage.records import LegacyRecordBatch, Record, RecordBatch, batch_at, whole_batch_at
 from storage.records._c.scan import (  # this module is their owner
     SegmentScan,
@@ -112,12 +112,14 @@ class LogSegment:
     segment as ``.cleaned`` and renames it (``LogSegment.open(..., fileSuffix)`` and
     :meth:`change_file_suffixes`). ``source`` is where a read-only segment's bytes are read
     (``storage.segment_source``; default: the local files in ``directory``, whose path then
-    names the object store's prefix). Raises OSError when the files cannot be opened.
+    names the object store's prefix). ``files``: the pool whose descriptors the ``.log``'s is
+    one of (``storage.open_files``: its log's; None: one of its own, for a segment read
+    alone). Raises OSError when the files cannot be opened.
     """
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, writable: bool,
                  clock: Clock = SYSTEM_CLOCK, file_suffix: str = "",
-                 source: SegmentSource | None = None):
+                 source: SegmentSource | None = None, files: FilePool | None = None):
         self.base_offset = base_offset
         self.clock = clock
         self.config = config
@@ -128,7 +130,7 @@ class LogSegment:
         # the .log's descriptor: opened when used, closed when idle (storage.open_files); a
         # segment read through another source names its .log as that source does
         self._file = PooledFile(self._path(LOG_SUFFIX) if source is None else Path(source.name),
-                                flags)
+                                flags, files)
         # every read of the segment's bytes goes through its source (storage.segment_source)
         self.source: SegmentSource = source or LocalSegmentSource(self._file)
         self.size = self.source.log_size()

@@ -28,7 +28,6 @@ from storage.record_cache import RecordCache
 
 from .uri import redact, scrub
 
-SHARED_STORES = 4  # process-wide stores kept (ObjectStore.shared), the least recently used go
 OPEN_OBJECTS = 128  # .log objects a store keeps open (ObjectStore.open), the least recently used go
 INDEX_CACHE_BYTES = 64 << 20  # index objects kept, in bytes (a 1 GiB segment's are ~2.5 MiB)
 SMALL_OBJECT_BYTES = 64 << 20  # an index object larger than this is not a Kafka index
@@ -75,7 +74,7 @@ class ObjectStore:
         self.range_bytes, self.read_ahead = range_bytes, read_ahead
         self._pool: ThreadPoolExecutor | None = None
         self._opened: OrderedDict[tuple, object] = OrderedDict()  # open(), by (path, size, mtime)
-        self._shared = False  # one of the process's stores (shared): close keeps it going
+        self.pooled = False  # kept by a StorePool (shared): close keeps it going
         self._root_checked = False
 
     @classmethod
@@ -92,31 +91,20 @@ class ObjectStore:
             raise ObjectStoreError(explained(f"{redact(uri)}: {scrub(e, uri)}")) from None
         return cls(fs, root, uri)
 
-    @classmethod
-    def shared(cls, uri: str, *, endpoint: str | None = None,
+    @staticmethod
+    def shared(uri: str, *, endpoint: str | None = None,
                region: str | None = None) -> ObjectStore:
-        """The process's store for ``uri`` (:meth:`from_uri`'s), made on first use and kept
-        (the ``SHARED_STORES`` last used): its connections and cached index objects serve
-        every later reader in this process, e.g. the next Spark tasks a reused Python worker
-        runs. Safe to share because what it keeps never goes stale: cached objects are keyed
-        by their listing entry's size and mtime, or are written once (LocalTieredStorage's
-        objects are named by segment id: a copy retried gets another), and listings are not
-        kept. Its :meth:`close` leaves it open for the next reader. Raises as :meth:`from_uri`."""
-        key = (uri, endpoint, region)
-        with _SHARED_LOCK:
-            store = _SHARED.get(key)
-            if store is not None:
-                _SHARED.move_to_end(key)
-                return store
-        store = cls.from_uri(uri, endpoint=endpoint, region=region)
-        store._shared = True
-        with _SHARED_LOCK:
-            store = _SHARED.setdefault(key, store)
-            _SHARED.move_to_end(key)
-            while len(_SHARED) > SHARED_STORES:
-                _, old = _SHARED.popitem(last=False)
-                old._stop()  # (a reader still holding it starts them again)
-        return store
+        """The process's store for ``uri`` (:meth:`from_uri`'s), kept in the process's
+        ``storage.remote.store_pool.StorePool`` (the ``SHARED_STORES`` last used): its
+        connections and cached index objects serve every later reader in this process, e.g.
+        the next Spark tasks a reused Python worker runs. Safe to share because what it keeps
+        never goes stale: cached objects are keyed by their listing entry's size and mtime, or
+        are written once (LocalTieredStorage's objects are named by segment id: a copy retried
+        gets another), and listings are not kept. Its :meth:`close` leaves it open for the
+        next reader. Raises as :meth:`from_uri`."""
+        from .store_pool import PROCESS_POOL
+
+        return PROCESS_POOL.store(uri, endpoint=endpoint, region=region)
 
     def path(self, *names: str) -> str:
         """The store path of ``names`` under the root."""
@@ -179,12 +167,14 @@ class ObjectStore:
         return RangedObject(self, f, path, size)
 
     def close(self) -> None:
-        """Stop the fetch threads (after the readers are closed); a shared store's stay for
-        the next reader (idle threads, stopped at exit)."""
-        if not self._shared:
-            self._stop()
+        """Stop the fetch threads (after the readers are closed); a pooled store's stay for
+        the next reader (idle threads, stopped at exit or when its pool lets it go)."""
+        if not self.pooled:
+            self.stop()
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
+        """Stop the fetch threads and drop the opened objects, pooled or not (a reader still
+        holding the store starts the threads again)."""
         with self._lock:
             pool, self._pool = self._pool, None
             self._opened.clear()  # (pyarrow closes a file when its last reference goes)
@@ -233,10 +223,6 @@ class ObjectStore:
             return None
         except (OSError, ValueError) as e:
             raise ObjectStoreError(explained(f"{path}: {e}")) from None
-
-
-_SHARED: OrderedDict[tuple, ObjectStore] = OrderedDict()  # ObjectStore.shared's, by (uri, ...)
-_SHARED_LOCK = threading.Lock()
 
 
 # What S3 (and S3-compatible servers) answer to credentials they refuse, whichever call met it

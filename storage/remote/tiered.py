@@ -29,17 +29,16 @@ from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrP
 from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from storage.log_reader import LogReader
 from storage.log_segments import LogSegments
-from storage.record_cache import RecordCache
 from storage.topic_partition import parse_partition_dir_name
 
 from .metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogSegmentMetadata, read_metadata_log_dir
 from .object_store import INDEX_KINDS, ObjectStore, SegmentObjects
 from .remote_log import RemoteLog, RemoteLogDirectory
+from .store_pool import PROCESS_POOL, StorePool
 
 log = logging.getLogger(__name__)
 
 _ID_CHARS = 22  # a UUID in base64url without padding (Kafka's Uuid.toString)
-METADATA_FOLDS_KEPT = 4  # broker log directories whose folded __remote_log_metadata is kept
 
 
 class UnsupportedRemoteLayoutError(KafkaStorageError):
@@ -144,32 +143,25 @@ def metadata_segments(store: ObjectStore, directory: str,
     return [by_base[b] for b in sorted(by_base)]
 
 
-# live_metadata_of's (signature, fold), by log directory: bounded by count alone
-_FOLDS = RecordCache(METADATA_FOLDS_KEPT, 0, lambda kept: 0)
-
-
-def live_metadata_of(log_dir) -> dict[str, dict[str, RemoteLogSegmentMetadata]] | None:
+def live_metadata_of(log_dir, pool: StorePool = PROCESS_POOL
+                     ) -> dict[str, dict[str, RemoteLogSegmentMetadata]] | None:
     """The live remote segments' ``__remote_log_metadata`` records by LocalTieredStorage
     directory and stem (``RemoteLogMetadataCache.live_metadata_by_directory``: a recreated
     topic's current directory last), as the metadata partitions in the broker log directory
     ``log_dir`` say; None when it holds none (then a remote tier's listing is all there is).
 
-    The fold is kept for the process (the last ``METADATA_FOLDS_KEPT`` log directories), with
-    the name, inode, size and mtime of every file of those partitions taken before it was
-    read: while none of them changed, no record came or went (the broker only appends to
-    them, rolls new ones and deletes old ones), so a later call, e.g. the next Spark task in a
-    reused Python worker, is answered from it; any change reads them again. Raises OSError
-    when ``log_dir`` cannot be read."""
+    The fold is kept in ``pool`` (the process's: ``storage.remote.store_pool``, the last
+    ``METADATA_FOLDS_KEPT`` log directories), with the name, inode, size and mtime of every
+    file of those partitions taken before it was read: while none of them changed, no record
+    came or went (the broker only appends to them, rolls new ones and deletes old ones), so a
+    later call, e.g. the next Spark task in a reused Python worker, is answered from it; any
+    change reads them again. Raises OSError when ``log_dir`` cannot be read."""
     key = os.path.abspath(log_dir)
     signature = _metadata_signature(key)
     if signature is None:
         return None
-    kept = _FOLDS.get(key)
-    if kept is not None and kept[0] == signature:
-        return kept[1]
-    live = read_metadata_log_dir(key).live_metadata_by_directory()
-    _FOLDS.put(key, (signature, live))
-    return live
+    return pool.fold(key, signature,
+                     lambda: read_metadata_log_dir(key).live_metadata_by_directory())
 
 
 def remote_history(log_dir) -> dict[str, tuple[int, int]]:
