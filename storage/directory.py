@@ -22,6 +22,7 @@ the one that reads that place; nothing in ``kfs/``.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,19 +48,41 @@ class ReadOnlyStoreError(KafkaStorageError):
 class StoreOptions:
     """How to reach an object store, over what the environment says (``AWS_*``, the credential
     chain): ``endpoint`` (``http[s]://host:port`` of an S3-compatible server) and ``region``.
-    Credentials are never options: they stay in the standard chains."""
+    Credentials are never options: they stay in the standard chains. ``remote_config``: a
+    broker's properties file (its ``server.properties``, or one with the same keys) saying
+    which RemoteStorageManager wrote the remote tier, where it is and its key ring
+    (``storage.remote.rsm_config``), read once per process while the file is unchanged."""
 
     endpoint: str | None = None
     region: str | None = None
+    remote_config: str | None = None
 
     # the names of the options it is parsed from, as Spark's options and the CLI spell them
-    NAMES = ("endpoint", "region")
+    NAMES = ("endpoint", "region", "remote.config")
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StoreOptions:
         """The store options among ``options`` (keys case-insensitive; empty values unset)."""
         lowered = {k.lower(): v for k, v in options.items()}
-        return cls(endpoint=lowered.get("endpoint") or None, region=lowered.get("region") or None)
+        return cls(endpoint=lowered.get("endpoint") or None, region=lowered.get("region") or None,
+                   remote_config=lowered.get("remote.config") or None)
+
+    def remote_storage(self):
+        """The remote tier ``remote_config`` configures (``RemoteStorageConfig``) and its key
+        ring, parsed once; (None, None) without a file. Raises InvalidConfigError, OSError."""
+        if self.remote_config is None:
+            return None, None
+        path = os.path.abspath(self.remote_config)
+        st = os.stat(path)
+        return _remote_storage(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _remote_storage(path: str, mtime_ns: int, size: int):
+    from .remote.rsm_config import load_remote_config
+
+    config = load_remote_config(path)
+    return config, config.key_ring()
 
 
 DEFAULT_OPTIONS = StoreOptions()
@@ -91,6 +114,9 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
     FileNotFoundError / NotADirectoryError for a bad local directory; as ``LogManager`` does.
     """
     where = Location.parse(location) if read_only else check_writable(location)
+    config, _ = options.remote_storage()
+    if remote is None and config is not None and config.location is not None:
+        remote = config.location  # (remote.path, when given, overrides the backend's place)
     tier = None if remote is None else Location.parse(remote)
     if not read_only and tier is not None:
         raise ReadOnlyStoreError(f"{tier.display}: a remote tier is read-only to kfs: open "
@@ -162,9 +188,18 @@ def _with_remote_tier(local, where: Location, tier: Location, options: StoreOpti
     from .remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_metadata_of
 
     try:
+        config, key_ring = options.remote_storage()
         live = None if where.is_remote else live_metadata_of(where.path)
-        remote = TieredLogDirectory(open_store(tier, options, check_root=check_root), partitions,
-                                    live)
+        if config is not None and config.layout == "aiven":
+            from .remote.aiven import AivenLogDirectory
+
+            store_options = StoreOptions(options.endpoint or config.endpoint,
+                                         options.region or config.region)
+            remote = AivenLogDirectory(open_store(tier, store_options, check_root=check_root),
+                                       config.key_prefix, partitions, live, key_ring)
+        else:
+            remote = TieredLogDirectory(open_store(tier, options, check_root=check_root),
+                                        partitions, live)
     except BaseException:
         local.close()
         raise
