@@ -183,3 +183,46 @@ def b64(value):
     import base64
 
     return None if value is None else base64.b64encode(value).decode("ascii")
+
+
+def s3_properties(run_dir, target, s3, bucket):
+    """``run_dir``'s broker properties with the S3 backend of the plugin: ``bucket`` of
+    ``s3`` (credentials: the environment's chain, as the plugin's default)."""
+    lines = [line for line in (run_dir / "broker.properties").read_text().splitlines()
+             if not line.startswith(("rsm.config.storage.", "rsm.config.encryption.key.pairs."))]
+    lines += ["rsm.config.storage.backend.class="
+              "io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
+              f"rsm.config.s3.bucket.name={bucket}", f"rsm.config.s3.region={s3.region}",
+              f"rsm.config.s3.endpoint.url={s3.endpoint}",
+              "rsm.config.s3.path.style.access.enabled=true"]
+    if (run_dir / "keys").exists():
+        lines.append(f"rsm.config.encryption.key.pairs.key1.private.key.file="
+                     f"{run_dir / 'keys' / 'private.pem'}")
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@needs_fixtures
+@pytest.mark.parametrize("run", RUNS)
+def test_a_bucket_with_the_key_prefix_reads_as_the_consumer_read_it(run, s3_server, tmp_path,
+                                                                   monkeypatch):
+    import shutil
+
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL")  # (the properties say where the bucket is)
+    bucket = s3_server.new_bucket("aiven")
+    shutil.copytree(AIVEN_TIERED / run / "remote", s3_server.base_dir / bucket,
+                    dirs_exist_ok=True)
+    props = s3_properties(AIVEN_TIERED / run, tmp_path / "server.properties", s3_server, bucket)
+    directory = open_log_directory(AIVEN_TIERED / run / "logdir",
+                                   options=StoreOptions(remote_config=str(props)))
+    try:
+        remote = directory.get("plain-0").remote
+        assert remote.store.uri == f"s3://{bucket}"
+        for isolation in ISOLATIONS:
+            for topic in TOPICS:
+                assert topic_records(directory, topic, isolation) == \
+                    expected(run, topic, ISOLATIONS[isolation]), (run, topic, isolation)
+    finally:
+        directory.close()
