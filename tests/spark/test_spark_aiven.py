@@ -1,0 +1,42 @@
+"""PySpark over Kafka's tiered storage as Aiven's RemoteStorageManager wrote it (Kafka 4.1.1 with
+the plugin, ``tests/fixtures/aiven-tiered``): option ``remote.config`` (the broker's properties)
+says which layout, where the remote tier is and its key ring; every topic at both isolation
+levels equals what a real KafkaConsumer read, headers included."""
+
+import base64
+
+import pytest
+
+from helpers.aiven import TOPICS, expected
+from helpers.paths import AIVEN_TIERED
+
+needs_fixtures = pytest.mark.needs_fixture("aiven-tiered")
+TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+def b64(value):
+    return None if value is None else base64.b64encode(bytes(value)).decode("ascii")
+
+
+def as_expected(row):
+    epoch_ms = round(row.timestamp.timestamp() * 1000)
+    return {"partition": row.partition, "offset": row.offset, "timestamp": epoch_ms,
+            "timestampType": TIMESTAMP_TYPES[row.timestampType], "key_b64": b64(row.key),
+            "value_b64": b64(row.value),
+            "headers": [[h.key, b64(h.value)] for h in row.headers or []]}
+
+
+@needs_fixtures
+@pytest.mark.parametrize("run", ["B", "C"])
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_spark_reads_the_aiven_tier_configured_by_the_broker_properties(spark, run,
+                                                                         isolation):
+    reader = (spark.read.format("kfs").option("path", str(AIVEN_TIERED / run / "logdir"))
+              .option("remote.config", str(AIVEN_TIERED / run / "broker.properties"))
+              .option("subscribe", ",".join(TOPICS)).option("includeHeaders", "true")
+              .option("isolation.level", isolation))
+    rows = reader.load().collect()
+    for topic in TOPICS:
+        got = sorted((as_expected(r) for r in rows if r.topic == topic),
+                     key=lambda r: (r["partition"], r["offset"]))
+        assert got == expected(run, topic, isolation), (run, topic)
