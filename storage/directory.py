@@ -257,13 +257,22 @@ def read_file(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS)
 def open_segment_source(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS, *,
                         indexes: Mapping[str, str] | None = None) -> SegmentSource:
     """How the segment file at ``location`` is read (``storage.segment_source``): pread of a
-    local file, or ranged requests of an object. ``indexes``: for an object, its companion
+    local file, or ranged requests of an object; a ``.log`` object of Aiven's
+    RemoteStorageManager (its ``.rsm-manifest`` beside it) through its manifest, its chunks
+    decoded (``options.remote_config``'s key ring for an encrypted one). ``indexes``: for an object, its companion
     objects by suffix (``{".txnindex": …}``; the path in the object's store, None: the object
     itself). Close it when done; an object's store closes with it. Raises as
     :func:`check_file`."""
     from .segment_source import LocalSegmentSource
 
     where = Location.parse(location)
+    if _aiven_manifest_beside(where, options):
+        from .remote.aiven import open_aiven_segment
+
+        return open_aiven_segment(where.text if where.is_remote
+                                  else where.path.resolve().as_uri(),
+                                  endpoint=options.endpoint, region=options.region,
+                                  key_ring=options.remote_storage()[1])
     if not where.is_remote:
         check_file(where)
         return LocalSegmentSource.of_path(where.path)
@@ -272,6 +281,23 @@ def open_segment_source(location: str | Location, options: StoreOptions = DEFAUL
     store, info = _object(where, options)
     paths = {suffix: path or info.path for suffix, path in (indexes or {}).items()}
     return ObjectSegmentSource(store, info, paths, owns_store=True)
+
+
+def _aiven_manifest_beside(where: Location, options: StoreOptions) -> bool:
+    """Whether ``where`` is the ``.log`` object of a segment Aiven's RemoteStorageManager
+    wrote: its ``.rsm-manifest`` beside it (one look, a HEAD for an object)."""
+    from .remote.aiven import LOG_OBJECT, MANIFEST_OBJECT
+
+    if not where.name.endswith(LOG_OBJECT):
+        return False
+    name = where.name[:-len(LOG_OBJECT)] + MANIFEST_OBJECT
+    if not where.is_remote:
+        return (where.path.parent / name).is_file()
+    try:
+        check_file(where.sibling(name), options)
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    return True
 
 
 def _object(where: Location, options: StoreOptions):

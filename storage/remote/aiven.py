@@ -306,12 +306,14 @@ class AivenSegmentSource(SegmentSource):
     manifest is read at once for it; ``log_object_size``: the ``.log`` object's length when
     listed (else asked once, on the first read, to check the chunk index against it);
     ``key_ring`` unwraps an encrypted segment's data key. Raises RemoteSegmentError (a manifest
-    or chunk that is not the plugin's, a GCM tag that fails), KeyRingError, ObjectStoreError."""
+    or chunk that is not the plugin's, a GCM tag that fails), KeyRingError, ObjectStoreError.
+    ``owns_store``: closing it closes ``store`` too (a store opened for this one segment)."""
 
     def __init__(self, store: ObjectStore, keys: SegmentKeys, key_ring: KeyRing | None = None,
                  size: int | None = None, mtime_ns: int | None = None,
-                 log_object_size: int | None = None) -> None:
+                 log_object_size: int | None = None, owns_store: bool = False) -> None:
         self._store, self._keys, self._ring = store, keys, key_ring
+        self._owns_store = owns_store
         self._object_size = log_object_size
         self._mtime_ns = mtime_ns
         self._lock = threading.Lock()
@@ -531,6 +533,27 @@ class AivenSegmentSource(SegmentSource):
             self._ranged.close()
             self._ranged = None
         self._file = None  # (pyarrow closes it with its last reference)
+        if self._owns_store:
+            self._store.close()
+
+
+def open_aiven_segment(uri: str, *, endpoint: str | None = None, region: str | None = None,
+                       key_ring: KeyRing | None = None) -> AivenSegmentSource:
+    """The segment whose ``.log`` object is ``uri`` (``…/<start offset>-<segment id>.log``,
+    its ``.indexes`` and ``.rsm-manifest`` beside it), read through its manifest with a
+    store of its own (``kfs dump`` of one object). Raises RemoteSegmentError (no manifest, a
+    garbled one), ObjectStoreError."""
+    head, _, name = uri.partition("?")[0].rpartition("/")
+    query = uri.partition("?")[2]
+    store = ObjectStore.from_uri(f"{head}?{query}" if query else head, endpoint=endpoint,
+                                 region=region)
+    stem = name[:-len(LOG_OBJECT)]
+    keys = SegmentKeys(*(store.path(stem + suffix) for suffix in SUFFIXES))
+    try:
+        return AivenSegmentSource(store, keys, key_ring, owns_store=True)
+    except BaseException:
+        store.close()
+        raise
 
 
 # -- a partition's segments and the directory --------------------------------------------------
