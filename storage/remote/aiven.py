@@ -671,6 +671,12 @@ class AivenLogDirectory:
     def partition_names(self) -> list[str]:
         return sorted(self._found)
 
+    def found(self, name: str) -> str | Mapping[str, RemoteLogSegmentMetadata]:
+        """Where the segments of partition ``name`` are found: its live segments'
+        ``__remote_log_metadata`` records by stem, or (no metadata at hand) the directory
+        listed, ``<prefix><topic>-<topic id>/<N>``."""
+        return self._found[name]
+
     def get(self, name: str) -> RemoteLog:
         if name not in self._logs:
             if name not in self._found:
