@@ -54,6 +54,7 @@ from .key_ring import KeyRing, KeyRingError, RemoteSegmentError, decrypt
 from .metadata import RemoteLogSegmentMetadata
 from .object_store import ObjectStore, ObjectStoreError, explained
 from .remote_log import RemoteLog
+from .tiered import UnsupportedRemoteLayoutError
 
 AIVEN_RSM_CLASS = "io.aiven.kafka.tieredstorage.RemoteStorageManager"
 LOG_OBJECT, INDEXES_OBJECT, MANIFEST_OBJECT = ".log", ".indexes", ".rsm-manifest"
@@ -348,7 +349,8 @@ class AivenSegmentSource(SegmentSource):
             except ObjectStoreError as e:
                 raise RemoteSegmentError(f"{where}: the manifest cannot be read: {e}") from None
             if data is None:
-                raise RemoteSegmentError(f"{where}: no manifest: the segment cannot be read")
+                raise RemoteSegmentError(f"{where}: no manifest: the segment cannot be read"
+                                         f"{other_layout(self._store)}")
             if len(data) > MAX_MANIFEST_BYTES:
                 raise RemoteSegmentError(f"{where}: {len(data)} bytes, not a manifest")
             self._manifest = parse_manifest(data, where)
@@ -556,6 +558,22 @@ def open_aiven_segment(uri: str, *, endpoint: str | None = None, region: str | N
         raise
 
 
+def other_layout(store: ObjectStore) -> str:
+    """What to add to an error when ``store``'s root is in LocalTieredStorage's layout
+    (``kafka-tiered-storage/`` at its top) rather than Aiven's, which the broker's properties
+    configured; empty otherwise (one listing of the root, made on a failure only)."""
+    from storage.remote import TIERED_ROOT
+
+    try:
+        top = store.list()
+    except ObjectStoreError:
+        return ""
+    if any(i.base_name == TIERED_ROOT and i.type == FileType.Directory for i in top):
+        return (f" ({store.describe()} holds {TIERED_ROOT}/: LocalTieredStorage's layout, not "
+                "Aiven's, which remote.log.storage.manager.class.name configures)")
+    return ""
+
+
 # -- a partition's segments and the directory --------------------------------------------------
 
 
@@ -638,6 +656,10 @@ class AivenLogDirectory:
                     found[tp.name] = segments
         else:
             found = self._listed_partitions()
+            hint = other_layout(store) if not found else ""
+            if hint:
+                raise UnsupportedRemoteLayoutError(
+                    f"no segment of Aiven's tiered storage under {store.describe(prefix)}{hint}")
         self._found = {name: v for name, v in found.items()
                        if partitions is None or partitions(*parse_partition_dir_name(name))}
         self._logs: dict[str, RemoteLog] = {}

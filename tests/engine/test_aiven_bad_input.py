@@ -172,3 +172,26 @@ def test_undamaged_topics_of_a_damaged_run_still_read_as_the_consumer_read_them(
                 expected("C", topic, "read_committed")
     finally:
         directory.close()
+
+
+@needs_fixtures
+def test_a_root_in_another_layout_than_the_configured_one_is_named(tmp_path):
+    from storage.remote.object_store import ObjectStore
+    from storage.remote.tiered import TIERED_ROOT, UnsupportedRemoteLayoutError
+
+    run = copy_run(tmp_path, "A")
+    (run / "remote" / "tiered-storage").rename(run / "remote" / TIERED_ROOT)  # (not Aiven's)
+    directory = open_run(run)
+    try:
+        with pytest.raises(RemoteSegmentError) as raised:
+            first_records(directory, 0)
+        message = str(raised.value)
+        assert "no manifest" in message and \
+            f"holds {TIERED_ROOT}/: LocalTieredStorage's layout, not Aiven's" in message
+        assert first_records(directory, 3000) == [3000, 3001, 3002]  # (the local log)
+    finally:
+        directory.close()
+    from storage.remote.aiven import AivenLogDirectory
+
+    with pytest.raises(UnsupportedRemoteLayoutError, match="LocalTieredStorage's layout"):
+        AivenLogDirectory(ObjectStore.from_uri((run / "remote").as_uri()), "tiered-storage/")
