@@ -13,7 +13,10 @@ system once, :func:`open_log_directory` chooses the layout from where the log di
    ``storage.remote.tiered.TieredLogDirectory``), read-only;
 3. with ``remote``, the RemoteStorageManager's root of a tiered topic: each partition its
    remote segments below the local log, then the local log
-   (``storage.remote.tiered.UnifiedLogDirectory``).
+   (``storage.remote.tiered.UnifiedLogDirectory``); the remote tier in Aiven's plugin's layout
+   (``storage.remote.aiven``) when ``options.remote_config``, the broker's properties, says
+   so, which also says where the root is (``remote`` overrides it); ``location`` that root
+   itself reads its remote tier alone.
 
 How to reach an object store (endpoint, region) is one :class:`StoreOptions`, parsed once, with
 the names Spark's options use. Adding a place where segment bytes live touches this module and
@@ -121,6 +124,9 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
     if not read_only and tier is not None:
         raise ReadOnlyStoreError(f"{tier.display}: a remote tier is read-only to kfs: open "
                                  "the log directory read-only to read it")
+    if config is not None and config.layout == "aiven" and tier is not None \
+            and _same_place(where, tier):  # (the plugin's root itself: its remote tier alone)
+        return _aiven_directory(tier, options, partitions, None, check_root)
     if where.is_remote:
         from .remote.tiered import open_object_store_directory
 
@@ -188,15 +194,10 @@ def _with_remote_tier(local, where: Location, tier: Location, options: StoreOpti
     from .remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_metadata_of
 
     try:
-        config, key_ring = options.remote_storage()
+        config, _ = options.remote_storage()
         live = None if where.is_remote else live_metadata_of(where.path)
         if config is not None and config.layout == "aiven":
-            from .remote.aiven import AivenLogDirectory
-
-            store_options = StoreOptions(options.endpoint or config.endpoint,
-                                         options.region or config.region)
-            remote = AivenLogDirectory(open_store(tier, store_options, check_root=check_root),
-                                       config.key_prefix, partitions, live, key_ring)
+            remote = _aiven_directory(tier, options, partitions, live, check_root)
         else:
             remote = TieredLogDirectory(open_store(tier, options, check_root=check_root),
                                         partitions, live)
@@ -204,6 +205,26 @@ def _with_remote_tier(local, where: Location, tier: Location, options: StoreOpti
         local.close()
         raise
     return UnifiedLogDirectory(local, remote, fail_on_data_loss)
+
+
+def _aiven_directory(tier: Location, options: StoreOptions, partitions, live, check_root: bool):
+    """The remote tier Aiven's plugin wrote at ``tier``, as ``options.remote_config``
+    configures it (its S3 endpoint and region unless ``options`` give them)."""
+    from .remote.aiven import AivenLogDirectory
+
+    config, key_ring = options.remote_storage()
+    store_options = StoreOptions(options.endpoint or config.endpoint,
+                                 options.region or config.region)
+    return AivenLogDirectory(open_store(tier, store_options, check_root=check_root),
+                             config.key_prefix, partitions, live, key_ring)
+
+
+def _same_place(a: Location, b: Location) -> bool:
+    """Whether ``a`` and ``b`` name one place (a local path and its ``file://`` URI too)."""
+    def uri(where: Location) -> str:
+        return (where.text if where.is_remote else where.path.resolve().as_uri()).rstrip("/")
+
+    return uri(a) == uri(b)
 
 
 def open_store(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS, *,

@@ -226,3 +226,17 @@ def test_a_bucket_with_the_key_prefix_reads_as_the_consumer_read_it(run, s3_serv
                     expected(run, topic, ISOLATIONS[isolation]), (run, topic, isolation)
     finally:
         directory.close()
+
+
+@needs_fixtures
+def test_the_plugins_root_as_the_location_reads_the_remote_tier_alone():
+    run = AIVEN_TIERED / "B"
+    options = StoreOptions(remote_config=str(run / "broker.properties"))
+    directory = open_log_directory((run / "remote").as_uri(), options=options)
+    try:
+        assert directory.partition_names() == ["lz4-0", "plain-0", "txn-0", "txn-1"]
+        assert "listing" in directory.notices[0]
+        want = [r for r in expected("B", "plain", "read_uncommitted") if r["offset"] < 2881]
+        assert topic_records(directory, "plain", IsolationLevel.READ_UNCOMMITTED) == want
+    finally:
+        directory.close()
