@@ -41,3 +41,19 @@ def test_the_aiven_tier_mounts_below_the_local_log(tmp_path, isolation):
         assert os.getxattr(m.path / "plain-0", "user.kafka.logStartOffset") == b"0"
     finally:
         mounter.close_all()
+
+
+@pytest.mark.fuse
+def test_a_writable_mount_with_a_remote_config_is_refused_before_anything_is_made(tmp_path):
+    import subprocess
+
+    from helpers.kfs import kfs_command, kfs_env
+
+    (tmp_path / "mnt").mkdir()
+    done = subprocess.run(kfs_command("mount", "--create",
+                                      f"--remote-config={AIVEN_TIERED / 'A' / 'broker.properties'}",
+                                      str(tmp_path / "data"), str(tmp_path / "mnt")),
+                          env=kfs_env(), capture_output=True, timeout=60)
+    assert done.returncode != 0
+    assert b"--read-only" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "data").exists()
