@@ -151,7 +151,7 @@ def test_a_private_key_file_that_is_unreadable_or_not_a_key(tmp_path, damage):
         with pytest.raises(KeyRingError) as raised:
             first_records(directory, 0)
         message = str(raised.value)
-        assert f"key pair 'key1': " in message and str(pem) in message
+        assert "key pair 'key1': " in message and str(pem) in message
         assert ("cannot be read" if damage == "missing" else "is not an RSA private key") in \
             message
         assert secret not in message and "\n" not in message
