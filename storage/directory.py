@@ -118,6 +118,7 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
     """
     where = Location.parse(location) if read_only else check_writable(location)
     config, _ = options.remote_storage()
+    explicit = remote is not None
     if remote is None and config is not None and config.location is not None:
         remote = config.location  # (remote.path, when given, overrides the backend's place)
     tier = None if remote is None else Location.parse(remote)
@@ -126,7 +127,7 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
                                  "the log directory read-only to read it")
     if config is not None and config.layout == "aiven" and tier is not None \
             and _same_place(where, tier):  # (the plugin's root itself: its remote tier alone)
-        return _aiven_directory(tier, options, partitions, None, check_root)
+        return _aiven_directory(tier, options, partitions, None, check_root, explicit)
     if where.is_remote:
         from .remote.tiered import open_object_store_directory
 
@@ -143,7 +144,7 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
             local.notices.extend(_remote_history_notice(where, local.partition_names()))
         return local
     return _with_remote_tier(local, where, tier, options, partitions, fail_on_data_loss,
-                             check_root)
+                             check_root, explicit)
 
 
 def check_writable(location: str | os.PathLike | Location) -> Location:
@@ -190,14 +191,15 @@ def _remote_history_notice(where: Location, names: list[str]) -> list[str]:
 
 
 def _with_remote_tier(local, where: Location, tier: Location, options: StoreOptions,
-                      partitions, fail_on_data_loss: bool, check_root: bool) -> LogDirectory:
+                      partitions, fail_on_data_loss: bool, check_root: bool,
+                      explicit: bool = True) -> LogDirectory:
     from .remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_metadata_of
 
     try:
         config, _ = options.remote_storage()
         live = None if where.is_remote else live_metadata_of(where.path)
         if config is not None and config.layout == "aiven":
-            remote = _aiven_directory(tier, options, partitions, live, check_root)
+            remote = _aiven_directory(tier, options, partitions, live, check_root, explicit)
         else:
             remote = TieredLogDirectory(open_store(tier, options, check_root=check_root),
                                         partitions, live)
@@ -207,16 +209,27 @@ def _with_remote_tier(local, where: Location, tier: Location, options: StoreOpti
     return UnifiedLogDirectory(local, remote, fail_on_data_loss)
 
 
-def _aiven_directory(tier: Location, options: StoreOptions, partitions, live, check_root: bool):
+def _aiven_directory(tier: Location, options: StoreOptions, partitions, live, check_root: bool,
+                     explicit: bool):
     """The remote tier Aiven's plugin wrote at ``tier``, as ``options.remote_config``
-    configures it (its S3 endpoint and region unless ``options`` give them)."""
+    configures it (its S3 endpoint and region unless ``options`` give them). ``explicit``:
+    ``tier`` was given (``remote.path``), not the properties' own: it is the backend's root
+    when the key prefix is a directory in it, else the URI under the prefix, where the
+    ``<topic>-<topic id>/`` are (one look at open)."""
+    from pyarrow.fs import FileType
+
     from .remote.aiven import AivenLogDirectory
 
     config, key_ring = options.remote_storage()
     store_options = StoreOptions(options.endpoint or config.endpoint,
                                  options.region or config.region)
-    return AivenLogDirectory(open_store(tier, store_options, check_root=check_root),
-                             config.key_prefix, partitions, live, key_ring)
+    store = open_store(tier, store_options, check_root=check_root)
+    prefix = config.key_prefix
+    if explicit and prefix.strip("/"):
+        where = store.path(prefix.rstrip("/"))
+        if store.fs.get_file_info(where).type != FileType.Directory:
+            prefix = None  # (the URI under the prefix)
+    return AivenLogDirectory(store, prefix, partitions, live, key_ring)
 
 
 def _same_place(a: Location, b: Location) -> bool:

@@ -285,15 +285,19 @@ def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def segment_keys(prefix: str, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
+def segment_keys(prefix: str | None, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
     """Where the segment of ``metadata`` is: ``.log`` and ``.indexes`` under the custom
     metadata's ``OBJECT_PREFIX`` + ``OBJECT_KEY`` when it has them, the manifest always under
-    the configured ``prefix`` (``KafkaRemoteStorageManager.objectKey``)."""
+    the configured ``prefix`` (``KafkaRemoteStorageManager.objectKey``). ``prefix`` None: the
+    store's root is the URI under the prefix (``<topic>-<topic id>/`` at its top), so every key
+    is taken without one."""
     tp = metadata.topic_id_partition
     main = main_path(tp.topic, tp.topic_id, tp.partition, metadata.start_offset,
                      metadata.segment_id.id)
     fields = custom_metadata_fields(metadata.custom_metadata)
-    data = f"{fields.get(1, prefix)}{fields.get(2, main)}"
+    data = (f"{fields.get(1, prefix)}{fields.get(2, main)}" if prefix is not None
+            else fields.get(2, main))
+    prefix = prefix or ""
     return SegmentKeys(data + LOG_OBJECT, data + INDEXES_OBJECT, prefix + main + MANIFEST_OBJECT)
 
 
@@ -590,11 +594,11 @@ class AivenSegment:
     log_object_size: int | None = None
 
 
-def metadata_segments(store: ObjectStore, prefix: str,
+def metadata_segments(store: ObjectStore, prefix: str | None,
                       live: Mapping[str, RemoteLogSegmentMetadata]) -> list[AivenSegment]:
     """The segments ``live`` (``__remote_log_metadata`` records of one partition) names in
     ``store``, by start offset, with no request; of two live ones with one start offset the
-    one ending last."""
+    one ending last. ``prefix``: as :func:`segment_keys` takes it."""
     by_base: dict[int, AivenSegment] = {}
     for m in sorted(live.values(), key=lambda m: (m.start_offset, m.end_offset)):
         keys = segment_keys(prefix, m)
@@ -635,17 +639,20 @@ def _is_id(text: str) -> bool:
 
 
 class AivenLogDirectory:
-    """The remote tier Aiven's plugin wrote under ``prefix`` (``rsm.config.key.prefix``) in
-    ``store``, its partitions served as read-only ``RemoteLog`` (the surface of a read-only
+    """The remote tier Aiven's plugin wrote under ``prefix`` (``rsm.config.key.prefix``; None:
+    ``store``'s root is the URI under it, ``<topic>-<topic id>/`` at its top) in ``store``, its partitions served as read-only ``RemoteLog`` (the surface of a read-only
     ``LogManager``, as ``TieredLogDirectory`` serves LocalTieredStorage's). ``live``: the live
     segments' ``__remote_log_metadata`` records by LocalTieredStorage directory name and stem
     (``storage.remote.tiered.live_metadata_of``; of a topic recreated, its current id last),
     None: the listing (said in ``notices``). ``key_ring`` unwraps encrypted segments' data
     keys. Raises ObjectStoreError."""
 
-    def __init__(self, store: ObjectStore, prefix: str = "", partitions=None,
+    def __init__(self, store: ObjectStore, prefix: str | None = "", partitions=None,
                  live: Mapping[str, Mapping[str, RemoteLogSegmentMetadata]] | None = None,
                  key_ring: KeyRing | None = None) -> None:
+        # (None: the store's root is under the prefix already, its keys taken without one)
+        self._key_prefix = prefix
+        prefix = prefix or ""
         self.store, self.prefix, self.key_ring = store, prefix, key_ring
         self._live = live
         found: dict[str, object] = {}
@@ -706,7 +713,7 @@ class AivenLogDirectory:
                     f"{name} has no remote segments in {self.store.describe(self.prefix)}")
             found = self._found[name]
             segments = (listed_segments(self.store, found) if isinstance(found, str)
-                        else metadata_segments(self.store, self.prefix, found))
+                        else metadata_segments(self.store, self._key_prefix, found))
             first = segments[0].base_offset if segments else 0
             directory = tuple(filter(None, self.prefix.rstrip("/").split("/")))
             self._logs[name] = RemoteLog(self.store, name, log_start_offset=first,

@@ -240,3 +240,17 @@ def test_the_plugins_root_as_the_location_reads_the_remote_tier_alone():
         assert topic_records(directory, "plain", IsolationLevel.READ_UNCOMMITTED) == want
     finally:
         directory.close()
+
+
+@needs_fixtures
+@pytest.mark.parametrize("under", ["remote", "remote/tiered-storage"])
+def test_remote_path_names_the_root_or_the_uri_under_the_key_prefix(under):
+    run = AIVEN_TIERED / "C"
+    options = StoreOptions(remote_config=str(run / "broker.properties"))
+    directory = open_log_directory(run / "logdir", remote=(run / under).as_uri(),
+                                   options=options)
+    try:
+        assert topic_records(directory, "txn", IsolationLevel.READ_COMMITTED) == \
+            expected("C", "txn", "read_committed")
+    finally:
+        directory.close()
