@@ -4,6 +4,7 @@ says which layout, where the remote tier is and its key ring; every topic at bot
 levels equals what a real KafkaConsumer read, headers included."""
 
 import base64
+import json
 
 import pytest
 
@@ -61,3 +62,27 @@ def test_the_standalone_cluster_reads_the_encrypted_tier_on_both_workers(spark_c
                      key=lambda r: (r["partition"], r["offset"]))
         assert got == expected("C", topic, "read_committed"), topic
     assert len(tasks) == 2 and all(n > 0 for n in tasks.values()), tasks
+
+
+@needs_fixtures
+def test_a_stream_reads_the_remote_tier_then_the_local_log(spark):
+    """``readStream`` from earliest with ``remote.config`` (run B, zstd chunks): the
+    micro-batches hold the remote segments' records below the local log's, as the consumer
+    read them."""
+    from helpers.waits import DEADLINE_S, within
+
+    run = AIVEN_TIERED / "B"
+    query = (spark.readStream.format("kfs").option("path", str(run / "logdir"))
+             .option("remote.config", str(run / "broker.properties"))
+             .option("subscribe", "plain").option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "1000").load()
+             .selectExpr("offset", "value")
+             .writeStream.format("memory").queryName("aiven_stream").start())
+    try:
+        within(DEADLINE_S, "the stream's micro-batches", query.processAllAvailable)
+        rows = spark.sql("select offset, value from aiven_stream order by offset").collect()
+        assert [(r.offset, b64(r.value)) for r in rows] == \
+            [(r["offset"], r["value_b64"]) for r in expected("B", "plain", "read_uncommitted")]
+        assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {"plain": {"0": 3174}}
+    finally:
+        query.stop()
