@@ -216,19 +216,13 @@ def _aiven_directory(tier: Location, options: StoreOptions, partitions, live, ch
     ``tier`` was given (``remote.path``), not the properties' own: it is the backend's root
     when the key prefix is a directory in it, else the URI under the prefix, where the
     ``<topic>-<topic id>/`` are (one look at open)."""
-    from pyarrow.fs import FileType
-
-    from .remote.aiven import AivenLogDirectory
+    from .remote.aiven import AivenLogDirectory, root_prefix
 
     config, key_ring = options.remote_storage()
     store_options = StoreOptions(options.endpoint or config.endpoint,
                                  options.region or config.region)
     store = open_store(tier, store_options, check_root=check_root)
-    prefix = config.key_prefix
-    if explicit and prefix.strip("/"):
-        where = store.path(prefix.rstrip("/"))
-        if store.fs.get_file_info(where).type != FileType.Directory:
-            prefix = None  # (the URI under the prefix)
+    prefix = root_prefix(store, config.key_prefix) if explicit else config.key_prefix
     return AivenLogDirectory(store, prefix, partitions, live, key_ring)
 
 

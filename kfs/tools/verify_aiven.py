@@ -43,13 +43,14 @@ class AivenPartition(PartitionFiles):
     torn = "a truncated object, or a corrupt batch size"
     missing = {INDEX_SUFFIX: "missing", TIME_INDEX_SUFFIX: "missing"}  # (never: in .indexes)
 
-    def __init__(self, store: ObjectStore, name: str, prefix: str,
+    def __init__(self, store: ObjectStore, name: str, prefix: str | None,
                  live: dict[str, RemoteLogSegmentMetadata] | None, directory: str | None,
                  key_ring: KeyRing | None) -> None:
+        # (prefix None: the root is under the key prefix, storage.remote.aiven.segment_keys)
         self.store, self.partition, self.prefix = store, name, prefix
         self.live, self.key_ring = live, key_ring
         self._listed = directory
-        self.directory = store.describe(prefix.rstrip("/"))
+        self.directory = store.describe((prefix or "").rstrip("/"))
         self._segments: dict[str, AivenSegment] = {}
         self._metadata: dict[str, RemoteLogSegmentMetadata] = {}
 
@@ -76,8 +77,8 @@ class AivenPartition(PartitionFiles):
         found = self._segments[segment.stem]
         source = AivenSegmentSource(self.store, found.keys, self.key_ring, found.size,
                                     found.mtime_ns, found.log_object_size)
-        return LogSegment(Path(self.store.path(self.prefix)), segment.base, LogConfig(), False,
-                          source=source)
+        return LogSegment(Path(self.store.path(self.prefix or "")), segment.base, LogConfig(),
+                          False, source=source)
 
     def audit(self, segment: SegmentFiles, scan) -> Iterator[Problem]:
         metadata = self._metadata.get(segment.stem)
@@ -113,13 +114,17 @@ def _stem(m: RemoteLogSegmentMetadata) -> str:
 
 
 def aiven_partitions(store: ObjectStore, prefix: str, key_ring: KeyRing | None,
-                     live: dict[str, dict[str, RemoteLogSegmentMetadata]] | None
-                     ) -> dict[str, AivenPartition]:
+                     live: dict[str, dict[str, RemoteLogSegmentMetadata]] | None,
+                     explicit: bool = False) -> dict[str, AivenPartition]:
     """``{"<topic>-<N>": its remote segments}``: those ``live`` names (by
-    ``storage.remote.tiered.live_metadata_of``), else the listing's."""
-    from storage.remote.aiven import AivenLogDirectory
+    ``storage.remote.tiered.live_metadata_of``), else the listing's. ``explicit``: the
+    store's root was named by hand (``--remote-path``): the backend's root or the URI under
+    the key prefix (``storage.remote.aiven.root_prefix``)."""
+    from storage.remote.aiven import AivenLogDirectory, root_prefix
 
-    directory = AivenLogDirectory(store, prefix, live=live, key_ring=key_ring)
+    key_prefix = root_prefix(store, prefix) if explicit else prefix
+    prefix = key_prefix or ""
+    directory = AivenLogDirectory(store, key_prefix, live=live, key_ring=key_ring)
     out = {}
     for name in directory.partition_names():
         found = directory.found(name)
@@ -127,7 +132,7 @@ def aiven_partitions(store: ObjectStore, prefix: str, key_ring: KeyRing | None,
             out[name] = AivenPartition(store, name, prefix, None, found, key_ring)
             out[name].directory = store.describe(found)
             continue
-        out[name] = AivenPartition(store, name, prefix, dict(found), None, key_ring)
+        out[name] = AivenPartition(store, name, key_prefix, dict(found), None, key_ring)
         tp = next(iter(found.values())).topic_id_partition
         out[name].directory = store.describe(f"{prefix}{tp.topic}-{tp.topic_id}/{tp.partition}")
     return out

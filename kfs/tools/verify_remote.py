@@ -301,6 +301,7 @@ def open_tiers(log_dir: str, remote_uri: str | None, names: Sequence[str] = (),
     local = {p.name: LocalPartition(p) for p in find_partitions(log_dir, names)}
     live = live_metadata_of(log_dir)
     config, key_ring = options.remote_storage()  # (--remote-config: the broker's properties)
+    explicit = remote_uri is not None
     remote_uri = remote_uri or (config.location if config is not None else None)
     if remote_uri is None:
         raise UsageError(f"{options.remote_config} names no remote storage root: give "
@@ -310,7 +311,7 @@ def open_tiers(log_dir: str, remote_uri: str | None, names: Sequence[str] = (),
         if config is not None and config.layout == "aiven":
             from .verify_aiven import aiven_partitions
 
-            found = aiven_partitions(store, config.key_prefix, key_ring, live)
+            found = aiven_partitions(store, config.key_prefix, key_ring, live, explicit)
         else:
             found = {p.partition: p for p in _tiered(store, (), live)}
         remote = {n: p for n, p in found.items() if not names or n in names}

@@ -562,6 +562,16 @@ def open_aiven_segment(uri: str, *, endpoint: str | None = None, region: str | N
         raise
 
 
+def root_prefix(store: ObjectStore, prefix: str) -> str | None:
+    """The key prefix of objects in ``store`` when its root was named by hand (``remote.path``):
+    ``prefix`` when the root holds it (the backend's root), else None (the root is the URI
+    under the prefix, ``<topic>-<topic id>/`` at its top). One look."""
+    if not prefix.strip("/"):
+        return prefix
+    info = store.fs.get_file_info(store.path(prefix.rstrip("/")))
+    return prefix if info.type == FileType.Directory else None
+
+
 def other_layout(store: ObjectStore) -> str:
     """What to add to an error when ``store``'s root is in LocalTieredStorage's layout
     (``kafka-tiered-storage/`` at its top) rather than Aiven's, which the broker's properties

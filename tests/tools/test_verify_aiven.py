@@ -46,3 +46,13 @@ def test_damaged_objects_are_problems_of_their_segments(tmp_path):
     assert "but its chunk index says 4 chunks" in problems[1]
     assert "no manifest" in problems[2]
     assert "3 partitions, 7 segments" in done.stdout
+
+
+@needs_fixtures
+@pytest.mark.parametrize("under", ["remote", "remote/tiered-storage"])
+def test_remote_path_names_the_root_or_the_uri_under_the_key_prefix(under):
+    run = AIVEN_TIERED / "B"
+    done = kfs_verify("--remote-config", run / "broker.properties", "--remote-path", run / under,
+                      run / "logdir", "plain-0", "txn-1")
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    assert "2 partitions, 5 segments" in done.stdout  # (3 remote, 2 local)
