@@ -254,3 +254,24 @@ def test_remote_path_names_the_root_or_the_uri_under_the_key_prefix(under):
             expected("C", "txn", "read_committed")
     finally:
         directory.close()
+
+
+@needs_fixtures
+@pytest.mark.parametrize("run", RUNS)
+def test_each_index_is_what_the_brokers_remote_index_cache_fetched(run):
+    """The broker's ``remote-log-index-cache/`` holds ``<start>_<segment id>.<kind>`` as
+    Kafka's RemoteIndexCache fetched them from the plugin (``fetchIndex``): each index read
+    from ``.indexes`` (decrypted in run C) is those bytes."""
+    directory = open_run(AIVEN_TIERED / run)
+    kinds = {"index": "offset", "timeindex": "timestamp", "txnindex": "transaction"}
+    try:
+        sources = [s.source for name in ("plain-0", "lz4-0", "txn-0", "txn-1")
+                   for s in directory.get(name).remote.segments.all()]
+        cached = sorted((AIVEN_TIERED / run / "logdir" / "remote-log-index-cache").iterdir())
+        assert len(cached) == 3 * len(sources) == 15
+        for path in cached:
+            segment_id, _, kind = path.name.partition("_")[2].rpartition(".")
+            (source,) = [s for s in sources if s.name.endswith(f"-{segment_id}.log")]
+            assert source.index_bytes(kinds[kind]).data == path.read_bytes(), path.name
+    finally:
+        directory.close()

@@ -3,6 +3,7 @@ aiven-tiered``): decoded through its ``.rsm-manifest`` beside it, chunk by chunk
 a dump of the segment the broker uploaded prints; an encrypted one needs the key ring of
 ``--remote-config``, and without it is one line saying so."""
 
+import json
 import subprocess
 
 import pytest
@@ -45,3 +46,25 @@ def test_an_encrypted_log_object_dumps_with_the_key_ring_of_the_broker_propertie
     assert (status, err) == (0, "")
     assert lines[0] == "Log starting offset: 0" and "isTransactional: true" in lines[1]
     assert sum(line.startswith("| offset: ") for line in lines) == 1156  # (0..1155, markers)
+
+
+@needs_fixtures
+def test_the_manifest_and_indexes_objects_dump_without_key_material():
+    run = AIVEN_TIERED / "C"
+    manifest = segment_objects(run, "txn", 0)[0]
+    wrapped = json.loads(manifest.read_bytes())["encryption"]["dataKey"].partition(":")[2]
+    status, lines, err = dump(manifest)
+    assert (status, err) == (0, "")
+    assert lines[0].startswith("chunkIndex: originalChunkSize: 262144 ") and "chunks: 4" in lines[0]
+    assert "index: transaction position: 4334 size: 1898" in lines
+    assert lines[-1] == "compression: false encryption: key pair key1"
+    assert wrapped[:12] not in "\n".join(lines)
+    status, lines, err = dump("--remote-config", run / "broker.properties",
+                              manifest.with_suffix(".indexes"))
+    assert (status, err) == (0, "")
+    cached = next((run / "logdir" / "remote-log-index-cache").glob(
+        "0_" + manifest.name.split("-", 1)[1].replace(".rsm-manifest", ".index")))
+    offsets = lines[lines.index(f"index: offset ({cached.stat().st_size} bytes)") + 1:
+                    lines.index("index: timestamp (2472 bytes)")]
+    assert len(offsets) == cached.stat().st_size // 8 and offsets[0].startswith("offset: ")
+    assert "epoch: 0 startOffset: 0" in lines
