@@ -86,3 +86,15 @@ def test_a_stream_reads_the_remote_tier_then_the_local_log(spark):
         assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {"plain": {"0": 3174}}
     finally:
         query.stop()
+
+
+@needs_fixtures
+def test_spark_reads_the_plugins_root_alone(spark):
+    """``path`` = the plugin's storage root the properties name (no broker log directory):
+    the remote segments, by listing, up to where the remote tier ends."""
+    run = AIVEN_TIERED / "A"
+    rows = (spark.read.format("kfs").option("path", str(run / "remote"))
+            .option("remote.config", str(run / "broker.properties"))
+            .option("subscribe", "plain").option("includeHeaders", "true").load().collect())
+    got = sorted((as_expected(r) for r in rows), key=lambda r: r["offset"])
+    assert got == [r for r in expected("A", "plain", "read_uncommitted") if r["offset"] < 2881]
