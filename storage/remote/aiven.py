@@ -34,7 +34,6 @@ import binascii
 import json
 import struct
 import threading
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -110,19 +109,11 @@ class ChunkIndex:
                    self.original_file_size - i * self.original_chunk_size)
 
     def transformed_start(self, i: int) -> int:
+        """Where chunk ``i``'s transformed bytes start in the object (``count``: its end)."""
         return self._starts[i]
 
-    @property
-    def _starts(self) -> list[int]:
-        starts = self.__dict__.get("_starts_")
-        if starts is None:
-            starts = [0, *accumulate(self.transformed)]
-            object.__setattr__(self, "_starts_", starts)
-        return starts
-
-    def chunk_at_transformed(self, position: int) -> int:
-        """The chunk whose transformed bytes hold ``position`` of the object."""
-        return bisect_right(self._starts, position) - 1
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_starts", (0, *accumulate(self.transformed)))
 
 
 @dataclass(frozen=True)
