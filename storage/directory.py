@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import KafkaStorageError
+from .errors import InvalidConfigError, KafkaStorageError
 from .location import Location
 
 if TYPE_CHECKING:  # (pyarrow loads only when an object store is opened)
@@ -72,12 +72,18 @@ class StoreOptions:
 
     def remote_storage(self):
         """The remote tier ``remote_config`` configures (``RemoteStorageConfig``) and its key
-        ring, parsed once; (None, None) without a file. Raises InvalidConfigError, OSError."""
+        ring, parsed once; (None, None) without a file. Raises InvalidConfigError (also for
+        a file that cannot be read)."""
         if self.remote_config is None:
             return None, None
         path = os.path.abspath(self.remote_config)
-        st = os.stat(path)
-        return _remote_storage(path, st.st_mtime_ns, st.st_size)
+        try:
+            st = os.stat(path)
+            return _remote_storage(path, st.st_mtime_ns, st.st_size)
+        except OSError as e:
+            raise InvalidConfigError(f"the remote config (the broker's properties) "
+                                     f"{self.remote_config} cannot be read: "
+                                     f"{e.strerror or e}") from None
 
 
 @functools.lru_cache(maxsize=8)

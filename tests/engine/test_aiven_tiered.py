@@ -275,3 +275,10 @@ def test_each_index_is_what_the_brokers_remote_index_cache_fetched(run):
             assert source.index_bytes(kinds[kind]).data == path.read_bytes(), path.name
     finally:
         directory.close()
+
+
+def test_a_remote_config_that_cannot_be_read_is_one_line(tmp_path):
+    options = StoreOptions(remote_config=str(tmp_path / "server.properties"))
+    with pytest.raises(InvalidConfigError, match=r"the remote config \(the broker's properties\) "
+                                                 r".*server.properties cannot be read: No such"):
+        open_log_directory(tmp_path, options=options)
