@@ -37,6 +37,18 @@ def as_expected(partition: int, record) -> dict:
             "headers": [[k, _b64(v)] for k, v in record.headers]}
 
 
+def spark_row_as_expected(row) -> dict:
+    """A row of Spark's ``format("kfs")`` (``includeHeaders``) as the expected files write a
+    ConsumerRecord (the timestamp as epoch ms)."""
+    epoch_ms = round(row.timestamp.timestamp() * 1000)
+    return {"partition": row.partition, "offset": row.offset, "timestamp": epoch_ms,
+            "timestampType": _TIMESTAMP_TYPES[row.timestampType],
+            "key_b64": _b64(None if row.key is None else bytes(row.key)),
+            "value_b64": _b64(None if row.value is None else bytes(row.value)),
+            "headers": [[h.key, _b64(None if h.value is None else bytes(h.value))]
+                        for h in row.headers or []]}
+
+
 def topic_records(directory, topic: str, isolation) -> list[dict]:
     """Every record of ``topic``'s partitions in ``directory`` (a ``LogDirectory``) at
     ``isolation`` (an ``IsolationLevel``), as :func:`as_expected` writes them."""

@@ -9,22 +9,14 @@ import json
 import pytest
 
 from helpers.aiven import TOPICS, expected
+from helpers.aiven import spark_row_as_expected as as_expected
 from helpers.paths import AIVEN_TIERED
 
 needs_fixtures = pytest.mark.needs_fixture("aiven-tiered")
-TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
 
 def b64(value):
     return None if value is None else base64.b64encode(bytes(value)).decode("ascii")
-
-
-def as_expected(row):
-    epoch_ms = round(row.timestamp.timestamp() * 1000)
-    return {"partition": row.partition, "offset": row.offset, "timestamp": epoch_ms,
-            "timestampType": TIMESTAMP_TYPES[row.timestampType], "key_b64": b64(row.key),
-            "value_b64": b64(row.value),
-            "headers": [[h.key, b64(h.value)] for h in row.headers or []]}
 
 
 @needs_fixtures
@@ -41,27 +33,6 @@ def test_spark_reads_the_aiven_tier_configured_by_the_broker_properties(spark, r
         got = sorted((as_expected(r) for r in rows if r.topic == topic),
                      key=lambda r: (r["partition"], r["offset"]))
         assert got == expected(run, topic, isolation), (run, topic)
-
-
-@needs_fixtures
-def test_the_standalone_cluster_reads_the_encrypted_tier_on_both_workers(spark_cluster):
-    """Run C on a standalone master and two one-core workers: each task opens its partition's
-    remote tier itself, configured by the broker's properties (the file and the key ring at
-    the same path on every node)."""
-    run = AIVEN_TIERED / "C"
-    df = (spark_cluster.session.read.format("kfs")
-          .option("path", str(run / "logdir"))
-          .option("remote.config", str(run / "broker.properties"))
-          .option("subscribe", ",".join(TOPICS)).option("includeHeaders", "true")
-          .option("isolation.level", "read_committed")
-          .option("maxRecordsPerPartition", "400").load())
-    assert df.rdd.getNumPartitions() >= 4
-    rows, tasks = spark_cluster.tasks_by_executor(df.collect)
-    for topic in TOPICS:
-        got = sorted((as_expected(r) for r in rows if r.topic == topic),
-                     key=lambda r: (r["partition"], r["offset"]))
-        assert got == expected("C", topic, "read_committed"), topic
-    assert len(tasks) == 2 and all(n > 0 for n in tasks.values()), tasks
 
 
 @needs_fixtures
