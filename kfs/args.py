@@ -35,8 +35,8 @@ def directory_or_uri(text: str) -> str:
 
 
 def add_store_arguments(parser: argparse.ArgumentParser, remote_path: str | None) -> None:
-    """``--endpoint`` and ``--region`` (how to reach an object store, as Spark's ``endpoint``
-    and ``region`` options), and with ``remote_path`` (its help) ``--remote-path``: the options
+    """``--endpoint``, ``--region`` (how to reach an object store, as Spark's ``endpoint``
+    and ``region`` options) and ``--remote-config`` (Spark's ``remote.config``), and with ``remote_path`` (its help) ``--remote-path``: the options
     every command that opens a log directory takes (``storage.directory``)."""
     if remote_path is not None:
         parser.add_argument("--remote-path", metavar="URI", help=remote_path)
@@ -45,13 +45,19 @@ def add_store_arguments(parser: argparse.ArgumentParser, remote_path: str | None
                              "the environment's (AWS_ENDPOINT_URL)")
     parser.add_argument("--region", metavar="NAME",
                         help="an S3 store's region, over the environment's (AWS_REGION)")
+    parser.add_argument("--remote-config", metavar="FILE",
+                        help="the broker's properties (its server.properties, or a file with "
+                             "the same keys): which RemoteStorageManager wrote the remote tier "
+                             "(Aiven's tiered-storage plugin or LocalTieredStorage), where it "
+                             "is (rsm.config.*; --remote-path overrides) and its key ring")
 
 
 def store_options(args: argparse.Namespace):
     """The ``storage.directory.StoreOptions`` of :func:`add_store_arguments`'s options."""
     from storage.directory import StoreOptions
 
-    return StoreOptions(endpoint=args.endpoint, region=args.region)
+    return StoreOptions(endpoint=args.endpoint, region=args.region,
+                        remote_config=args.remote_config)
 
 
 def _positive(cast, what: str):

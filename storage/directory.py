@@ -13,7 +13,10 @@ system once, :func:`open_log_directory` chooses the layout from where the log di
    ``storage.remote.tiered.TieredLogDirectory``), read-only;
 3. with ``remote``, the RemoteStorageManager's root of a tiered topic: each partition its
    remote segments below the local log, then the local log
-   (``storage.remote.tiered.UnifiedLogDirectory``).
+   (``storage.remote.tiered.UnifiedLogDirectory``); the remote tier in Aiven's plugin's layout
+   (``storage.remote.aiven``) when ``options.remote_config``, the broker's properties, says
+   so, which also says where the root is (``remote`` overrides it); ``location`` that root
+   itself reads its remote tier alone.
 
 How to reach an object store (endpoint, region) is one :class:`StoreOptions`, parsed once, with
 the names Spark's options use. Adding a place where segment bytes live touches this module and
@@ -22,12 +25,13 @@ the one that reads that place; nothing in ``kfs/``.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import KafkaStorageError
+from .errors import InvalidConfigError, KafkaStorageError
 from .location import Location
 
 if TYPE_CHECKING:  # (pyarrow loads only when an object store is opened)
@@ -47,19 +51,47 @@ class ReadOnlyStoreError(KafkaStorageError):
 class StoreOptions:
     """How to reach an object store, over what the environment says (``AWS_*``, the credential
     chain): ``endpoint`` (``http[s]://host:port`` of an S3-compatible server) and ``region``.
-    Credentials are never options: they stay in the standard chains."""
+    Credentials are never options: they stay in the standard chains. ``remote_config``: a
+    broker's properties file (its ``server.properties``, or one with the same keys) saying
+    which RemoteStorageManager wrote the remote tier, where it is and its key ring
+    (``storage.remote.rsm_config``), read once per process while the file is unchanged."""
 
     endpoint: str | None = None
     region: str | None = None
+    remote_config: str | None = None
 
     # the names of the options it is parsed from, as Spark's options and the CLI spell them
-    NAMES = ("endpoint", "region")
+    NAMES = ("endpoint", "region", "remote.config")
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StoreOptions:
         """The store options among ``options`` (keys case-insensitive; empty values unset)."""
         lowered = {k.lower(): v for k, v in options.items()}
-        return cls(endpoint=lowered.get("endpoint") or None, region=lowered.get("region") or None)
+        return cls(endpoint=lowered.get("endpoint") or None, region=lowered.get("region") or None,
+                   remote_config=lowered.get("remote.config") or None)
+
+    def remote_storage(self):
+        """The remote tier ``remote_config`` configures (``RemoteStorageConfig``) and its key
+        ring, parsed once; (None, None) without a file. Raises InvalidConfigError (also for
+        a file that cannot be read)."""
+        if self.remote_config is None:
+            return None, None
+        path = os.path.abspath(self.remote_config)
+        try:
+            st = os.stat(path)
+            return _remote_storage(path, st.st_mtime_ns, st.st_size)
+        except OSError as e:
+            raise InvalidConfigError(f"the remote config (the broker's properties) "
+                                     f"{self.remote_config} cannot be read: "
+                                     f"{e.strerror or e}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _remote_storage(path: str, mtime_ns: int, size: int):
+    from .remote.rsm_config import load_remote_config
+
+    config = load_remote_config(path)
+    return config, config.key_ring()
 
 
 DEFAULT_OPTIONS = StoreOptions()
@@ -91,10 +123,17 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
     FileNotFoundError / NotADirectoryError for a bad local directory; as ``LogManager`` does.
     """
     where = Location.parse(location) if read_only else check_writable(location)
+    config, _ = options.remote_storage()
+    explicit = remote is not None
+    if remote is None and config is not None and config.location is not None:
+        remote = config.location  # (remote.path, when given, overrides the backend's place)
     tier = None if remote is None else Location.parse(remote)
     if not read_only and tier is not None:
         raise ReadOnlyStoreError(f"{tier.display}: a remote tier is read-only to kfs: open "
                                  "the log directory read-only to read it")
+    if config is not None and config.layout == "aiven" and tier is not None \
+            and _same_place(where, tier):  # (the plugin's root itself: its remote tier alone)
+        return _aiven_directory(tier, options, partitions, None, check_root, explicit)
     if where.is_remote:
         from .remote.tiered import open_object_store_directory
 
@@ -111,7 +150,7 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
             local.notices.extend(_remote_history_notice(where, local.partition_names()))
         return local
     return _with_remote_tier(local, where, tier, options, partitions, fail_on_data_loss,
-                             check_root)
+                             check_root, explicit)
 
 
 def check_writable(location: str | os.PathLike | Location) -> Location:
@@ -158,17 +197,47 @@ def _remote_history_notice(where: Location, names: list[str]) -> list[str]:
 
 
 def _with_remote_tier(local, where: Location, tier: Location, options: StoreOptions,
-                      partitions, fail_on_data_loss: bool, check_root: bool) -> LogDirectory:
+                      partitions, fail_on_data_loss: bool, check_root: bool,
+                      explicit: bool = True) -> LogDirectory:
     from .remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_metadata_of
 
     try:
+        config, _ = options.remote_storage()
         live = None if where.is_remote else live_metadata_of(where.path)
-        remote = TieredLogDirectory(open_store(tier, options, check_root=check_root), partitions,
-                                    live)
+        if config is not None and config.layout == "aiven":
+            remote = _aiven_directory(tier, options, partitions, live, check_root, explicit)
+        else:
+            remote = TieredLogDirectory(open_store(tier, options, check_root=check_root),
+                                        partitions, live)
     except BaseException:
         local.close()
         raise
     return UnifiedLogDirectory(local, remote, fail_on_data_loss)
+
+
+def _aiven_directory(tier: Location, options: StoreOptions, partitions, live, check_root: bool,
+                     explicit: bool):
+    """The remote tier Aiven's plugin wrote at ``tier``, as ``options.remote_config``
+    configures it (its S3 endpoint and region unless ``options`` give them). ``explicit``:
+    ``tier`` was given (``remote.path``), not the properties' own: it is the backend's root
+    when the key prefix is a directory in it, else the URI under the prefix, where the
+    ``<topic>-<topic id>/`` are (one look at open)."""
+    from .remote.aiven import AivenLogDirectory, root_prefix
+
+    config, key_ring = options.remote_storage()
+    store_options = StoreOptions(options.endpoint or config.endpoint,
+                                 options.region or config.region)
+    store = open_store(tier, store_options, check_root=check_root)
+    prefix = root_prefix(store, config.key_prefix) if explicit else config.key_prefix
+    return AivenLogDirectory(store, prefix, partitions, live, key_ring)
+
+
+def _same_place(a: Location, b: Location) -> bool:
+    """Whether ``a`` and ``b`` name one place (a local path and its ``file://`` URI too)."""
+    def uri(where: Location) -> str:
+        return (where.text if where.is_remote else where.path.resolve().as_uri()).rstrip("/")
+
+    return uri(a) == uri(b)
 
 
 def open_store(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS, *,
@@ -222,13 +291,22 @@ def read_file(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS)
 def open_segment_source(location: str | Location, options: StoreOptions = DEFAULT_OPTIONS, *,
                         indexes: Mapping[str, str] | None = None) -> SegmentSource:
     """How the segment file at ``location`` is read (``storage.segment_source``): pread of a
-    local file, or ranged requests of an object. ``indexes``: for an object, its companion
+    local file, or ranged requests of an object; a ``.log`` object of Aiven's
+    RemoteStorageManager (its ``.rsm-manifest`` beside it) through its manifest, its chunks
+    decoded (``options.remote_config``'s key ring for an encrypted one). ``indexes``: for an object, its companion
     objects by suffix (``{".txnindex": …}``; the path in the object's store, None: the object
     itself). Close it when done; an object's store closes with it. Raises as
     :func:`check_file`."""
     from .segment_source import LocalSegmentSource
 
     where = Location.parse(location)
+    if _aiven_manifest_beside(where, options):
+        from .remote.aiven import open_aiven_segment
+
+        return open_aiven_segment(where.text if where.is_remote
+                                  else where.path.resolve().as_uri(),
+                                  endpoint=options.endpoint, region=options.region,
+                                  key_ring=options.remote_storage()[1])
     if not where.is_remote:
         check_file(where)
         return LocalSegmentSource.of_path(where.path)
@@ -237,6 +315,23 @@ def open_segment_source(location: str | Location, options: StoreOptions = DEFAUL
     store, info = _object(where, options)
     paths = {suffix: path or info.path for suffix, path in (indexes or {}).items()}
     return ObjectSegmentSource(store, info, paths, owns_store=True)
+
+
+def _aiven_manifest_beside(where: Location, options: StoreOptions) -> bool:
+    """Whether ``where`` is the ``.log`` object of a segment Aiven's RemoteStorageManager
+    wrote: its ``.rsm-manifest`` beside it (one look, a HEAD for an object)."""
+    from .remote.aiven import LOG_OBJECT, MANIFEST_OBJECT
+
+    if not where.name.endswith(LOG_OBJECT):
+        return False
+    name = where.name[:-len(LOG_OBJECT)] + MANIFEST_OBJECT
+    if not where.is_remote:
+        return (where.path.parent / name).is_file()
+    try:
+        check_file(where.sibling(name), options)
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    return True
 
 
 def _object(where: Location, options: StoreOptions):

@@ -66,10 +66,12 @@ def add_parser(sub) -> None:
                        help="as Kafka's consumer isolation.level: read_committed hides records "
                             "of aborted transactions and everything at or past the last stable "
                             "offset (default: read_uncommitted, every record but markers)")
-    add_store_arguments(mount, "with --read-only: the tiered storage root (RemoteStorageManager's, "
-                               "holding kafka-tiered-storage/) of the broker log directory "
-                               "BACKING_DIR: each partition serves its remote segments below "
-                               "the local log, then the local log (as Spark's remote.path)")
+    add_store_arguments(mount, "with --read-only: the tiered storage root (RemoteStorageManager's: "
+                               "LocalTieredStorage's, holding kafka-tiered-storage/, or with "
+                               "--remote-config the one the broker's properties configure) of the "
+                               "broker log directory BACKING_DIR: each partition serves its remote "
+                               "segments below the local log, then the local log (as Spark's "
+                               "remote.path)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.add_argument("--backing-fd", type=int, help=argparse.SUPPRESS)  # (daemon.py)
     mount.set_defaults(func=cmd_mount)
@@ -114,8 +116,9 @@ def _checked_paths(args: argparse.Namespace) -> tuple[str, str]:
     mountpoint = os.path.abspath(args.mountpoint)
     _clear_stale_mount(mountpoint)
     where = Location.parse(args.backing_dir)
-    if not args.read_only and (where.is_remote or args.remote_path):
-        tier = where if where.is_remote else Location.parse(args.remote_path)
+    if not args.read_only and (where.is_remote or args.remote_path or args.remote_config):
+        tier = where if where.is_remote else Location.parse(args.remote_path
+                                                            or args.remote_config)
         raise CliError(f"{tier.display}: an object "
                        "store or remote tier is mounted --read-only (kfs reads object storage, "
                        "it does not write it)")

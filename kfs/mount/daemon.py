@@ -50,8 +50,9 @@ def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, read
         cmd.append(f"--backing-fd={backing_fd}")
         backing = Location.parse(backing).display
         remote_path = remote_path and Location.parse(remote_path).display
+    remote_config = args.remote_config and os.path.abspath(args.remote_config)  # (cwd is /)
     for option, value in (("remote-path", remote_path), ("endpoint", args.endpoint),
-                          ("region", args.region)):
+                          ("region", args.region), ("remote-config", remote_config)):
         if value:
             cmd.append(f"--{option}={value}")
     if args.log_file:

@@ -771,6 +771,8 @@ class _Dumper:
             LOG_SUFFIX: self.dump_log, INDEX_SUFFIX: self.dump_index,
             TIME_INDEX_SUFFIX: self.dump_time_index, SNAPSHOT_SUFFIX: self.dump_snapshot,
             TXN_INDEX_SUFFIX: self.dump_txn_index, CHECKPOINT_SUFFIX: self.dump_checkpoint,
+            # Aiven's tiered storage: a segment's manifest and its indexes' object
+            ".rsm-manifest": self.dump_aiven_manifest, ".indexes": self.dump_aiven_indexes,
         }.get(suffix)
         if handler is None:
             self.err.write(f"Ignoring unknown file {java_path(path)} (kfs dump reads {', '.join(SUFFIXES)} files)\n")
@@ -1080,6 +1082,16 @@ class _Dumper:
                 self.emit(_snapshot_object(entry))
             else:
                 self.line(snapshot_line(entry))
+
+    def dump_aiven_manifest(self, path: str) -> None:
+        from .dump_aiven import dump_manifest
+
+        dump_manifest(self, path)
+
+    def dump_aiven_indexes(self, path: str) -> None:
+        from .dump_aiven import dump_indexes
+
+        dump_indexes(self, path)
 
     def dump_txn_index(self, path: str) -> None:
         source = None

@@ -891,9 +891,10 @@ def run(args: argparse.Namespace) -> int:
     if _tiered_root(where):  # LocalTieredStorage's root on a local disk
         args.backing_dir = where.path.resolve().as_uri()
         where = Location.parse(args.backing_dir)
-    remote = where.is_remote or args.remote_path is not None
+    remote = where.is_remote or args.remote_path is not None or args.remote_config is not None
     if remote and args.repair:
-        store = where if where.is_remote else Location.parse(args.remote_path)
+        store = where if where.is_remote else Location.parse(args.remote_path
+                                                             or args.remote_config)
         print(f"kfs verify: error: --repair mends a local directory only, not the object store "
               f"{store.display}: verify it without --repair", file=sys.stderr)
         return 2
@@ -941,7 +942,7 @@ def _verify_remote(args: argparse.Namespace) -> int:
     local_dir = None
     options = store_options(args)
     try:
-        if args.remote_path is None:
+        if args.remote_path is None and args.remote_config is None:
             partitions, notices, store = open_remote(args.backing_dir, args.partitions, options)
         else:
             partitions, notices, store = open_tiers(args.backing_dir, args.remote_path,

@@ -288,21 +288,33 @@ def open_remote(uri: str, names: Sequence[str] = (), options: StoreOptions = Sto
         raise
 
 
-def open_tiers(log_dir: str, remote_uri: str, names: Sequence[str] = (),
+def open_tiers(log_dir: str, remote_uri: str | None, names: Sequence[str] = (),
                options: StoreOptions = StoreOptions()
                ) -> tuple[list[Tiers], list[str], ObjectStore]:
     """The partitions of the broker log directory ``log_dir`` (all, or those ``names``) with
     their remote segments under the LocalTieredStorage root ``remote_uri`` (a URI or a local
-    path), live as
+    path; with ``options.remote_config``, the broker's properties, the layout they say, Aiven's
+    plugin's by ``kfs.tools.verify_aiven``, and by default where they say), live as
     ``__remote_log_metadata`` in ``log_dir`` says (the listing's when it holds none: said in a
     notice); the notices; the store (to close). Raises as :func:`open_remote` and
     :func:`kfs.tools.verify.find_partitions`."""
     local = {p.name: LocalPartition(p) for p in find_partitions(log_dir, names)}
     live = live_metadata_of(log_dir)
+    config, key_ring = options.remote_storage()  # (--remote-config: the broker's properties)
+    explicit = remote_uri is not None
+    remote_uri = remote_uri or (config.location if config is not None else None)
+    if remote_uri is None:
+        raise UsageError(f"{options.remote_config} names no remote storage root: give "
+                         "--remote-path")
     store = open_store(remote_uri, options, shared=False)
     try:
-        remote = {p.partition: p for p in _tiered(store, (), live)
-                  if not names or p.partition in names}
+        if config is not None and config.layout == "aiven":
+            from .verify_aiven import aiven_partitions
+
+            found = aiven_partitions(store, config.key_prefix, key_ring, live, explicit)
+        else:
+            found = {p.partition: p for p in _tiered(store, (), live)}
+        remote = {n: p for n, p in found.items() if not names or n in names}
     except BaseException:
         store.close()
         raise

@@ -86,16 +86,19 @@ class RemoteLog:
     def __init__(self, store: ObjectStore, name: str, config: LogConfig | None = None,
                  log_start_offset: int = 0, clock: Clock = SYSTEM_CLOCK,
                  segments: list[SegmentObjects] | None = None,
-                 directory: tuple[str, ...] | None = None) -> None:
+                 directory: tuple[str, ...] | None = None, make_source=None) -> None:
         """``directory``: where the partition's objects are under the store's root (default
-        ``name``)."""
+        ``name``). ``make_source(segment)``: how each of ``segments`` is read (default: its
+        objects as a broker's files, ``ObjectSegmentSource``; another RemoteStorageManager's
+        layout gives its own, e.g. ``storage.remote.aiven``)."""
         self.topic, self.partition = parse_partition_dir_name(name)
         self.config = config or LogConfig()
         self.dir = Path(store.path(*(directory or (name,))))
         self.store = store
         objects = copied_segments(store, name) if segments is None else segments
+        make_source = make_source or (lambda s: ObjectSegmentSource(store, s.log, s.indexes))
         segments = [RemoteLogSegment(self.dir, s.base_offset, self.config, clock,
-                                     ObjectSegmentSource(store, s.log, s.indexes), s.next_offset)
+                                     make_source(s), s.next_offset)
                     for s in objects]
         self.segments = LogSegments(self.dir, self.config, clock, segments)
         self.reader = LogReader(self)

@@ -11,3 +11,5 @@ FIXTURES_ROOT = TESTS / "fixtures"
 KAFKA_WRITTEN = FIXTURES_ROOT / "kafka-written"
 INTERNAL_TOPICS = FIXTURES_ROOT / "internal-topics"
 KAFKA_CLEANED = FIXTURES_ROOT / "kafka-cleaned"
+# Kafka 4.1.1 with Aiven's tiered-storage plugin: runs A (plain), B (zstd), C (AES-GCM)
+AIVEN_TIERED = FIXTURES_ROOT / "aiven-tiered"
