@@ -45,7 +45,6 @@ from pyarrow.fs import FileType
 
 from storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
 from storage.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix
-from storage.record_cache import RecordCache
 from storage.segment_source import EMPTY_INDEX, IndexContents, SegmentSource
 from storage.topic_partition import parse_partition_dir_name
 
@@ -60,16 +59,11 @@ LOG_OBJECT, INDEXES_OBJECT, MANIFEST_OBJECT = ".log", ".indexes", ".rsm-manifest
 SUFFIXES = (LOG_OBJECT, INDEXES_OBJECT, MANIFEST_OBJECT)
 _ID_CHARS = 22  # a Kafka Uuid.toString(): base64url, no padding
 MAX_CHUNK_SIZES_BYTES = 10 << 20  # TransformedChunksDeserializer refuses a larger frame
-CHUNK_CACHE_BYTES = 32 << 20  # decoded chunks kept by the process, in bytes
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is about 1 KiB; past this it is not one
 # the index a LogSegment asks for, by its file's suffix -> the manifest's segmentIndexes key
 INDEX_KINDS = {INDEX_SUFFIX: "offset", TIME_INDEX_SUFFIX: "timestamp",
                TXN_INDEX_SUFFIX: "transaction"}
 INDEX_NAMES = ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transaction")
-
-# decoded chunks, by (store uri, .log path, chunk number): shared by every reader in the process
-_CHUNKS = RecordCache(1 << 16, CHUNK_CACHE_BYTES, len)
-
 
 # -- the manifest ------------------------------------------------------------------------------
 
@@ -407,8 +401,8 @@ class AivenSegmentSource(SegmentSource):
         chunks in one ranged request)."""
         manifest = self.manifest()
         index = manifest.chunk_index
-        key = (self._store.uri, self._keys.log)
-        out: list[bytes | None] = [_CHUNKS.get((*key, i)) for i in range(first, last + 1)]
+        decoded, key = self._store.decoded, self._keys.log  # (the store keeps them, bounded)
+        out: list[bytes | None] = [decoded.get((key, i)) for i in range(first, last + 1)]
         i = 0
         while i < len(out):
             if out[i] is not None:
@@ -428,7 +422,7 @@ class AivenSegmentSource(SegmentSource):
                 c = first + n
                 at = index.transformed_start(c) - start
                 chunk = self._decode(manifest, c, view[at:at + index.transformed[c]])
-                _CHUNKS.put((*key, c), chunk)
+                decoded.put((key, c), chunk)
                 out[n] = chunk
             i = j + 1
         return out

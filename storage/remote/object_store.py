@@ -30,6 +30,7 @@ from .uri import redact, scrub
 
 OPEN_OBJECTS = 128  # .log objects a store keeps open (ObjectStore.open), the least recently used go
 INDEX_CACHE_BYTES = 64 << 20  # index objects kept, in bytes (a 1 GiB segment's are ~2.5 MiB)
+DECODED_CACHE_BYTES = 32 << 20  # decoded pieces of objects kept (Aiven's chunks), in bytes
 SMALL_OBJECT_BYTES = 64 << 20  # an index object larger than this is not a Kafka index
 RANGE_BYTES = 8 << 20  # one ranged request of a bulk read
 READ_AHEAD = 3  # ranges requested ahead of a bulk reader, at once
@@ -70,6 +71,9 @@ class ObjectStore:
         bulk reader)."""
         self.fs, self.root, self.uri = fs, root.rstrip("/"), uri
         self._cache = RecordCache(1 << 20, index_cache_bytes, len)  # index objects, by bytes
+        # pieces of objects a layout decodes (Aiven's chunks: decrypted, decompressed), by
+        # (object, piece), so that the next reader of the store does not fetch them again
+        self.decoded = RecordCache(1 << 16, DECODED_CACHE_BYTES, len)
         self._lock = threading.Lock()
         self.range_bytes, self.read_ahead = range_bytes, read_ahead
         self._pool: ThreadPoolExecutor | None = None

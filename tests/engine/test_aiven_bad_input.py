@@ -9,7 +9,7 @@ import pytest
 from helpers.aiven import copy_run, expected, segment_objects, topic_records
 from storage.directory import StoreOptions, open_log_directory
 from storage.isolation import IsolationLevel
-from storage.remote import aiven
+from storage.remote.store_pool import PROCESS_POOL
 from storage.remote.key_ring import KeyRingError, RemoteSegmentError
 
 needs_fixtures = pytest.mark.needs_fixture("aiven-tiered")
@@ -18,9 +18,9 @@ FIRST_SEGMENT_END = 1430  # plain-0's first remote segment holds offsets 0..1429
 
 @pytest.fixture(autouse=True)
 def fresh_chunks():
-    aiven._CHUNKS.clear()  # (decoded chunks of the undamaged fixture are not the copy's)
+    PROCESS_POOL.close()  # (decoded chunks of the undamaged fixture are not the copy's)
     yield
-    aiven._CHUNKS.clear()
+    PROCESS_POOL.close()
 
 
 def open_run(run_dir):

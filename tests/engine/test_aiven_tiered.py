@@ -11,7 +11,7 @@ from helpers.paths import AIVEN_TIERED
 from storage.directory import StoreOptions, open_log_directory
 from storage.errors import InvalidConfigError
 from storage.isolation import IsolationLevel
-from storage.remote import aiven
+from storage.remote.store_pool import PROCESS_POOL
 from storage.remote.aiven import (
     AivenLogDirectory,
     AivenSegmentSource,
@@ -70,7 +70,7 @@ def test_a_narrow_read_fetches_only_its_chunks(run, monkeypatch):
         return original(self, start, end)
 
     monkeypatch.setattr(AivenSegmentSource, "_fetch", counted)
-    aiven._CHUNKS.clear()
+    PROCESS_POOL.close()
     directory = open_run(AIVEN_TIERED / run)
     try:
         log = directory.get("plain-0")
