@@ -115,6 +115,25 @@ def test_a_bucket_is_held_to_the_local_rules(tmp_path, s3_server, monkeypatch):
 
 @needs_fixtures
 @pytest.mark.fuse
+def test_refused_credentials_are_one_line_naming_the_bucket_once(tmp_path, s3_server):
+    """Issue 37 item 21: ``kfs mount --read-only s3://…`` with a wrong secret fails with the
+    line every front end prints (the URI once, ``REFUSED_CREDENTIALS``)."""
+    from storage.remote.object_store import REFUSED_CREDENTIALS
+
+    bucket = s3_server.new_bucket()
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", s3_server.base_dir / bucket / "logs" / "plain-0")
+    (tmp_path / "mnt").mkdir()
+    env = {**kfs_env(), **s3_server.env(), "AWS_SECRET_ACCESS_KEY": "not-the-secret-1234"}
+    uri = f"s3://{bucket}/logs"
+    done = subprocess.run(kfs_command("mount", "--read-only", uri, str(tmp_path / "mnt")),
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and not os.path.ismount(tmp_path / "mnt")
+    assert done.stderr == (f"kfs: error: cannot open backing directory {uri}: "
+                           f"{REFUSED_CREDENTIALS}\n")
+
+
+@needs_fixtures
+@pytest.mark.fuse
 def test_a_tiered_topic_mounts_whole_with_its_remote_tier(tmp_path, s3_server, monkeypatch):
     """``kfs mount --read-only --remote-path s3://… --endpoint URL LOGDIR MNT`` (layout 3, as
     Spark's ``remote.path``): each partition serves its remote segments below the local log,

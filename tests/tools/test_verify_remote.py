@@ -319,6 +319,21 @@ def test_a_bad_bucket_is_one_line_without_a_secret(s3_server, where):
 
 
 @needs_fixtures
+def test_refused_credentials_are_one_line_in_the_store_s_words(s3_server):
+    """Issue 37 item 21: a wrong secret is the line every front end prints (the store's URI
+    and ``REFUSED_CREDENTIALS``), not the AWS SDK's ``ACCESS_DENIED … No response body``."""
+    from storage.remote.object_store import REFUSED_CREDENTIALS
+
+    uri, _ = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    env = {k: v for k, v in kfs_env().items() if k not in AWS_VARIABLES}
+    env.update(s3_server.env(), AWS_SECRET_ACCESS_KEY="not-the-secret-1234")
+    done = subprocess.run(kfs_command("verify", uri), cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == f"kfs verify: error: {uri}: {REFUSED_CREDENTIALS}\n"
+
+
+@needs_fixtures
 def test_no_credentials_is_one_line(s3_server):
     uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
     for path in [target.parent, *target.rglob("*")]:  # (S3Proxy serves world-readable files
@@ -331,7 +346,7 @@ def test_no_credentials_is_one_line(s3_server):
                           text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"kfs verify: error: {uri}") and done.stderr.count("\n") == 1
-    assert "ACCESS_DENIED" in done.stderr and "Traceback" not in done.stderr
+    assert "refused the credentials" in done.stderr and "Traceback" not in done.stderr
 
 
 # -- a real broker's remote tier -----------------------------------------------------------
