@@ -13,6 +13,7 @@ its size then), stays open for the next reader of it, as objects are written onc
 from __future__ import annotations
 
 import os
+import re
 import threading
 import urllib.parse
 from collections import OrderedDict
@@ -243,6 +244,8 @@ _SHARED_LOCK = threading.Lock()
 # What S3 (and S3-compatible servers) answer to credentials they refuse, whichever call met it
 _REFUSED_CREDENTIALS = ("ACCESS_DENIED", "SIGNATURE_DOES_NOT_MATCH", "INVALID_ACCESS_KEY_ID",
                         "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId")
+# How pyarrow's S3 errors begin: the bucket and key again, which ``where`` names already
+_PYARROW_WHERE = re.compile(r"^When [a-z ]+ (?:key '[^']*' in bucket|bucket) '[^']*': ")
 
 
 REFUSED_CREDENTIALS = ("the store refused the credentials (access denied): check "
@@ -258,7 +261,7 @@ def explained(where: str, error: BaseException | str, store: str | None = None) 
     text = " ".join(str(error).split())
     if any(marker in text for marker in _REFUSED_CREDENTIALS):
         return f"{store or where}: {REFUSED_CREDENTIALS}"
-    return f"{where}: {text}"
+    return f"{where}: {_PYARROW_WHERE.sub('', text)}"
 
 
 def _with_s3_options(uri: str, endpoint: str | None, region: str | None) -> str:
