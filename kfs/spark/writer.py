@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 from kfs.mount_table import find_mount
 from .partitioner import StickyPartitioner, assign_partitions
+from .reader import arrow_scalar
 
 PRODUCER_EPOCH = 0
 # The driver's markers carry the next epoch, as a coordinator bumps it when it ends a
@@ -61,7 +62,7 @@ PRODUCER_EPOCH = 0
 # (InvalidProducerEpochError) instead of opening a transaction nobody would close.
 MARKER_EPOCH = PRODUCER_EPOCH + 1
 _BATCH_BYTES = 512 * 1024  # producer batches stay well under max.message.bytes (1 MiB)
-_US_PER_MS = pa.scalar(1000, pa.int64())
+_US_PER_MS = arrow_scalar(1000, pa.int64())
 TRANSACTIONAL_ATTRIBUTES = 0x10  # uncompressed, CreateTime, transactional
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
