@@ -318,7 +318,11 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
                                  options=store_options(args))
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported as one line
         log.debug("opening %s failed", backing, exc_info=True)
-        message = f"cannot open backing directory {Location.parse(backing).display}: {exc}"
+        display = Location.parse(backing).display
+        said = str(exc)
+        if not said.startswith(display):  # (an object store's error names its URI already)
+            said = f"{display}: {said}"
+        message = f"cannot open backing directory {said}"
         reporter.failed(message)
         raise CliError(message) from None
 

@@ -26,10 +26,14 @@ from .partitions import Partitions
 from .record_files import RecordFiles
 from .views import is_coordinator_topic
 
-# by-offset/ listing: records fetched per worker-thread call, bounded by their value bytes.
-LIST_CHUNK_MAX = 1024
+# by-offset/ listing: records fetched per worker-thread call, bounded by their value bytes
+# (a sample of LIST_SIZE_SAMPLE records sizes the next call). Small records: a run serves
+# about 100 readdir requests of ls's 32 KiB, so the thread hop is paid rarely.
+LIST_CHUNK_MAX = 16384
+LIST_CHUNK_FIRST = 1024  # before any record's size is known
 LIST_CHUNK_MIN = 16
 LIST_CHUNK_BYTES = 8 << 20
+LIST_SIZE_SAMPLE = 64
 
 
 def _offset_of(record: Record) -> int:
@@ -47,7 +51,7 @@ class DirHandle:
         self.names: list[str] | None = None  # root listing snapshot (cookies = index + 1)
         self.records: list[Record] = []  # by-offset: a contiguous run of records_from()
         self.records_from = -1  # the offset that run was fetched from
-        self.run_limit = LIST_CHUNK_MAX  # records per records_from() call, sized by value bytes
+        self.run_limit = LIST_CHUNK_FIRST  # records per records_from() call, sized by value bytes
         self.damaged = False  # by-offset: the listing stepped over damage
 
 
@@ -117,6 +121,7 @@ class Listings:
         decoded = is_coordinator_topic(self._partitions.log(pid).topic)
         reply = pyfuse3.readdir_reply
         cookie_base = DOT_COOKIES + 1
+        slots = inodes.SLOTS_PER_OFFSET
         want = first  # cookie = offset + 3, so the next entry has offset >= first
         while True:
             run, pos = await self._records_at(handle, want)
@@ -129,18 +134,24 @@ class Listings:
                 return
             inodes.record_ino(pid, run[-1].offset)  # OverflowError past the inode space
             self._records.served(pid, run[pos].offset)
+            last_size = last_ts = -1  # a batch's records mostly share both: set them on change
             for i in range(pos, len(run)):
                 record = run[i]
                 offset = record.offset
                 if decoded:
                     size = len(self._records.content(pid, record))
                 else:
-                    size = len(record.value) if record.value is not None else 0
-                ns = record.timestamp * 1_000_000 if record.timestamp > 0 else 0
-                attr.st_ino = base + inodes.SLOTS_PER_OFFSET * offset
-                attr.st_size = size
-                attr.st_blocks = (size + 511) >> 9
-                attr.st_atime_ns = attr.st_mtime_ns = attr.st_ctime_ns = ns
+                    value = record.value
+                    size = len(value) if value is not None else 0
+                if size != last_size:
+                    attr.st_size = last_size = size
+                    attr.st_blocks = (size + 511) >> 9
+                ts = record.timestamp
+                if ts != last_ts:
+                    last_ts = ts
+                    attr.st_atime_ns = attr.st_mtime_ns = attr.st_ctime_ns = (
+                        ts * 1_000_000 if ts > 0 else 0)
+                attr.st_ino = base + slots * offset
                 if not reply(token, b"%d" % offset, attr, offset + cookie_base):
                     return
             want = run[-1].offset + 1
@@ -161,8 +172,10 @@ class Listings:
             self._damage.note(handle.node.pid, plog.name, damage)
         handle.records, handle.records_from = run, want
         if run:
-            # records_from decodes values: keep a run's value bytes near LIST_CHUNK_BYTES.
-            avg = sum(len(r.value) for r in run if r.value is not None) // len(run)
+            # records_from decodes values: keep a run's value bytes near LIST_CHUNK_BYTES (the
+            # average of a sample: summing every value costs as much as listing the names).
+            sample = run[::max(len(run) // LIST_SIZE_SAMPLE, 1)]
+            avg = sum(len(r.value) for r in sample if r.value is not None) // len(sample)
             handle.run_limit = max(LIST_CHUNK_MIN,
                                    min(LIST_CHUNK_MAX, LIST_CHUNK_BYTES // max(avg, 1)))
         return run, 0

@@ -27,6 +27,10 @@ DIR_TIMEOUT = 3600.0
 # st_blksize of the stream files: cat and cp size their reads by it (coreutils' io_blksize),
 # so one read request carries 1 MiB instead of 128 KiB (the kernel's max_pages allows 256)
 STREAM_BLKSIZE = 1 << 20
+# The append files' permission bits: write-only for the mounting user (the only one the mount
+# serves, no allow_other), as sysfs's control files; the mount itself refuses a read (EACCES),
+# since root passes the kernel's check of mode bits under default_permissions.
+APPEND_MODE = 0o200
 # A read-only mount catches a partition up with its directory at most this often (seconds).
 FOLLOW_INTERVAL_S = 0.1
 
@@ -85,8 +89,8 @@ class NodeAttributes:
             mode = stat.S_IFDIR | (0o555 if self.read_only else 0o755)
             return self.attr(inodes.ROOT_INO, mode, DIR_TIMEOUT)
         ino = inodes.fixed_ino(node.pid, node.kind)
-        if node.kind in inodes.APPEND_KINDS:  # readable as empty: cp -r, tar, rsync copy a
-            return self.attr(ino, stat.S_IFREG | 0o644, 0)  # partition without an error
+        if node.kind in inodes.APPEND_KINDS:  # write-only, as sysfs's control files: the owner
+            return self.attr(ino, stat.S_IFREG | APPEND_MODE, 0)  # writes, a read is EACCES
         if node.kind in inodes.STREAM_KINDS:
             return self.stream(ino, 0)  # (listings: a stat asks for the size)
         if node.kind is Kind.PARTITION and self.read_only:

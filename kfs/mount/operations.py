@@ -335,9 +335,7 @@ class KafkaFs(pyfuse3.Operations):
             return self.handles.opened(await self.streams.open(node), keep_cache=False,
                                        direct_io=True)
         if node.kind in inodes.APPEND_KINDS:
-            if accmode == os.O_RDONLY:  # nothing to read: an empty file, as /dev/null reads
-                return self.handles.opened(_RecordHandle(b""), keep_cache=False, direct_io=True)
-            if accmode != os.O_WRONLY:
+            if accmode != os.O_WRONLY:  # write-only (APPEND_MODE): root's reads refused too
                 raise fail(errno.EACCES)
             if self._read_only:
                 raise fail(errno.EROFS)

@@ -20,7 +20,23 @@ from storage.records.columns import HEADERS_TYPE
 
 from .offsets import DataLossError, OffsetRange, open_log
 
-_US_PER_MS = pa.scalar(1000, pa.int64())
+
+
+def arrow_scalar(value: int | str, type_: pa.DataType) -> pa.Scalar:
+    """``pa.scalar(value, type_)`` (an integer or string type) built from its buffers:
+    pyarrow's conversion of a Python object imports pandas on its first call (0.3-1 s of each
+    of Spark's Python workers, planners included, which use no pandas)."""
+    if pa.types.is_string(type_):
+        data = value.encode("utf-8")
+        offsets = (0).to_bytes(4, "little") + len(data).to_bytes(4, "little")
+        buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    else:
+        buffers = [None, pa.py_buffer(value.to_bytes(type_.bit_width // 8, "little",
+                                                     signed=True))]
+    return pa.Array.from_buffers(type_, 1, buffers)[0]
+
+
+_US_PER_MS = arrow_scalar(1000, pa.int64())
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 # Spark's KafkaRecordToRowConverter schema (every field nullable), and its Arrow form
 # (what to_arrow_schema(spark_schema(...), "UTC") gives, which Spark requires exactly).
@@ -85,8 +101,8 @@ class _Constants:
 
     def columns(self, n: int) -> tuple[pa.Array, pa.Array]:
         if self._columns[0] != n:
-            self._columns = (n, pa.repeat(pa.scalar(self.topic, pa.string()), n),
-                             pa.repeat(pa.scalar(self.partition, pa.int32()), n))
+            self._columns = (n, pa.repeat(arrow_scalar(self.topic, pa.string()), n),
+                             pa.repeat(arrow_scalar(self.partition, pa.int32()), n))
         return self._columns[1:]
 
 

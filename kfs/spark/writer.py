@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 from kfs.mount_table import find_mount
 from .partitioner import StickyPartitioner, assign_partitions
+from .reader import arrow_scalar
 
 PRODUCER_EPOCH = 0
 # The driver's markers carry the next epoch, as a coordinator bumps it when it ends a
@@ -64,7 +65,7 @@ MARKER_EPOCH = PRODUCER_EPOCH + 1
 _BATCH_BYTES = 512 * 1024  # producer batches stay well under max.message.bytes (1 MiB)
 # a batch led by a larger record stops at the default max.message.bytes (a broker refuses more)
 _MAX_RECORDS_BYTES = LogConfig.max_message_bytes - RECORD_BATCH_OVERHEAD
-_US_PER_MS = pa.scalar(1000, pa.int64())
+_US_PER_MS = arrow_scalar(1000, pa.int64())
 TRANSACTIONAL_ATTRIBUTES = 0x10  # uncompressed, CreateTime, transactional
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 

@@ -361,7 +361,7 @@ def verify_partitions(partitions: Sequence[Path | PartitionFiles],
     for partition in partitions:
         stats.partitions += 1
         if hasattr(partition, "verify"):
-            yield from partition.verify(stats, on_bytes, in_use)
+            yield from partition.verify(stats, on_bytes, in_use, unclean)
         else:
             yield from verify_partition(partition, stats, on_bytes, in_use, unclean)
     yield stats
@@ -524,11 +524,13 @@ class _LogScan:
 # -- indexes -------------------------------------------------------------------------------
 
 
-def _zero_tail(index, name: str, active: bool) -> str | None:
-    unused = index.max_entries - index.entries
+def _zero_tail(index, name: str, active: bool, entries: int | None = None) -> str | None:
+    unused = index.max_entries - (index.entries if entries is None else entries)
     if unused <= 0 or active:  # (an active segment's index is preallocated, as Kafka's)
         return None
-    return (f"{unused} zero-filled slots after the last entry: the {name} was not trimmed "
+    where = "after the last entry" if (index.entries if entries is None else entries) else \
+        "and no entry"
+    return (f"{unused} zero-filled slots {where}: the {name} was not trimmed "
             "(Kafka would read them as entries)")
 
 
@@ -568,15 +570,17 @@ def _check_time_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
         index.sanity_check()
     except ValueError as e:
         yield scan.problem(None, str(e), TIME_INDEX_SUFFIX)
-    if (tail := _zero_tail(index, "time index", scan.active)) is not None:
-        yield scan.problem(index.entries * 12, tail, TIME_INDEX_SUFFIX, scan.recovered)
-    for slot, what in scan.batches.check_time_index(index.raw_entries(), scan.readable):
+    entries = 0 if _unwritten_time_index(scan, index) else index.entries
+    if (tail := _zero_tail(index, "time index", scan.active, entries)) is not None:
+        yield scan.problem(entries * 12, tail, TIME_INDEX_SUFFIX, scan.recovered)
+    raw = index.raw_entries()[:entries * 12]
+    for slot, what in scan.batches.check_time_index(raw, scan.readable):
         timestamp, offset = index.entry(slot)
         yield scan.problem(slot * 12, f"entry (timestamp {timestamp}, offset {offset}): {what}",
                            TIME_INDEX_SUFFIX)
     if scan.readable and largest[0] >= 0 and not scan.active:
         # (a running log keeps its largest timestamp in memory until the roll or close)
-        last = index.last_entry if index.entries else None
+        last = index.last_entry if entries else None
         if last is None or last[0] != largest[0]:
             what = ("empty" if last is None else
                     f"last entry (timestamp {last[0]}, offset {last[1]})")
@@ -584,6 +588,15 @@ def _check_time_index(scan: _LogScan, segment: LogSegment) -> Iterator[Problem]:
                                      f"{largest[0]} (at offset {largest[1]}): Kafka takes it "
                                      "from the last entry (retention, ListOffsets)",
                                TIME_INDEX_SUFFIX, scan.recovered)
+
+
+def _unwritten_time_index(scan: _LogScan, index) -> bool:
+    """Whether the time index of a running or uncleanly closed log's active segment has no
+    entry yet: preallocated, its first slot still zeros (timestamp 0 at the base offset),
+    which the file alone cannot tell from an entry. Kafka's running log knows it has none
+    (``TimeIndex`` entries are counted in memory); its recovery rebuilds the index."""
+    return ((scan.active or scan.recovered) and index.entries == 1
+            and index.max_entries > 1 and index.entry(0) == (0, scan.base))
 
 
 def _check_snapshot(files, name: str) -> Iterator[Problem]:
@@ -937,13 +950,14 @@ def _is_partition_dir(name: str) -> bool:
 def _verify_remote(args: argparse.Namespace) -> int:
     """Verify segments in an object store (``kfs.tools.verify_remote``): BACKING_DIR a URI,
     or a broker log directory with its ``--remote-path``."""
-    from .verify_remote import OPEN_ERRORS, one_line, open_remote, open_tiers
+    from .verify_remote import OPEN_ERRORS, copied_unclean, one_line, open_remote, open_tiers
 
-    local_dir = None
+    local_dir = unclean_copy = None
     options = store_options(args)
     try:
         if args.remote_path is None and args.remote_config is None:
             partitions, notices, store = open_remote(args.backing_dir, args.partitions, options)
+            unclean_copy = store.describe() if copied_unclean(store, partitions) else None
         else:
             partitions, notices, store = open_tiers(args.backing_dir, args.remote_path,
                                                     args.partitions, options)
@@ -956,7 +970,8 @@ def _verify_remote(args: argparse.Namespace) -> int:
         def verify(out: TextIO) -> int:
             for notice in notices:
                 out.write(f"{notice}\n")
-            return 1 if _verify_run(out, partitions, args.progress, local_dir) else 0
+            return 1 if _verify_run(out, partitions, args.progress, local_dir,
+                                    unclean_copy) else 0
         return with_stdout(verify)
     finally:
         store.close()
@@ -997,9 +1012,13 @@ def _verify_and_repair(out: TextIO, args: argparse.Namespace, partitions) -> int
 
 
 
-def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) -> list:
+def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None,
+                unclean_copy: str | None = None) -> list:
     """Verify ``partitions``, printing each problem and a summary; returns the problems.
-    ``local_dir``: the local log directory they are in, if any (a writer may hold it)."""
+    ``local_dir``: the local log directory they are in, if any (a writer may hold it).
+    ``unclean_copy``: the URI of the log directory copied into an object store they are in,
+    when the copy holds no ``.kafka_cleanshutdown`` (``verify_remote.copied_unclean``): the
+    same rule as a local directory nobody holds."""
     from tqdm import tqdm
 
     from storage.file_lock import held_elsewhere
@@ -1009,7 +1028,7 @@ def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) 
         out.write(f"{Path(local_dir)} is in use (a kfs mount or a Kafka broker holds its "
                   ".lock): its active segments are checked as Kafka checks a running log "
                   "(preallocated indexes and a batch being written are not problems)\n")
-    unclean = not in_use and bool(partitions) and _unclean(local_dir)
+    unclean = not in_use and bool(partitions) and (_unclean(local_dir) or bool(unclean_copy))
     total = log_bytes(partitions)
     show = progress if progress is not None else (sys.stderr.isatty() or total > PROGRESS_BYTES)
     problems = []
@@ -1023,11 +1042,7 @@ def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) 
                 continue
             if item.recovered:
                 if not recovered:
-                    out.write(f"{Path(local_dir)} was not shut down cleanly (no "
-                              ".kafka_cleanshutdown: its writer was killed or crashed); the next "
-                              "mount or broker start recovers its active segments, as Kafka's "
-                              "loader does (their indexes rebuilt): what that recovery mends is "
-                              "marked [recovered at the next start], not a problem\n")
+                    out.write(_unclean_notice(local_dir, unclean_copy))
                 recovered += 1
                 text = f"{item} [recovered at the next start]"
             else:
@@ -1046,6 +1061,20 @@ def _verify_run(out: TextIO, partitions, progress: bool | None, local_dir=None) 
               f"{count(stats.bytes, 'byte')} checked in {seconds:.1f} s: {summary}\n")
     out.flush()
     return problems
+
+
+def _unclean_notice(local_dir, unclean_copy: str | None) -> str:
+    """What a run says before its first finding marked [recovered at the next start]."""
+    if unclean_copy is not None:
+        why = (f"{unclean_copy} holds no .kafka_cleanshutdown (a copy of a log directory a "
+               "broker or mount was writing, or whose writer was killed or crashed); a broker "
+               "or mount started on a copy of it")
+    else:
+        why = (f"{Path(local_dir)} was not shut down cleanly (no .kafka_cleanshutdown: its "
+               "writer was killed or crashed); the next mount or broker start")
+    return (f"{why} recovers its active segments, as Kafka's loader does (their indexes "
+            "rebuilt): what that recovery mends is marked [recovered at the next start], not "
+            "a problem\n")
 
 
 def _unclean(local_dir) -> bool:

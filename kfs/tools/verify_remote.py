@@ -33,7 +33,13 @@ from pyarrow.fs import FileType
 from storage.config import LogConfig
 from storage.directory import StoreOptions, open_store
 from storage.errors import KafkaStorageError
-from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX
+from storage.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+)
 from storage.remote.metadata import RemoteLogSegmentMetadata
 from storage.remote.object_store import INDEX_KINDS, ObjectStore, ObjectStoreError
 from storage.remote.tiered import (
@@ -61,7 +67,8 @@ from .verify import (
     verify_partition,
 )
 
-__all__ = ["CopiedPartition", "TieredPartition", "Tiers", "open_remote", "open_tiers"]
+__all__ = ["CopiedPartition", "TieredPartition", "Tiers", "copied_unclean", "open_remote",
+           "open_tiers"]
 
 _READ_ERRORS = (ObjectStoreError, OSError)
 _TORN = "a truncated object, or a corrupt batch size"
@@ -219,9 +226,10 @@ class Tiers:
         return sum(t.log_bytes() for t in (self.remote, self.local) if t is not None)
 
     def verify(self, stats: VerifyStats, on_bytes: Callable[[int], None],
-               in_use: bool = False) -> Iterator[Problem]:
+               in_use: bool = False, unclean: bool = False) -> Iterator[Problem]:
         """The remote tier's problems, a gap between the tiers, the local log's problems
-        (``in_use``: a broker holds the local directory)."""
+        (``in_use``: a broker holds the local directory; ``unclean``: it was not shut down
+        cleanly, see ``kfs.tools.verify.verify_partition``)."""
         remote_end = None
         if self.remote is not None:
             remote_end = yield from verify_partition(self.remote, stats, on_bytes)
@@ -234,7 +242,7 @@ class Tiers:
                 f"{self.local.partition}: offsets {remote_end}..{first.base - 1} are in neither "
                 f"the remote tier (which ends at {remote_end - 1}) nor the local log (which "
                 f"starts at {first.base})"))
-        yield from verify_partition(self.local, stats, on_bytes, in_use)
+        yield from verify_partition(self.local, stats, on_bytes, in_use, unclean)
 
 
 def _read_object(store: ObjectStore, path: str) -> bytes:
@@ -323,6 +331,17 @@ def open_tiers(log_dir: str, remote_uri: str | None, names: Sequence[str] = (),
         "its listing's, which may hold a segment being copied or deleted"]
     tiers = [Tiers(remote.get(n), local.get(n)) for n in sorted(local.keys() | remote.keys())]
     return tiers, notices, store
+
+
+def copied_unclean(store: ObjectStore, partitions: Sequence[PartitionFiles]) -> bool:
+    """Whether ``partitions`` are of a log directory copied into ``store`` (layout 1) whose
+    copy holds no ``.kafka_cleanshutdown``: a copy of a directory a running broker or mount
+    was writing (a broker deletes the marker when it starts), or of one whose writer died.
+    Its active segments are then checked as a local directory's in that state: what Kafka's
+    loader recovers at the next start (preallocated indexes, a time index without the
+    segment's largest timestamp) is said, not a problem. Raises ObjectStoreError."""
+    return (bool(partitions) and all(isinstance(p, CopiedPartition) for p in partitions)
+            and store.read_small_object(store.path(CLEAN_SHUTDOWN_FILE)) is None)
 
 
 def _tiered(store: ObjectStore, names: Sequence[str],

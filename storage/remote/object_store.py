@@ -13,6 +13,7 @@ its size then), stays open for the next reader of it, as objects are written onc
 from __future__ import annotations
 
 import os
+import re
 import threading
 import urllib.parse
 from collections import OrderedDict
@@ -92,7 +93,7 @@ class ObjectStore:
         try:
             fs, root = pafs.FileSystem.from_uri(_with_s3_options(uri, endpoint, region))
         except (OSError, ValueError, TypeError) as e:
-            raise ObjectStoreError(explained(f"{redact(uri)}: {scrub(e, uri)}")) from None
+            raise ObjectStoreError(explained(redact(uri), scrub(e, uri))) from None
         return cls(fs, root, uri)
 
     @staticmethod
@@ -121,7 +122,8 @@ class ObjectStore:
         try:
             return self.fs.get_file_info(selector)
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(explained(f"listing {self.describe(*names)}: {e}")) from None
+            raise ObjectStoreError(explained(f"listing {self.describe(*names)}", e,
+                                             self.describe())) from None
 
     def root_info(self) -> pafs.FileInfo:
         """The root's listing entry (type NotFound when there is none). Raises
@@ -129,7 +131,7 @@ class ObjectStore:
         try:
             return self.fs.get_file_info(self.root)
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(explained(f"{self.describe()}: {e}")) from None
+            raise ObjectStoreError(explained(self.describe(), e)) from None
 
     def check_root(self) -> None:
         """ObjectStoreError unless the root is there (an unknown bucket, a mistyped prefix,
@@ -163,7 +165,7 @@ class ObjectStore:
             try:
                 f = self.fs.open_input_file(path)
             except (OSError, ValueError) as e:
-                raise ObjectStoreError(explained(f"{path}: {e}")) from None
+                raise ObjectStoreError(explained(path, e, self.describe())) from None
             with self._lock:
                 f = self._opened.setdefault(key, f)
                 while len(self._opened) > OPEN_OBJECTS:
@@ -226,22 +228,30 @@ class ObjectStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(explained(f"{path}: {e}")) from None
+            raise ObjectStoreError(explained(path, e, self.describe())) from None
 
 
 # What S3 (and S3-compatible servers) answer to credentials they refuse, whichever call met it
 _REFUSED_CREDENTIALS = ("ACCESS_DENIED", "SIGNATURE_DOES_NOT_MATCH", "INVALID_ACCESS_KEY_ID",
                         "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId")
+# How pyarrow's S3 errors begin: the bucket and key again, which ``where`` names already
+_PYARROW_WHERE = re.compile(r"^When [a-z ]+ (?:key '[^']*' in bucket|bucket) '[^']*': ")
 
 
-def explained(text: str) -> str:
-    """A store's error ``text`` with what a refusal of the credentials means said once, in the
-    same words whichever call met it (a listing's SIGNATURE_DOES_NOT_MATCH, a HEAD's bodiless
-    ACCESS_DENIED)."""
+REFUSED_CREDENTIALS = ("the store refused the credentials (access denied): check "
+                       "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, ~/.aws/ or the "
+                       "instance's role, and that they may read it")
+
+
+def explained(where: str, error: BaseException | str, store: str | None = None) -> str:
+    """``where: error`` on one line. A refusal of the credentials is one line whichever call
+    met it (a listing's SIGNATURE_DOES_NOT_MATCH, a HEAD's bodiless ACCESS_DENIED, a GET's):
+    ``<store>: `` :data:`REFUSED_CREDENTIALS`, naming the store's URI (``store``, else
+    ``where``), so every front end (mount, Spark, verify, dump) says it in the same words."""
+    text = " ".join(str(error).split())
     if any(marker in text for marker in _REFUSED_CREDENTIALS):
-        return (f"{text} (the store refused the credentials: check AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY, ~/.aws/ or the instance's role)")
-    return text
+        return f"{store or where}: {REFUSED_CREDENTIALS}"
+    return f"{where}: {_PYARROW_WHERE.sub('', text)}"
 
 
 def _with_s3_options(uri: str, endpoint: str | None, region: str | None) -> str:
@@ -387,7 +397,8 @@ class RangedObject:
             # (a Buffer of the response's bytes: read_at would copy them into a bytes object)
             data = self._f.get_stream(position, nbytes).read_buffer(nbytes)
         except (OSError, ValueError) as e:
-            raise ObjectStoreError(explained(f"{self._path} at byte {position}: {e}")) from None
+            raise ObjectStoreError(explained(f"{self._path} at byte {position}", e,
+                                             self._store.describe())) from None
         if len(data) < nbytes:  # the object is shorter than listed: replaced or cut meanwhile
             raise ObjectStoreError(f"{self._path}: {len(data)} bytes at byte {position} where "
                                    f"{nbytes} were listed (the object changed)")

@@ -11,6 +11,7 @@ objects only. Nothing is ever written.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from pyarrow.fs import FileType
@@ -37,6 +38,7 @@ from storage.topic_partition import parse_partition_dir_name
 
 from .object_store import INDEX_KINDS, ObjectStore, SegmentObjects
 
+log = logging.getLogger(__name__)
 
 def copied_segments(store: ObjectStore, name: str) -> list[SegmentObjects]:
     """The segments of partition directory ``name`` copied into ``store`` as a broker keeps
@@ -164,8 +166,12 @@ class RemoteLogDirectory:
         self._starts = self._log_start_offsets()
         self._logs: dict[str, RemoteLog] = {}
         # what a user must hear of, as a read-only LogManager says it of a local directory
-        self.notices: list[str] = [] if log_dir_files else [
-            f"warning: {store.describe()} is {NOT_A_LOG_DIR}: nothing to show"]
+        # (and logs it: the mount's log is where a user looks later)
+        self.notices: list[str] = []
+        if not log_dir_files:
+            warning = f"{store.describe()} is {NOT_A_LOG_DIR}: nothing to show"
+            log.warning("%s", warning)
+            self.notices.append(f"warning: {warning}")
 
     def _log_start_offsets(self) -> dict[str, int]:
         # (read whole each time: the checkpoint changes, a shared store's cache is for indexes)

@@ -27,6 +27,7 @@ class Mount:
     pid: int | None
     options: tuple[str, ...] = ()
     mounted: bool = field(default=True)
+    stderr: bytes = b""  # what ``kfs mount`` printed (its notices)
 
     def log_text(self) -> str:
         try:
@@ -70,7 +71,8 @@ class Mounter:
         cmd = kfs_command("mount", "--log-level=debug", f"--log-file={log}", *options, str(backing), str(mountpoint))
         proc = subprocess.run(cmd, cwd=REPO, env=kfs_env(), capture_output=True, timeout=150)
         pids = daemon_pids(mountpoint)
-        mount = Mount(mountpoint, backing, log, pids[0] if pids else None, options, is_mounted(mountpoint))
+        mount = Mount(mountpoint, backing, log, pids[0] if pids else None, options, is_mounted(mountpoint),
+                      proc.stderr)
         self.mounts.append(mount)
         assert proc.returncode == 0, (
             f"kfs mount failed ({proc.returncode}): {proc.stderr.decode(errors='replace')}\n{mount.log_text()}"

@@ -13,6 +13,7 @@ import json
 import errno
 import os
 import signal
+import re
 import subprocess
 import sys
 import time
@@ -578,13 +579,17 @@ def test_full_disk_is_enospc_and_every_stored_line_is_whole(small_disk, mount, t
     mount.unmount(m)
 
 
-def test_append_files_read_empty_and_truncation_is_a_no_op(mount):
+def test_append_files_are_write_only_and_truncation_is_a_no_op(mount):
+    """--w------- as sysfs's control files; a read is refused by the mount itself (root passes
+    the kernel's check of mode bits)."""
     m = mount()
     new_partition(m)
     sh("printf 'a\\nb\\n' >> orders-0/append", m.path)
-    assert out("stat -c '%A %s' orders-0/append orders-0/append-keyed", m.path).split() == [
-        "-rw-r--r--", "0", "-rw-r--r--", "0"]
-    assert out("cat orders-0/append orders-0/append-keyed", m.path) == ""
+    assert out("ls -l orders-0 | grep ' append'", m.path).split()[0::9] == [
+        "--w-------", "--w-------", "--w-------", "--w-------"]
+    for name in ("append", "append-keyed", "append-batches", "append.jsonl"):
+        fails_with(f"cat orders-0/{name}", m.path, "Permission denied")
+        fails_with(f"cat <> orders-0/{name}", m.path, "Permission denied")  # O_RDWR
     sh("echo c > orders-0/append", m.path)  # O_TRUNC: appends, destroys nothing
     sh("truncate -s 0 orders-0/append && : > orders-0/append", m.path)
     assert [sh(f"cat orders-0/by-offset/{o}", m.path).stdout for o in range(3)] == [b"a", b"b", b"c"]
@@ -1159,16 +1164,28 @@ def test_append_batches_transaction_is_hidden_from_read_committed_until_committe
 
 
 def test_a_partition_copies_with_cp_tar_and_rsync(mount, tmp_path):
-    """cp -r, tar and rsync -a of a partition directory exit 0 and carry its records; the
-    streams' times stay put while nothing is appended (tar's "file changed as we read it")."""
+    """cp -r, tar and rsync -a of a partition directory carry its records; as on sysfs, the
+    write-only append files are their only errors ("Permission denied"), and none with
+    ``--exclude``. The streams' times stay put while nothing is appended (tar's "file changed
+    as we read it")."""
     m = mount()
     new_partition(m)
     sh("printf 'a\\nb\\nc\\n' >> orders-0/append", m.path)
     times = out("stat -c '%Y %Z' orders-0/values orders-0/records.jsonl", m.path)
     copies = tmp_path / "copies"
     copies.mkdir()
-    sh(f"cp -r orders-0 {copies}/cp && tar -cf {copies}/o.tar orders-0 && "
-       f"rsync -a orders-0/ {copies}/rsync/", m.path)
+    for command in (f"cp -r orders-0 {copies}/cp", f"tar -cf {copies}/o.tar orders-0",
+                    f"rsync -a orders-0/ {copies}/rsync/", "grep -r zzz orders-0"):
+        res = sh(command, m.path, check=False)
+        errors = res.stderr.decode().splitlines()
+        assert res.returncode != 0 and errors, command
+        assert all("Permission denied" in e or "due to previous errors" in e
+                   or "some files/attrs were not transferred" in e for e in errors), errors
+        assert sorted(re.search(r"(append[-.a-z]*)", e)[1]
+                      for e in errors if "Permission denied" in e) == [
+            "append", "append-batches", "append-keyed", "append.jsonl"], errors
+    sh(f"tar -cf {copies}/x.tar --exclude='append*' orders-0 && "
+       f"rsync -a --exclude='append*' orders-0/ {copies}/x/", m.path)
     sh(f"mkdir {copies}/tar && tar -xf {copies}/o.tar -C {copies}/tar", m.path)
     for copy in (copies / "cp", copies / "tar" / "orders-0", copies / "rsync"):
         assert (copy / "values").read_text() == "a\nb\nc\n"

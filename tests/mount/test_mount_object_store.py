@@ -81,6 +81,59 @@ def test_a_bucket_mounts_as_the_directory_does(tmp_path, s3_server, monkeypatch)
 
 @needs_fixtures
 @pytest.mark.fuse
+def test_a_bucket_is_held_to_the_local_rules(tmp_path, s3_server, monkeypatch):
+    """Issue 37 item 18: ``kfs mount --read-only s3://bucket/docs`` of a prefix that is no log
+    directory warns, on stderr and in its log, as a mount of such a local directory does; a
+    bucket's ``__cluster_metadata-0`` (KRaft's metadata log) is hidden as on disk."""
+    require_fuse()
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    bucket = s3_server.new_bucket()
+    docs = s3_server.base_dir / bucket / "docs"
+    (docs / "notes").mkdir(parents=True)
+    (docs / "readme.txt").write_text("not Kafka's\n")
+    logs = s3_server.base_dir / bucket / "logs"
+    for name in ("plain-0", "__cluster_metadata-0"):
+        shutil.copytree(KAFKA_WRITTEN / "plain-0", logs / name)
+    shutil.copytree(logs, tmp_path / "logs")
+    shutil.copytree(docs, tmp_path / "docs")
+    mounter = Mounter(tmp_path)
+    try:
+        for where in (f"s3://{bucket}/docs", tmp_path / "docs"):
+            m = mounter(where, "--read-only")
+            assert os.listdir(m.path) == []
+            (line,) = m.stderr.decode().splitlines()
+            assert line.startswith(f"kfs: warning: {where} is not a Kafka log directory"), line
+            assert any(" WARNING " in logged and f"{where} is not a Kafka log directory"
+                       in logged for logged in m.log_text().splitlines()), m.log_text()
+        for where in (f"s3://{bucket}/logs", tmp_path / "logs"):
+            m = mounter(where, "--read-only")
+            assert os.listdir(m.path) == ["plain-0"] and m.stderr == b"", m.stderr
+    finally:
+        mounter.close_all()
+
+
+@needs_fixtures
+@pytest.mark.fuse
+def test_refused_credentials_are_one_line_naming_the_bucket_once(tmp_path, s3_server):
+    """Issue 37 item 21: ``kfs mount --read-only s3://…`` with a wrong secret fails with the
+    line every front end prints (the URI once, ``REFUSED_CREDENTIALS``)."""
+    from storage.remote.object_store import REFUSED_CREDENTIALS
+
+    bucket = s3_server.new_bucket()
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", s3_server.base_dir / bucket / "logs" / "plain-0")
+    (tmp_path / "mnt").mkdir()
+    env = {**kfs_env(), **s3_server.env(), "AWS_SECRET_ACCESS_KEY": "not-the-secret-1234"}
+    uri = f"s3://{bucket}/logs"
+    done = subprocess.run(kfs_command("mount", "--read-only", uri, str(tmp_path / "mnt")),
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and not os.path.ismount(tmp_path / "mnt")
+    assert done.stderr == (f"kfs: error: cannot open backing directory {uri}: "
+                           f"{REFUSED_CREDENTIALS}\n")
+
+
+@needs_fixtures
+@pytest.mark.fuse
 def test_a_tiered_topic_mounts_whole_with_its_remote_tier(tmp_path, s3_server, monkeypatch):
     """``kfs mount --read-only --remote-path s3://… --endpoint URL LOGDIR MNT`` (layout 3, as
     Spark's ``remote.path``): each partition serves its remote segments below the local log,

@@ -328,3 +328,32 @@ def test_a_tiered_topic_read_without_its_remote_tier_fails_naming_the_option(spa
     assert min(r.offset for r in read(failOnDataLoss="false")) == bases[2]
     whole = read(**{"remote.path": root.as_uri()})
     assert sorted(r.offset for r in whole) == sorted(r[4] for r in expected("plain"))
+
+
+@pytest.mark.needs_fixture("kafka-written")
+def test_a_python_worker_reads_without_importing_pandas():
+    """Issue 37 item 20: every Python process Spark starts for the source (planners and
+    readers) imports ``kfs.spark``; pyarrow's conversion of a Python object imports pandas on
+    its first call (0.3-1 s a process), which the source never uses: its Arrow scalars are
+    built from buffers. A read's batches are those ``pa.scalar`` would make."""
+    import subprocess
+    import sys
+
+    from helpers.kfs import kfs_env
+
+    code = (
+        "import sys\n"
+        "import kfs.spark.source, kfs.spark.writer\n"
+        "from kfs.spark.reader import read_range\n"
+        "from kfs.spark.offsets import OffsetRange\n"
+        f"batches = list(read_range({str(KAFKA_WRITTEN)!r}, OffsetRange('plain', 0, 0, 100), "
+        "True))\n"
+        "print(sum(b.num_rows for b in batches), 'pandas' in sys.modules)\n"
+        "import pyarrow as pa\n"
+        "assert all(b.column('topic').equals(pa.array(['plain'] * b.num_rows)) for b in batches)\n"
+        "assert all(b.column('partition').equals(pa.array([0] * b.num_rows, pa.int32())) "
+        "for b in batches)\n")
+    done = subprocess.run([sys.executable, "-c", code], env=kfs_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["100", "False"]

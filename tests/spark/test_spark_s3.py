@@ -100,6 +100,29 @@ def test_a_range_by_offsets_from_the_bucket(s3_spark, s3_server):
 
 
 @needs_fixtures
+def test_refused_credentials_are_the_line_every_front_end_prints(s3_spark, s3_server):
+    """Issue 37 item 21: executors with a wrong secret: the failure's message is the store's
+    URI and the same words ``kfs verify``, ``kfs dump`` and ``kfs mount`` print
+    (``REFUSED_CREDENTIALS``), not the AWS SDK's code of whichever call met it."""
+    import kfs.spark
+    from storage.remote.object_store import REFUSED_CREDENTIALS
+
+    uri = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])[0]
+    sc = s3_spark.sparkContext
+    right = sc.environment["AWS_SECRET_ACCESS_KEY"]
+    sc.environment["AWS_SECRET_ACCESS_KEY"] = "not-the-secret-1234"
+    kfs.spark.register(s3_spark, filter_pushdown=False)
+    try:
+        with pytest.raises(Exception) as failed:
+            load_kfs(s3_spark, uri, "plain").count()
+        assert f"ObjectStoreError: {uri}: {REFUSED_CREDENTIALS}\n" in str(failed.value)
+        assert "not-the-secret-1234" not in str(failed.value)
+    finally:
+        sc.environment["AWS_SECRET_ACCESS_KEY"] = right
+        kfs.spark.register(s3_spark, filter_pushdown=False)
+
+
+@needs_fixtures
 def test_endpoint_and_region_options_override_the_environment(s3_spark, s3_server):
     """Executors whose AWS_ENDPOINT_URL points nowhere: the read fails, naming the bucket's
     URI; with the ``endpoint`` and ``region`` options it reads the bucket (the keys still from

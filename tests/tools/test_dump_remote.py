@@ -4,6 +4,7 @@ kind of file, the deep iteration and the index checks; LocalTieredStorage's remo
 file names (``<base offset>-<segment id>.<kind>``) are dumped as Kafka's are; a missing object
 is one clear error."""
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -91,3 +92,54 @@ def test_a_uri_with_its_credentials_and_query_string_dumps_and_never_shows_them(
         assert missing.returncode != 0 and "no such object" in missing.stderr
         for said in (got.stderr, missing.stdout, missing.stderr):
             assert s3_server.secret_key not in said and s3_server.access_key not in said
+
+
+@needs_fixtures
+def test_refused_credentials_are_one_line_naming_the_object_once(s3_server):
+    """Issue 37 item 21: ``kfs dump`` with a wrong secret prints the object's URI once and the
+    words every front end uses (``REFUSED_CREDENTIALS``), with or without ``--json``."""
+    from storage.remote.object_store import REFUSED_CREDENTIALS
+
+    bucket = s3_server.new_bucket()
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", s3_server.base_dir / bucket / "plain-0")
+    uri = f"s3://{bucket}/plain-0/00000000000000000000.log"
+    env = {k: v for k, v in kfs_env().items() if not k.startswith("AWS_")}
+    env.update(s3_server.env(), AWS_SECRET_ACCESS_KEY="not-the-secret-1234")
+    for options in ((), ("--json",)):
+        done = subprocess.run(kfs_command("dump", *options, uri), cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1
+        assert done.stderr == f"kfs dump: {uri}: {REFUSED_CREDENTIALS}\n"
+
+
+@needs_fixtures
+def test_json_of_a_remote_tier_segment_names_its_topic_and_partition(tmp_path):
+    """Issue 37 item 21: LocalTieredStorage's ``<topic>-<N>-<topic id>/`` names the topic and
+    partition of its segments: ``--json`` gives them, as for the broker's own segment."""
+    bases = bases_of(KAFKA_WRITTEN / "plain-0")
+    root, _ = tier(tmp_path, "plain-0", bases[1:2], [])
+    (partition,) = (root / "kafka-tiered-storage").iterdir()
+    for kind in (".log", ".index"):
+        (remote,) = partition.glob(f"*{kind}")
+        want = kfs_dump("--json", KAFKA_WRITTEN / "plain-0" / f"{bases[1]:020d}{kind}")
+        for where in (remote, remote.as_uri()):
+            got = kfs_dump("--json", where)
+            assert got.returncode == 0, got.stderr
+            assert got.stdout == want.stdout and '"topic":"plain","partition":0' in got.stdout
+
+
+@needs_fixtures
+def test_an_unreachable_store_is_one_line_naming_the_object_once(s3_server):
+    """Issue 37 item 21: pyarrow's error names the bucket and key again ("When getting
+    information for key '…' in bucket '…'"); the line names the object once."""
+    bucket = s3_server.new_bucket()
+    shutil.copytree(KAFKA_WRITTEN / "plain-0", s3_server.base_dir / bucket / "plain-0")
+    uri = f"s3://{bucket}/plain-0/00000000000000000000.log"
+    env = {k: v for k, v in kfs_env().items() if not k.startswith("AWS_")}
+    env.update(s3_server.env(), AWS_ENDPOINT_URL="http://127.0.0.1:9")  # (nothing listens)
+    done = subprocess.run(kfs_command("dump", uri), cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"kfs dump: {uri}: AWS Error NETWORK_CONNECTION")
+    assert done.stderr.count("00000000000000000000.log") == 1 and bucket not in \
+        done.stderr.removeprefix(f"kfs dump: {uri}")

@@ -319,6 +319,21 @@ def test_a_bad_bucket_is_one_line_without_a_secret(s3_server, where):
 
 
 @needs_fixtures
+def test_refused_credentials_are_one_line_in_the_store_s_words(s3_server):
+    """Issue 37 item 21: a wrong secret is the line every front end prints (the store's URI
+    and ``REFUSED_CREDENTIALS``), not the AWS SDK's ``ACCESS_DENIED … No response body``."""
+    from storage.remote.object_store import REFUSED_CREDENTIALS
+
+    uri, _ = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
+    env = {k: v for k, v in kfs_env().items() if k not in AWS_VARIABLES}
+    env.update(s3_server.env(), AWS_SECRET_ACCESS_KEY="not-the-secret-1234")
+    done = subprocess.run(kfs_command("verify", uri), cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == f"kfs verify: error: {uri}: {REFUSED_CREDENTIALS}\n"
+
+
+@needs_fixtures
 def test_no_credentials_is_one_line(s3_server):
     uri, target = copy_into_bucket(s3_server, KAFKA_WRITTEN, ["plain-0"])
     for path in [target.parent, *target.rglob("*")]:  # (S3Proxy serves world-readable files
@@ -331,7 +346,7 @@ def test_no_credentials_is_one_line(s3_server):
                           text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"kfs verify: error: {uri}") and done.stderr.count("\n") == 1
-    assert "ACCESS_DENIED" in done.stderr and "Traceback" not in done.stderr
+    assert "refused the credentials" in done.stderr and "Traceback" not in done.stderr
 
 
 # -- a real broker's remote tier -----------------------------------------------------------
@@ -381,3 +396,42 @@ def test_a_brokers_tiered_topic_verifies_clean_and_a_flipped_byte_is_named(tiere
     assert problems(done)[0].startswith(
         f"{root}/kafka-tiered-storage/{log.parent.name}/{log.name}:{position}: Record batch at "
         f"offset {offset} is corrupt")
+
+
+# -- a copy of a running broker's log directory ----------------------------------------------
+
+
+@pytest.mark.kafka
+def test_a_bucket_copy_of_a_running_brokers_directory_is_checked_as_on_disk(kafka_broker,
+                                                                           s3_server):
+    """Issue 37 item 18: a running Kafka 4.1.1 broker's log directory copied into a bucket
+    (no ``.kafka_cleanshutdown``: the broker deleted it at start) holds its active segments'
+    preallocated indexes, and a time index with no entry yet (its first slot zeros). The local
+    verify of a copy nobody holds says what the next start recovers and finds no problem; the
+    bucket's verify says the same of the same files, not a problem each."""
+    from confluent_kafka import Producer
+    from helpers.kafka import flushed
+
+    broker = kafka_broker()
+    for topic in ("busy", "quiet"):
+        broker.create_topic(topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+    for i in range(2000):
+        producer.produce("busy", key=b"k%d" % i, value=b"v" * 200)
+    producer.produce("quiet", value=b"one record: no index entry yet")
+    flushed(producer)
+    bucket = s3_server.new_bucket()
+    copy = s3_server.base_dir / bucket / "logs"
+    shutil.copytree(broker.log_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    assert not (copy / ".kafka_cleanshutdown").exists()
+    names = ["busy-0", "quiet-0"]
+    local, remote = kfs_verify(s3_server, copy, *names), kfs_verify(s3_server,
+                                                                    f"s3://{bucket}/logs", *names)
+    for done in (local, remote):
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert summary(done)[1].startswith("no problems ("), done.stdout
+        assert all(line.endswith("[recovered at the next start]") for line in problems(done)[1:])
+    assert "holds no .kafka_cleanshutdown" in remote.stdout.splitlines()[0]
+    assert summary(remote) == summary(local)
+    assert [line.split(": ", 1)[1] for line in problems(remote)[1:]] == [
+        line.split(": ", 1)[1] for line in problems(local)[1:]]
