@@ -120,26 +120,60 @@ def export(location: str | os.PathLike, dest: str | os.PathLike, *,
 def _write_files(pq, batches, rng, directory: Path, rows_per_file: int, schema):
     """Files of ``batches`` (the records of ``rng``), each committed once it has
     ``rows_per_file`` rows, the last one ending at ``rng.end``."""
-    writer, start, rows, tmp = None, rng.start, 0, None
+    file, start = None, rng.start
     for batch in batches:
-        if writer is None:
+        if file is None:
             directory.mkdir(parents=True, exist_ok=True)
-            tmp = directory / f".{rng.topic}+{rng.partition}+{start:020d}.parquet.tmp"
-            writer = pq.ParquetWriter(tmp, schema)
-        writer.write_batch(batch)
-        rows += batch.num_rows
-        if rows >= rows_per_file:
+            file = _File(pq, directory / f".{rng.topic}+{rng.partition}+{start:020d}"
+                                         ".parquet.tmp", schema)
+        file.add(batch)
+        if file.rows >= rows_per_file:
             end = batch.column("offset")[-1].as_py() + 1
-            yield _commit(writer, tmp, rng, start, end, rows)
-            writer, start, rows = None, end, 0
-    if writer is not None:
-        yield _commit(writer, tmp, rng, start, rng.end, rows)
+            yield _commit(file, rng, start, end)
+            file, start = None, end
+    if file is not None:
+        yield _commit(file, rng, start, rng.end)
 
 
-def _commit(writer, tmp: Path, rng, start: int, end: int, rows: int) -> ExportedFile:
+class _File:
+    """A Parquet file being written under its temporary name ``tmp``: batches gathered into
+    row groups of up to ``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_BYTES`` (one row group per
+    batch would be many small ones: slower to write and to read, less compressed)."""
+
+    ROW_GROUP_ROWS = 1 << 20  # pyarrow.parquet's default largest row group
+    ROW_GROUP_BYTES = 64 << 20
+
+    def __init__(self, pq, tmp: Path, schema):
+        self.tmp, self.writer = tmp, pq.ParquetWriter(tmp, schema)
+        self.pending: list = []
+        self.pending_rows = self.pending_bytes = self.rows = 0
+
+    def add(self, batch) -> None:
+        self.pending.append(batch)
+        self.rows += batch.num_rows
+        self.pending_rows += batch.num_rows
+        self.pending_bytes += batch.nbytes
+        if self.pending_rows >= self.ROW_GROUP_ROWS or self.pending_bytes >= self.ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            import pyarrow as pa
+
+            self.writer.write_table(pa.Table.from_batches(self.pending),
+                                    row_group_size=self.pending_rows)
+            self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _commit(file: _File, rng, start: int, end: int) -> ExportedFile:
     """The temporary file made durable under its final name: written, fsynced, renamed, and
     the rename fsynced (its directory's entry), so a crash never shows a partial file."""
-    writer.close()
+    file.close()
+    tmp, rows = file.tmp, file.rows
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     final = tmp.with_name(file_name(rng.topic, rng.partition, start, end))

@@ -87,22 +87,23 @@ def test_a_second_export_writes_only_the_records_appended_since(tmp_path):
 
 
 # ``kfs export`` in a process of its own that says when it has written part of a file (its
-# 6th Parquet write, inside a file being written) and waits there, to be killed at that point
+# 2nd row group: the 2nd file's, before that file is closed) and waits there, to be killed at
+# that point
 PAUSING_EXPORT = """
 import sys
 import pyarrow.parquet as pq
 from kfs.cli import main
 
-write_batch, writes = pq.ParquetWriter.write_batch, [0]
+write_table, writes = pq.ParquetWriter.write_table, [0]
 
-def pausing(self, batch, *args, **kwargs):
-    write_batch(self, batch, *args, **kwargs)
+def pausing(self, table, *args, **kwargs):
+    write_table(self, table, *args, **kwargs)
     writes[0] += 1
-    if writes[0] == 6:
+    if writes[0] == 2:
         print("written", flush=True)
         sys.stdin.readline()
 
-pq.ParquetWriter.write_batch = pausing
+pq.ParquetWriter.write_table = pausing
 sys.exit(main(["export", *sys.argv[1:]]))
 """
 
@@ -115,15 +116,15 @@ def test_a_killed_export_leaves_whole_files_and_its_rerun_repeats_nothing(tmp_pa
     run = subprocess.Popen([sys.executable, "-c", PAUSING_EXPORT, *args], env=kfs_env(),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert run.stdout.readline() == "written\n"  # the event: part of a file is written
-        partial = list(out.rglob(".*.parquet.tmp"))
-        assert len(partial) == 1 and partial[0].stat().st_size > 0
-        run.send_signal(signal.SIGKILL)
+        event = run.stdout.readline()  # the event: part of a file is written
+        partial = [(p, p.stat().st_size) for p in out.rglob(".*.parquet.tmp")]
     finally:
+        run.send_signal(signal.SIGKILL)
         run.wait()
         run.stdin.close()
         run.stdout.close()
-    assert run.returncode == -signal.SIGKILL
+    assert event == "written\n" and run.returncode == -signal.SIGKILL
+    assert len(partial) == 1 and partial[0][1] > 0, partial
     check_whole(out)
     before = exported(out).num_rows
     assert 1000 <= before < 7000  # killed mid-way, with files committed before
