@@ -62,18 +62,20 @@ def read_log_range(log: PartitionLog, rng: OffsetRange, include_headers: bool,
 
 
 class _Constants:
-    """The topic and partition columns of ``n`` rows, kept for the next batch of as many rows
-    (every full batch has the same length), so they are built once per task, not per batch."""
+    """The topic and partition columns of ``n`` rows: slices (no copy) of columns built once at
+    the largest length asked so far, so a task builds them about once, not per batch (batches
+    are cut at blocks of the log, of every length)."""
 
     def __init__(self, topic: str, partition: int):
         self.topic, self.partition = topic, partition
         self._columns: tuple[int, pa.Array, pa.Array] = (-1, None, None)
 
     def columns(self, n: int) -> tuple[pa.Array, pa.Array]:
-        if self._columns[0] != n:
+        if self._columns[0] < n:
             self._columns = (n, pa.repeat(pa.scalar(self.topic, pa.string()), n),
                              pa.repeat(pa.scalar(self.partition, pa.int32()), n))
-        return self._columns[1:]
+        length, topic, partition = self._columns
+        return (topic, partition) if length == n else (topic.slice(0, n), partition.slice(0, n))
 
 
 def to_spark(columns: pa.RecordBatch, constants: _Constants) -> pa.RecordBatch:
