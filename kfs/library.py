@@ -128,8 +128,9 @@ class _TopicRead:
 
     def reader(self, batch_rows: int) -> pa.RecordBatchReader:
         batches = self._batches(batch_rows)
-        # a reader dropped before (or without) being read to its end closes the logs too
-        weakref.finalize(batches, self.directory.close)
+        # a reader dropped before (or without) being read to its end closes the logs too; the
+        # logs are closed once, whichever comes first
+        self._close = weakref.finalize(batches, self.directory.close)
         return pa.RecordBatchReader.from_batches(self.schema, batches)
 
     def _batches(self, batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -141,7 +142,7 @@ class _TopicRead:
                                             self.opts.isolation_level, batch_rows):
                     yield batch if whole else batch.select(self.names)
         finally:
-            self.directory.close()
+            self._close()
 
 
 def _column_names(columns: Iterable[str] | None, include_headers: bool) -> list[str]:

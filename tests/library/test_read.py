@@ -235,3 +235,12 @@ def test_pyarrow_dataset_scans_the_reader():
     rows = [r for r in expected("plain") if r[4] >= 4000]
     assert table.column("offset").to_pylist() == [r[4] for r in rows]
     assert table.column("key").to_pylist() == [r[0] for r in rows]
+
+
+@needs_fixtures
+def test_an_object_store_uri_reads_as_the_directory():
+    """The one door's object-store layout (a log directory copied into a store; here pyarrow's
+    local file system behind a file:// URI): the same rows as the directory."""
+    uri = KAFKA_WRITTEN.resolve().as_uri()
+    table = kfs.read_table(uri, topics="codecs", includeHeaders=True)
+    assert as_tuples(table) == expected("codecs")
