@@ -244,3 +244,29 @@ def test_an_object_store_uri_reads_as_the_directory():
     uri = KAFKA_WRITTEN.resolve().as_uri()
     table = kfs.read_table(uri, topics="codecs", includeHeaders=True)
     assert as_tuples(table) == expected("codecs")
+
+
+@needs_fixtures
+def test_a_one_percent_time_range_reads_a_few_percent_of_the_log(monkeypatch):
+    """Bounds resolve through the time and offset indexes: reading 1% of plain's time span
+    (21 segments of up to 64 KiB) reads about a segment's bytes for each of the two time
+    lookups and the records, not the partition."""
+    from storage.segment_source import LocalSegmentSource
+
+    read = []
+    read_into, read_at = LocalSegmentSource.read_into, LocalSegmentSource.read_at
+    monkeypatch.setattr(LocalSegmentSource, "read_into",
+                        lambda self, view, pos: read.append(len(v := read_into(self, view, pos)))
+                        or v)
+    monkeypatch.setattr(LocalSegmentSource, "read_at",
+                        lambda self, pos, size, nowait=False: read.append(
+                            len(b := read_at(self, pos, size, nowait))) or b)
+    rows = expected("plain")
+    times = sorted(r[5] for r in rows)
+    t1, t2 = times[2500], times[2550]
+    table = kfs.read_table(KAFKA_WRITTEN, topics="plain", columns=["offset"],
+                           start=dt.datetime.fromtimestamp(t1 / 1000, UTC),
+                           end=dt.datetime.fromtimestamp(t2 / 1000, UTC))
+    assert 30 <= table.num_rows <= 100
+    total = sum(p.stat().st_size for p in (KAFKA_WRITTEN / "plain-0").glob("*.log"))
+    assert sum(read) <= 3 * 65536 and sum(read) < total * 0.15, (sum(read), total)
