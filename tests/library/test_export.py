@@ -152,3 +152,28 @@ def test_export_refuses_a_destination_inside_the_log_directory(tmp_path):
     _, err = run.communicate()
     assert run.returncode == 1 and "inside the log directory" in err
     assert sorted(os.listdir(tmp_path)) == ["txn-0"]
+
+
+@needs_fixtures
+def test_the_commands_options_choose_the_records(tmp_path, capsys):
+    from kfs.cli import main
+
+    out = tmp_path / "out"
+    assert main(["export", str(KAFKA_WRITTEN), str(out), "--topic", "txn", "--partition", "0",
+                 "--start", "100", "--isolation-level", "read_committed"]) == 0
+    manager = LogManager(KAFKA_WRITTEN, read_only=True)
+    try:
+        from storage.isolation import IsolationLevel
+
+        committed = [r.offset for records in manager.get("txn-0").reader.record_lists(
+            100, isolation=IsolationLevel.READ_COMMITTED) for r in records]
+    finally:
+        manager.close()
+    assert exported(out).column("offset").to_pylist() == committed
+    err = capsys.readouterr().err
+    assert f"{len(committed)} records in 1 new files" in err
+    assert main(["export", str(KAFKA_WRITTEN), str(out), "--topic", "txn", "--start",
+                 "2020-01-01"]) == 1
+    assert "give the time's zone" in capsys.readouterr().err
+    assert main(["export", str(KAFKA_WRITTEN), str(out), "-o", "subscribe=nope"]) == 1
+    assert "topic nope not found" in capsys.readouterr().err
