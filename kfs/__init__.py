@@ -2,8 +2,9 @@
 
 As a Python library, :func:`kfs.read` gives a topic's records as a ``pyarrow.RecordBatchReader``
 (for DuckDB, pandas, Polars, ``pyarrow.dataset``) and :func:`kfs.read_table` as a table; see
-``kfs.library``. ``kfs.mount`` is the pyfuse3 file system and its serving process, ``kfs.tools`` the offline
-tools (dump, verify, compact, ...), ``kfs.spark`` the PySpark data source, ``kfs.cli`` the command.
+``kfs.library``. ``kfs.mount`` is the pyfuse3 file system and its serving process, ``kfs.tools``
+the offline tools (dump, verify, compact, export, ...), ``kfs.spark`` the PySpark data source,
+``kfs.cli`` the command.
 """
 
 __version__ = "0.1.0"
