@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import kfs
+from helpers.kfs import kfs_env
 from helpers.paths import KAFKA_WRITTEN
 from storage import LogManager
 from storage.isolation import IsolationLevel
@@ -148,10 +149,11 @@ def test_columns_are_projected_and_headers_decoded_only_when_asked(monkeypatch):
         None if r[7] is None else [{"key": k, "value": v} for k, v in r[7]] for r in rows]
 
 
+@needs_fixtures
 def test_reading_imports_no_pyspark():
     code = ("import sys, kfs; kfs.read_table(sys.argv[1], topics='plain'); "
             "assert 'pyspark' not in sys.modules, 'pyspark was imported'")
-    subprocess.run([sys.executable, "-c", code, str(KAFKA_WRITTEN)], check=True)
+    subprocess.run([sys.executable, "-c", code, str(KAFKA_WRITTEN)], check=True, env=kfs_env())
 
 
 @needs_fixtures
