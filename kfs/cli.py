@@ -1,8 +1,8 @@
 """``kfs`` command line: argparse and dispatch only. Each sub-command's module registers it
 (``add_parser``) and runs it: ``kfs mount`` / ``kfs umount`` (``kfs.mount.command``), and the
 offline tools of ``kfs.tools``: ``retention``, ``dump`` (``kafka-dump-log``), ``verify``,
-``transactions`` (``kafka-transactions.sh``), ``compact`` (the log cleaner, now) and
-``adopt``; ``last-error`` (``kfs.mount.last_error``). Only the module of the command given is imported (all of them for ``kfs --help``),
+``transactions`` (``kafka-transactions.sh``), ``compact`` (the log cleaner, now),
+``adopt`` and ``export`` (Parquet); ``last-error`` (``kfs.mount.last_error``). Only the module of the command given is imported (all of them for ``kfs --help``),
 so a command starts without loading the others.
 """
 
@@ -22,7 +22,8 @@ COMMANDS = {
     "mount": "kfs.mount.command", "umount": "kfs.mount.command",
     "retention": "kfs.tools.retention", "dump": "kfs.tools.dump", "verify": "kfs.tools.verify",
     "transactions": "kfs.tools.transactions", "compact": "kfs.tools.compact",
-    "adopt": "kfs.tools.adopt", "last-error": "kfs.mount.last_error",
+    "adopt": "kfs.tools.adopt", "export": "kfs.tools.export",
+    "last-error": "kfs.mount.last_error",
 }
 
 

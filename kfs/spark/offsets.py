@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from storage.directory import StoreOptions, open_log_directory
+from storage.directory import StoreOptions, open_log_directory, remote_history
 from storage.errors import UnknownTopicOrPartitionError
 from storage.isolation import IsolationLevel
 from storage.location import Location
@@ -272,3 +272,42 @@ def split_by_count(ranges: list[OffsetRange], max_records: int | None,
 def _equal_parts(rng: OffsetRange, parts: int) -> list[OffsetRange]:
     bounds = [rng.start + rng.size * i // parts for i in range(parts + 1)]
     return [replace(rng, start=a, end=b) for a, b in zip(bounds, bounds[1:])]
+
+
+def plan_ranges(manager: LogDirectory, opts: SourceOptions, max_bytes: int | None,
+                pushed=None) -> list[OffsetRange]:
+    """The ranges a batch query reads from ``manager`` (``open_matching(opts)``): bounds
+    resolved per partition through the indexes, checked against the log, narrowed by pushed
+    filters (``kfs.spark.pushdown``), split for parallelism (``max_bytes`` of ``.log`` per
+    range, ``maxRecordsPerPartition``, ``minPartitions``; None: one range per partition),
+    in (topic, partition, offset) order. Raises ValueError (bad bounds), DataLossError and
+    UnknownTopicOrPartitionError, as Spark's Kafka source fails such a query."""
+    logs = matching_logs(manager, opts)
+    check_topics_exist(logs, opts)
+    check_covers(opts.starting, logs, "startingOffsets")
+    check_covers(opts.ending, logs, "endingOffsets")
+    history = remote_history(opts.path) if opts.remote_path is None else {}
+    ranges = []
+    for (topic, partition), log in sorted(logs.items()):
+        if pushed is not None and not pushed.allows_partition(partition):
+            continue
+        start = resolve_offset(opts.starting, log, True, opts.by_timestamp_strategy,
+                               opts.isolation_level)
+        check_remote_history(log, opts.starting, start, history, opts)
+        end = resolve_offset(opts.ending, log, False, isolation=opts.isolation_level)
+        rng = clamp_to_log(OffsetRange(topic, partition, start, end), log,
+                           opts.fail_on_data_loss)
+        if pushed is not None:
+            rng = _narrow(rng, log, pushed)
+        if rng.size > 0:
+            ranges.extend(split_by_bytes(log, rng, max_bytes) if max_bytes else [rng])
+    return split_by_count(ranges, opts.max_records_per_partition, opts.min_partitions)
+
+
+def _narrow(rng: OffsetRange, log, pushed) -> OffsetRange:
+    start = max(rng.start, pushed.min_offset)
+    end = min(rng.end, pushed.max_offset)
+    if pushed.min_timestamp is not None and start < end:
+        record = log.reader.find_offset_by_timestamp(pushed.min_timestamp)
+        start = max(start, record.offset if record is not None else end)
+    return OffsetRange(rng.topic, rng.partition, min(start, end), end)

@@ -28,14 +28,13 @@ from .offsets import (
     OffsetRange,
     check_covers,
     check_remote_history,
-    check_topics_exist,
     clamp_to_log,
     latest_offset,
     matching_logs,
     open_matching,
+    plan_ranges,
     resolve_offset,
     split_by_bytes,
-    split_by_count,
 )
 from .metadata import METADATA_SCHEMA, ClusterMetadataReader, is_cluster_metadata
 from .options import SourceOptions, parse_options
@@ -154,37 +153,9 @@ def plan_batch(opts: SourceOptions, max_bytes: int, pushed=None) -> list[OffsetR
     DataLossError."""
     manager = open_matching(opts)
     try:
-        logs = matching_logs(manager, opts)
-        check_topics_exist(logs, opts)
-        check_covers(opts.starting, logs, "startingOffsets")
-        check_covers(opts.ending, logs, "endingOffsets")
-        history = remote_history(opts.path) if opts.remote_path is None else {}
-        ranges = []
-        for (topic, partition), log in sorted(logs.items()):
-            if pushed is not None and not pushed.allows_partition(partition):
-                continue
-            start = resolve_offset(opts.starting, log, True, opts.by_timestamp_strategy,
-                                   opts.isolation_level)
-            check_remote_history(log, opts.starting, start, history, opts)
-            end = resolve_offset(opts.ending, log, False, isolation=opts.isolation_level)
-            rng = clamp_to_log(OffsetRange(topic, partition, start, end), log,
-                               opts.fail_on_data_loss)
-            if pushed is not None:
-                rng = _narrow(rng, log, pushed)
-            if rng.size > 0:
-                ranges.extend(split_by_bytes(log, rng, max_bytes))
-        return split_by_count(ranges, opts.max_records_per_partition, opts.min_partitions)
+        return plan_ranges(manager, opts, max_bytes, pushed)
     finally:
         manager.close()
-
-
-def _narrow(rng: OffsetRange, log, pushed) -> OffsetRange:
-    start = max(rng.start, pushed.min_offset)
-    end = min(rng.end, pushed.max_offset)
-    if pushed.min_timestamp is not None and start < end:
-        record = log.reader.find_offset_by_timestamp(pushed.min_timestamp)
-        start = max(start, record.offset if record is not None else end)
-    return OffsetRange(rng.topic, rng.partition, min(start, end), end)
 
 
 class KfsStreamReader(DataSourceStreamReader):
