@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 WORKER = """
 import resource, sys, time
-from kfs.spark.offsets import OffsetRange
+from kfs.reading.offsets import OffsetRange
 from kfs.spark.reader import read_range
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 rows, start = 0, time.perf_counter()

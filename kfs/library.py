@@ -1,10 +1,10 @@
 """kfs as a Python library: the records of Kafka topics as Arrow record batches, for pandas,
 Polars, DuckDB and ``pyarrow.dataset``, without Spark or a mount (:func:`read`, :func:`read_table`).
 
-A read takes the options of the PySpark source (``kfs.spark.options``: the names and meanings of
-Spark's Kafka source) and plans as it does (``kfs.spark.offsets.plan_ranges``: bounds resolved
+A read takes the options of the PySpark source (``kfs.reading.options``: the names and meanings of
+Spark's Kafka source) and plans as it does (``kfs.reading.offsets.plan_ranges``: bounds resolved
 through the offset and time indexes, then checked against the log), so a read moves between
-Spark and a laptop unchanged; its rows are the source's (``kfs.spark.columns``). Logs are opened
+Spark and a laptop unchanged; its rows are the source's (``kfs.reading.columns``). Logs are opened
 through the one door, ``storage.directory.open_log_directory``. No pyspark is imported.
 """
 
@@ -23,9 +23,9 @@ from storage.errors import UnknownTopicOrPartitionError
 from storage.isolation import IsolationLevel
 from storage.protocols import LogDirectory
 
-from .spark.columns import ARROW_SCHEMA_WITH_HEADERS, ROWS_PER_ARROW_BATCH, read_log_range
-from .spark.offsets import DataLossError, open_matching, plan_ranges
-from .spark.options import KNOWN_OPTIONS, SourceOptions, parse_options
+from .reading.columns import ARROW_SCHEMA_WITH_HEADERS, ROWS_PER_ARROW_BATCH, read_log_range
+from .reading.offsets import DataLossError, open_matching, plan_ranges
+from .reading.options import KNOWN_OPTIONS, SourceOptions, parse_options
 
 __all__ = ["COLUMNS", "SCHEMA", "DataLossError", "UnknownTopicOrPartitionError", "read",
            "read_table"]

@@ -1,6 +1,6 @@
 """Records of an offset range as Arrow record batches, in the schema of Spark's Kafka source: a
 Spark task opens just the partition it reads, read-only, and reads it with
-``kfs.spark.columns.read_log_range`` (the engine's ``LogReader.read_columns``, no pyspark there:
+``kfs.reading.columns.read_log_range`` (the engine's ``LogReader.read_columns``, no pyspark there:
 the Python library ``kfs.read`` shares it).
 """
 
@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 from storage.directory import StoreOptions
 from storage.isolation import IsolationLevel
 
-from .columns import (  # noqa: F401 - the schema and converter, also as they were named here
+from ..reading.columns import (  # noqa: F401 - the schema and converter, also as they were named here
     ARROW_SCHEMA,
     ARROW_SCHEMA_WITH_HEADERS,
     ROWS_PER_ARROW_BATCH,
@@ -22,7 +22,7 @@ from .columns import (  # noqa: F401 - the schema and converter, also as they we
     read_log_range,
     to_spark,
 )
-from .offsets import OffsetRange, open_log
+from ..reading.offsets import OffsetRange, open_log
 
 # Spark's KafkaRecordToRowConverter schema (every field nullable)
 _SPARK_FIELDS = [

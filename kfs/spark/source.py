@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 from storage.directory import remote_history
 from storage.protocols import LogDirectory
 
-from .offsets import (
+from ..reading.offsets import (
     DEFAULT_MAX_BYTES_PER_PARTITION,
     OffsetRange,
     check_covers,
@@ -37,7 +37,7 @@ from .offsets import (
     split_by_bytes,
 )
 from .metadata import METADATA_SCHEMA, ClusterMetadataReader, is_cluster_metadata
-from .options import SourceOptions, parse_options
+from ..reading.options import SourceOptions, parse_options
 from .reader import read_range, spark_schema
 
 
@@ -55,7 +55,7 @@ class RangePartition(InputPartition):
 class KfsDataSource(DataSource):
     """``spark.read.format("kfs").option("path", BACKING_DIR).option("subscribe", "orders")``.
 
-    Options and schema are Spark's Kafka source's (see ``kfs.spark.options``); ``path`` is the
+    Options and schema are Spark's Kafka source's (see ``kfs.reading.options``); ``path`` is the
     backing directory; ``maxBytesPerPartition`` (default 32 MiB of ``.log``) bounds the bytes
     one input partition reads."""
 

@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 from kfs.mount_table import find_mount
 from .partitioner import StickyPartitioner, assign_partitions
-from .columns import arrow_scalar
+from ..reading.columns import arrow_scalar
 
 PRODUCER_EPOCH = 0
 # The driver's markers carry the next epoch, as a coordinator bumps it when it ends a

@@ -84,8 +84,8 @@ def export(location: str | os.PathLike, dest: str | os.PathLike, *,
     import pyarrow.parquet as pq
 
     from ..library import COLUMNS, plan
-    from ..spark.columns import ROWS_PER_ARROW_BATCH, read_log_range
-    from ..spark.offsets import clamp_to_log
+    from ..reading.columns import ROWS_PER_ARROW_BATCH, read_log_range
+    from ..reading.offsets import clamp_to_log
 
     if all(value is None for k, value in read_args.items() if k.lower() in _SUBSCRIPTIONS):
         read_args = {**read_args, "subscribePattern": EVERY_TOPIC}

@@ -128,7 +128,7 @@ _ASSEMBLY = re.compile(r"(?<![`.\w])(is_uri\(|LogManager\(|ObjectStore\.(from_ur
 # Every front end that opens a log directory, and how many times.
 FRONT_ENDS = {
     "kfs/mount/daemon.py": 1,
-    "kfs/spark/offsets.py": 2,
+    "kfs/reading/offsets.py": 2,
     "kfs/spark/writer.py": 3,
     "kfs/tools/adopt.py": 1,
     "kfs/tools/compact.py": 1,

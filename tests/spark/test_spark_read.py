@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 import kfs.spark
-from kfs.spark.offsets import OffsetRange, open_log, split_by_bytes
+from kfs.reading.offsets import OffsetRange, open_log, split_by_bytes
 from helpers.paths import KAFKA_WRITTEN
 from storage import LogManager
 from storage.log_files import filename_prefix
@@ -224,7 +224,7 @@ def test_filters_with_and_without_pushdown(spark, pushdown):
 
 @needs_fixtures
 def test_pushdown_narrows_the_planned_ranges(spark):
-    from kfs.spark.options import parse_options
+    from kfs.reading.options import parse_options
     from kfs.spark.pushdown import push
     from kfs.spark.source import plan_batch
     from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
@@ -345,7 +345,7 @@ def test_a_python_worker_reads_without_importing_pandas():
         "import sys\n"
         "import kfs.spark.source, kfs.spark.writer\n"
         "from kfs.spark.reader import read_range\n"
-        "from kfs.spark.offsets import OffsetRange\n"
+        "from kfs.reading.offsets import OffsetRange\n"
         f"batches = list(read_range({str(KAFKA_WRITTEN)!r}, OffsetRange('plain', 0, 0, 100), "
         "True))\n"
         "print(sum(b.num_rows for b in batches), 'pandas' in sys.modules)\n"

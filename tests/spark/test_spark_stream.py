@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from kfs.spark.options import parse_options
+from kfs.reading.options import parse_options
 from helpers.waits import DEADLINE_S, within
 from storage import LogManager
 
@@ -110,7 +110,7 @@ def test_a_stream_of_a_tiered_topic_without_its_remote_tier_says_where_its_histo
     ``failOnDataLoss=false``, starts at the local log); from latest it is no error."""
     from helpers.paths import KAFKA_WRITTEN
     from helpers.tiered import bases_of, tier, write_remote_log_metadata
-    from kfs.spark.offsets import DataLossError
+    from kfs.reading.offsets import DataLossError
 
     bases = bases_of(KAFKA_WRITTEN / "plain-0")
     root, local = tier(tmp_path, "plain-0", bases[:2], bases[2:])

@@ -82,7 +82,7 @@ def tiered_in_bucket(s3, tmp_path, remote_bases, local_bases):
 
 def read_task(local_dir, uri, end):
     """One Spark task's read of offsets [0, end) of ``NAME``: (offset, key, value) rows."""
-    from kfs.spark.offsets import OffsetRange
+    from kfs.reading.offsets import OffsetRange
     from kfs.spark.reader import read_range
 
     batches = read_range(str(local_dir), OffsetRange("plain", 0, 0, end), False,
@@ -125,7 +125,7 @@ def test_the_next_task_in_a_process_lists_nothing_and_opens_no_object_again(s3, 
 def test_end_offsets_come_from_the_metadata_and_a_change_to_it_is_seen(s3, tmp_path):
     """No remote segment is read to find its end; a segment whose deletion started after the
     last task is not in the next task's log (the fold is read again when its files changed)."""
-    from kfs.spark.offsets import open_log
+    from kfs.reading.offsets import open_log
 
     bases = bases_of(KAFKA_WRITTEN / NAME)
     uri, local_dir, append, manager, (topic_id, directory) = tiered_in_bucket(
