@@ -19,15 +19,18 @@ spans several of a reader's requests (``cat`` asks a MiB at a time, the files' s
 so per-chunk work (rendering's set-up, read-ahead's wake-ups, joining the two chunks a read
 crosses) is paid every few reads, not on each.
 
-How each record looks is ``kfs.record_format``'s: a plain partition's records are rendered a
-chunk at a time by the compiled column builder; Kafka's coordinator topics'
-(``__consumer_offsets``, ``__transaction_state``) are decoded through their message schemas.
+How each record looks is ``kfs.record_format``'s: a chunk's records are decoded by the log's
+reader (``LogReader.decode_range``, the decode Spark's columns go through too) into the
+format's compiled column builder, which renders a plain partition's text; Kafka's coordinator
+topics' (``__consumer_offsets``, ``__transaction_state``) records are then decoded through
+their message schemas.
 
 Control records are never in the stream; with read_committed neither are aborted
-transactions' records nor anything at or past the last stable offset. Every byte and every
-damage comes from the log's reader (``storage.log_reader``: positioned blocks of whole
-batches, the intact run and the damage after it); the stream keeps only text positions. When retention removes
-segments their entries go; a stream starting below the new log start offset starts at it.
+transactions' records nor anything at or past the last stable offset (the reader's decode
+leaves them out). Every byte and every damage comes from the log's reader
+(``storage.log_reader``: decoded ranges of whole batches, the intact run and the damage after
+it); the stream keeps only text positions. When retention removes segments their entries go;
+a stream starting below the new log start offset starts at it.
 """
 
 from __future__ import annotations
@@ -46,11 +49,10 @@ from storage.config import LogConfig
 from storage.damage import LogDamage
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.isolation import IsolationLevel
-from storage.records.columns import add_block
-from storage.records.framing import base_offset_at
+from storage.records.columns import RecordColumns
 from storage.segment import LogSegment
 
-from kfs.record_format import CoordinatorFormat, StreamFormat, record_format
+from kfs.record_format import StreamFormat, record_format
 
 CHUNK_LOG_BYTES = 4 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4  # per stream
@@ -313,23 +315,17 @@ class LogStream:
     def _decode(self, segment: LogSegment, position: int, size: int, end: int
                 ) -> tuple[_Chunk, int, int]:
         """Render the whole batches in ``size`` .log bytes from ``position`` (at least one
-        batch, and none at or past offset ``end``): (chunk, bytes consumed, base offset of the
-        first batch, or -1 when none)."""
-        if isinstance(self._format, CoordinatorFormat):
-            return self._decode_coordinator(segment, position, size, end)
+        batch, and none at or past offset ``end``), decoded by the log's reader
+        (``LogReader.decode_range``) into the format's builder: (chunk, bytes consumed, base
+        offset of the first batch, or -1 when none)."""
         builder = self._format.builder()
-        pos, first, skip = 0, -1, None
+        sink = RecordColumns(builder=builder)
+        pos, first = 0, -1
         with self._buffer(segment, position, size) as buffer:
-            blocks = self._reader.blocks(segment, position, position + size, buffer=buffer)
-            for block in blocks:
-                if first < 0:
-                    first = base_offset_at(block)
-                    skip = self._reader.skip_aborted(first, end, self.isolation)
-                consumed, done = add_block(builder, block, 0, end, skip)
-                blocks.advance(consumed)
+            for first, consumed in self._reader.decode_range(
+                    sink, 0, end, self.isolation, segment=segment, position=position,
+                    stop=position + size, buffer=buffer):
                 pos += consumed
-                if done:
-                    break
         first = first if pos else -1
         text, row_ends, offsets = self._format.render(builder)
         return _Chunk(memoryview(text), memoryview(row_ends).cast("q"),
@@ -352,30 +348,6 @@ class LogStream:
             with _BUFFERS_LOCK:
                 if len(_BUFFERS) < BLOCK_BUFFERS_KEPT:
                     _BUFFERS.append(buffer)
-
-    def _decode_coordinator(self, segment: LogSegment, position: int, size: int, end: int
-                            ) -> tuple[_Chunk, int, int]:
-        """:meth:`_decode` for a coordinator topic, record by record in Python (these topics
-        are small; their records need schema decoding)."""
-        text, row_ends, offsets = bytearray(), array("q"), array("q")
-        pos, first = 0, -1
-        aborted = None
-        for batch in self._reader.whole_batches(segment, position, position + size, size):
-            if batch.base_offset >= end:
-                break
-            batch.ensure_valid()
-            pos += batch.size_in_bytes
-            first = batch.base_offset if first < 0 else first
-            if self.isolation.read_committed and aborted is None:
-                aborted = self._reader.aborted_transactions(batch.base_offset, end)
-            if batch.is_control_batch or (aborted is not None and aborted.is_aborted(batch)):
-                continue
-            for record in batch.records():
-                if record.offset < end:
-                    text += self._format.line(record)
-                    row_ends.append(len(text))
-                    offsets.append(record.offset)
-        return _Chunk(memoryview(bytes(text)), row_ends, offsets), pos, first
 
     def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
         self._rendered.put((self, segment, start, stop), chunk)

@@ -325,3 +325,83 @@ def test_retention_deleting_a_segment_while_it_is_rendered_for_a_read_is_no_erro
     assert got == naive(log, StreamFormat.VALUES, log.log_start_offset,
                         IsolationLevel.READ_UNCOMMITTED)
     log.close()
+
+
+def offsets_log(path) -> Log:
+    """A ``__consumer_offsets`` partition of offset commits (keys and values in their schemas'
+    bytes, some with headers), plain and transactional (TxnOffsetCommit), aborted and
+    committed, with their markers, over several segments."""
+    import struct
+
+    def string(s: str) -> bytes:
+        return struct.pack(">h", len(s)) + s.encode()
+
+    def commit(group: str, partition: int, offset: int) -> tuple[bytes, bytes]:
+        key = struct.pack(">h", 1) + string(group) + string("t") + struct.pack(">i", partition)
+        value = struct.pack(">hqi", 3, offset, -1) + string("m") + struct.pack(">q", 1_700_000)
+        return key, value
+
+    path.mkdir()
+    log = Log(path, "__consumer_offsets", 0, LogConfig(segment_bytes=2048))
+    for i in range(40):
+        keys, values = zip(*(commit(f"g{i % 3}", p, i * 10 + p) for p in range(3)))
+        log.append(list(values), list(keys))
+        keys, values = zip(*(commit("txn", p, i) for p in range(2)))
+        log.append_as_leader(build_batch(0, list(values), list(keys), producer_id=500 + i,
+                                         producer_epoch=0, base_sequence=0,
+                                         is_transactional=True,
+                                         headers=[[("h", b"v")], []]))
+        marker = ControlRecordType.ABORT if i % 2 else ControlRecordType.COMMIT
+        log.append_as_leader(build_control_batch(0, 500 + i, 0, marker, timestamp_ms=now_ms()))
+    return log
+
+
+@pytest.mark.parametrize("fmt", list(StreamFormat))
+@pytest.mark.parametrize("isolation", list(IsolationLevel))
+def test_a_coordinator_stream_is_its_records_decoded_one_by_one(tmp_path, monkeypatch, fmt,
+                                                                isolation):
+    """A coordinator topic's stream holds the data records a reader at its isolation sees
+    (``LogReader.record_lists``: no control records; with read_committed no aborted
+    transaction's) each as its schema-decoded line, whatever the chunks."""
+    from kfs.record_format import record_format
+
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    log = offsets_log(tmp_path / "__consumer_offsets-0")
+    assert len(log.segments) > 5
+    line = record_format(log.topic, log.partition, fmt).line
+    want = b"".join(line(r) for rs in log.reader.record_lists(0, isolation=isolation)
+                    for r in rs)
+    stream = LogStream(log, fmt, isolation)
+    stream.refresh()
+    assert stream.size(0) == len(want) and bytes(stream.read(0, 0, len(want) + 1)) == want
+    committed = b"".join(line(r) for rs in log.reader.record_lists(
+        0, isolation=IsolationLevel.READ_COMMITTED) for r in rs)
+    assert (committed == want) is isolation.read_committed  # (aborted commits are there)
+    log.close()
+
+
+def test_every_bulk_reader_decodes_through_the_readers_one_range_decode(tmp_path, monkeypatch):
+    """Issue 34: Spark's columns, a plain partition's streams and a coordinator topic's
+    streams all decode through ``LogReader.decode_range`` (where control and aborted batches
+    are left out), with no loop of their own."""
+    from storage.log_reader import LogReader
+
+    calls = []
+    decode_range = LogReader.decode_range
+
+    def counted(reader, sink, *args, **kwargs):
+        calls.append(reader._log.topic)
+        return decode_range(reader, sink, *args, **kwargs)
+
+    monkeypatch.setattr(LogReader, "decode_range", counted)
+    plain = txn_log(tmp_path / "t-0")
+    offsets = offsets_log(tmp_path / "__consumer_offsets-0")
+    assert sum(t.num_rows for t in plain.reader.read_columns(0)) > 0
+    assert calls == ["t"]
+    for log in (plain, offsets):
+        for fmt in StreamFormat:
+            calls.clear()
+            stream = LogStream(log, fmt, IsolationLevel.READ_COMMITTED)
+            stream.refresh()
+            assert stream.size(0) > 0 and calls and set(calls) == {log.topic}
+        log.close()
