@@ -50,6 +50,7 @@ from storage.log_files import (
     parse_segment_file_name,
 )
 from storage.log import Log
+from storage.log_reader import decoded_batch_cache
 from storage.log_loader import IntactDataAfterDamageError
 from storage.quarantine import Quarantine, QuarantineError, default_root
 from storage.salvage import plan_partition, salvage_partition
@@ -129,6 +130,8 @@ class LogManager:
 
     ``clock`` (``storage.clock``) is the time of every log it opens and of their cleaner: a
     ``FixedClock`` holds a whole run at one instant (``kfs compact --now-ms``).
+    ``decoded_batches`` (``storage.log_reader.decoded_batch_cache``) keeps the recently decoded
+    batches of all its logs, bounded in all however many partitions are read.
     """
 
     def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False, *,
@@ -138,6 +141,8 @@ class LogManager:
         self.dir = Path(backing_dir)
         self.clock = clock
         self.read_only = read_only
+        # the recently decoded batches of all its logs' readers, bounded in all
+        self.decoded_batches = decoded_batch_cache()
         self.quarantine = None if read_only else (
             quarantine or Quarantine(default_root(self.dir), keep_all=False, clock=clock))
         if not read_only:
@@ -272,16 +277,17 @@ class LogManager:
         config = load_log_config(self.dir, topic, self._broker_config)
         if not writable:
             return Log(path, topic, partition, config, writable=False, clock=self.clock,
-                       **offsets)
+                       decoded_batches=self.decoded_batches, **offsets)
         try:
             log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
-                       salvage=True, clock=self.clock, **offsets)
+                       salvage=True, clock=self.clock, decoded_batches=self.decoded_batches,
+                       **offsets)
         except IntactDataAfterDamageError as damage:
             plan = plan_partition(path)
             salvage_partition(plan, self.quarantine)
             offsets.update(had_clean_shutdown=False, recovery_point=0)
             log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
-                       clock=self.clock, **offsets)
+                       clock=self.clock, decoded_batches=self.decoded_batches, **offsets)
             salvaged = _salvage_summary(plan, damage, self.quarantine.directory)
             for line in salvaged:
                 log.error("%s: %s", path.name, line)
@@ -410,7 +416,8 @@ class LogManager:
             try:
                 write_atomically(path / PARTITION_METADATA_FILE,
                                   f"version: 0\ntopic_id: {self._topic_id(topic)}")
-                log_ = Log(path, topic, partition, config, writable=True, clock=self.clock)
+                log_ = Log(path, topic, partition, config, writable=True, clock=self.clock,
+                           decoded_batches=self.decoded_batches)
             except BaseException:
                 shutil.rmtree(path, ignore_errors=True)  # no half-made partition
                 raise

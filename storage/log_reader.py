@@ -35,10 +35,18 @@ if TYPE_CHECKING:
 READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED
 _MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 _COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
-# Decoded records of recently read batches, of all the process's logs together, by (reader,
-# segment base offset, position): a process reading many partitions (a mount) keeps at most
-# this much, not as much per partition read.
-DECODED_BATCHES = RecordCache(1024, 32 << 20, records_cost)
+# Decoded records of recently read batches kept, of all the logs of one directory together
+# (the LogManager's, see decoded_batch_cache): a process reading many partitions (a mount)
+# keeps at most this much, not as much per partition read.
+DECODED_BATCHES_KEPT = 1024
+DECODED_BYTES_KEPT = 32 << 20
+
+
+def decoded_batch_cache() -> RecordCache:
+    """A cache of decoded batches for the readers of many logs (a log directory's), bounded by
+    DECODED_BATCHES_KEPT batches and DECODED_BYTES_KEPT bytes of records in all; keys are
+    (reader, segment, position), so each reader drops its own."""
+    return RecordCache(DECODED_BATCHES_KEPT, DECODED_BYTES_KEPT, records_cost)
 
 
 class RecordSink(Protocol):
@@ -63,12 +71,15 @@ class LogReader:
     (``log_start_offset``, ``log_end_offset``, ``last_stable_offset``) and its ``segments``
     (``storage.remote``'s read-only logs). Raises CorruptRecordError for a batch whose
     CRC or layout is bad, InvalidRecordError for one breaking a format rule, OSError from the
-    segments' source; v0/v1 entries an old broker wrote are read as Kafka reads them."""
+    segments' source; v0/v1 entries an old broker wrote are read as Kafka reads them.
+    ``cache`` (:func:`decoded_batch_cache`) keeps recently decoded batches, shared by the logs
+    of a directory (its ``LogManager``'s); None: one of the reader's own."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, cache: RecordCache | None = None) -> None:
         self._log = log
         self.segments = log.segments
-        self._cache = DECODED_BATCHES  # keys: (the reader, the segment, a batch's position)
+        # keys: (the reader, the segment, a batch's position)
+        self._cache = decoded_batch_cache() if cache is None else cache
 
     def clear_cache(self) -> None:
         """Forget decoded batches: segments or the log start offset changed under them."""

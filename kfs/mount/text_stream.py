@@ -12,8 +12,9 @@ per chunk: about 6 KiB per GiB of log). The index is built lazily, a segment the
 a read or a size needs it; a rolled segment's text never changes, so its entries are built
 once; the active segment's are extended from where they stopped, so following a growing log
 costs the new batches only. A read renders the one chunk it falls in (a few recent chunks are
-kept rendered: RENDERED_CHUNKS_KEPT a stream, RENDERED_BYTES_KEPT of all streams together, so
-that what a mount holds does not grow with the partitions read); :meth:`LogStream.read_ahead`
+kept rendered: RENDERED_CHUNKS_KEPT a stream, RENDERED_BYTES_KEPT of all the streams of a mount
+together (their :class:`StreamCaches`), so that what a mount holds does not grow with the
+partitions read); :meth:`LogStream.read_ahead`
 renders the next READ_AHEAD_CHUNKS while a sequential reader is still on this one. A chunk
 spans several of a reader's requests (``cat`` asks a MiB at a time, the files' st_blksize),
 so per-chunk work (rendering's set-up, read-ahead's wake-ups, joining the two chunks a read
@@ -59,10 +60,10 @@ RENDERED_CHUNKS_KEPT = 4  # per stream
 # chunks a sequential reader finds rendered ahead of the one it is in (at most
 # RENDERED_CHUNKS_KEPT - 1: the one it is in stays)
 READ_AHEAD_CHUNKS = 2
-# rendered text (and its row ends and offsets) kept, all the process's streams together: what
-# a mount holds does not grow with the streams read (a mount keeps 64 streams)
+# rendered text (and its row ends and offsets) kept, all the streams of one StreamCaches (a
+# mount's) together: what a mount holds does not grow with the streams read (it keeps 64)
 RENDERED_BYTES_KEPT = 16 << 20
-BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of all streams (one per rendering thread)
+BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of a StreamCaches' streams (one per thread)
 # their size: a chunk is CHUNK_LOG_BYTES and the rest of the batch crossing its end (a batch of
 # up to the default max.message.bytes fits; a chunk that does not gets a buffer of its own)
 POOLED_BUFFER_BYTES = CHUNK_LOG_BYTES + LogConfig.max_message_bytes
@@ -123,15 +124,15 @@ class _Chunk:
     offsets: Sequence[int]  # offset of each record
 
 
-class _RenderedChunks:
-    """The rendered chunks of every stream: least recently used out past RENDERED_BYTES_KEPT
-    in all (the newest always stays) or RENDERED_CHUNKS_KEPT of one stream. Keys are
-    (stream, segment, .log start, .log stop). Takes no stream's lock (streams call it with
-    theirs held)."""
+class RenderedChunks:
+    """The rendered chunks of the streams sharing it (a mount's stream table's): least recently
+    used out past RENDERED_BYTES_KEPT in all (the newest always stays) or RENDERED_CHUNKS_KEPT
+    of one stream. Keys are (stream number, segment, .log start, .log stop). Takes no stream's lock
+    (streams call it with theirs held)."""
 
     def __init__(self) -> None:
         self._chunks: OrderedDict[tuple, tuple[_Chunk, int]] = OrderedDict()
-        self._per_stream: dict[LogStream, int] = {}
+        self._per_stream: dict[int, int] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -156,7 +157,7 @@ class _RenderedChunks:
             self._bytes += cost
             self._per_stream[stream] = self._per_stream.get(stream, 0) + 1
             if self._per_stream[stream] > RENDERED_CHUNKS_KEPT:  # its least recently used
-                self._pop(next(k for k in self._chunks if k[0] is stream))
+                self._pop(next(k for k in self._chunks if k[0] == stream))
             while len(self._chunks) > 1 and self._bytes > RENDERED_BYTES_KEPT:
                 self._pop(next(iter(self._chunks)))
 
@@ -169,9 +170,39 @@ class _RenderedChunks:
                 self._per_stream[key[0]] = left
 
 
-_RENDERED = _RenderedChunks()
-_BUFFERS: list[bytearray] = []  # .log blocks to render from, reused by every stream
-_BUFFERS_LOCK = threading.Lock()
+_STREAM_NUMBERS = itertools.count()  # (a stream's part of its rendered chunks' keys)
+
+
+class BlockBuffers:
+    """Buffers of POOLED_BUFFER_BYTES that streams read .log blocks into to render them,
+    reused: BLOCK_BUFFERS_KEPT kept however many threads render (fresh pages cost more than
+    the copy)."""
+
+    def __init__(self) -> None:
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lend(self):
+        """A buffer for the span of a ``with``."""
+        with self._lock:
+            buffer = self._free.pop() if self._free else bytearray(POOLED_BUFFER_BYTES)
+        try:
+            yield buffer
+        finally:
+            with self._lock:
+                if len(self._free) < BLOCK_BUFFERS_KEPT:
+                    self._free.append(buffer)
+
+
+class StreamCaches:
+    """What the streams of one owner (a mount's stream table, ``kfs.mount.streams``) share,
+    bounded however many streams there are: their rendered chunks and the buffers they
+    render from."""
+
+    def __init__(self) -> None:
+        self.rendered = RenderedChunks()
+        self.buffers = BlockBuffers()
 
 
 class LogStream:
@@ -180,19 +211,26 @@ class LogStream:
     while the log is appended to.
 
     Positions are bytes of the stream from a start offset (see :meth:`size`, :meth:`read`).
-    Raises what the log's reads raise: CorruptRecordError / InvalidRecordError for bad
-    batches, OSError from the disk."""
+    ``caches``: the rendered chunks and buffers it shares with other streams (a
+    :class:`StreamCaches` of the mount's stream table; None: its own). Raises what the log's
+    reads raise: CorruptRecordError / InvalidRecordError for bad batches, OSError from the
+    disk."""
 
     def __init__(self, log, fmt: StreamFormat,
                  isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                 key_separator: bytes = b"\t"):
+                 key_separator: bytes = b"\t", caches: StreamCaches | None = None):
         self.log, self.format, self.isolation = log, fmt, isolation
         self._reader = log.reader
         self.key_separator = bytes(key_separator)  # between key and value in KEYED lines
         # how each record looks: a plain partition's or a coordinator topic's
         self._format = record_format(log.topic, log.partition, fmt, key_separator)
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
-        self._rendered = _RENDERED  # (shared by all streams: keys start with the stream)
+        caches = StreamCaches() if caches is None else caches
+        # (shared by streams: keys start with the stream's number, not the stream, which a
+        # cache of its own would then hold in a cycle)
+        self._id = next(_STREAM_NUMBERS)
+        self._rendered = caches.rendered
+        self._buffers = caches.buffers
         self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
         self._starts: dict[tuple[LogSegment, int], int] = {}
         self._layout_cache: tuple | None = None  # see _layout; None after the index changed
@@ -340,24 +378,18 @@ class LogStream:
         if size > POOLED_BUFFER_BYTES:
             yield bytearray(size)
             return
-        with _BUFFERS_LOCK:
-            buffer = _BUFFERS.pop() if _BUFFERS else bytearray(POOLED_BUFFER_BYTES)
-        try:
+        with self._buffers.lend() as buffer:
             yield memoryview(buffer)[:size]
-        finally:
-            with _BUFFERS_LOCK:
-                if len(_BUFFERS) < BLOCK_BUFFERS_KEPT:
-                    _BUFFERS.append(buffer)
 
     def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
-        self._rendered.put((self, segment, start, stop), chunk)
+        self._rendered.put((self._id, segment, start, stop), chunk)
 
     def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int,
                nowait: bool = False) -> _Chunk:
         key = _chunk_key((segment, index, i))
         while True:
             with self._lock:
-                chunk = self._rendered.get((self, *key))
+                chunk = self._rendered.get((self._id, *key))
                 if chunk is not None:
                     return chunk
                 if nowait:
@@ -384,7 +416,7 @@ class LogStream:
         (no I/O: for event loops, before handing :meth:`read_ahead` to a thread)."""
         keys = [_chunk_key(after) for after in self._after(offset, position)]
         with self._lock:
-            return any((self, *key) not in self._rendered and key not in self._rendering
+            return any((self._id, *key) not in self._rendered and key not in self._rendering
                        for key in keys)
 
     def read_ahead(self, offset: int, position: int) -> None:
@@ -430,7 +462,7 @@ class LogStream:
             return None
         if span.layout is not self._layout_cache or not self.is_current():
             return None
-        chunk = self._rendered.get((self, *span.key))
+        chunk = self._rendered.get((self._id, *span.key))
         if chunk is None:
             return None
         inside = position - span.first
