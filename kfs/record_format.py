@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import enum
 import json
+from array import array
 from typing import Any
 
 from storage.coordinator.records import decoded_line, for_topic
-from storage.records.columns import ColumnBuilder
-from storage.records.record import TimestampType
+from storage.records.columns import ColumnBuilder, RecordColumns
+from storage.records.record import Record, TimestampType
 
 
 class StreamFormat(enum.Enum):
@@ -90,6 +91,23 @@ class CoordinatorFormat:
         self.topic, self.partition = topic, partition
         self.format, self.key_separator = fmt, bytes(key_separator)
         self._decoder = for_topic(topic)
+
+    @staticmethod
+    def builder() -> ColumnBuilder:
+        """A builder for one chunk: the records whole, headers too, for :meth:`render`."""
+        return ColumnBuilder(True)
+
+    def render(self, builder: ColumnBuilder) -> tuple[bytes, memoryview, memoryview]:
+        """``(text, row ends, offsets)`` of the builder's records, a :meth:`line` each
+        (buffers, as :meth:`PlainFormat.render`'s)."""
+        text, row_ends, offsets = bytearray(), array("q"), array("q")
+        for row in RecordColumns(True, builder).to_arrow().to_pylist():
+            headers = tuple((h["key"], h["value"]) for h in row["headers"] or ())
+            text += self.line(Record(row["offset"], row["timestamp"], row["timestamp_type"],
+                                     row["key"], row["value"], headers, -1))
+            row_ends.append(len(text))
+            offsets.append(row["offset"])
+        return bytes(text), memoryview(row_ends).cast("B"), memoryview(offsets).cast("B")
 
     def line(self, record) -> bytes:
         if self.format is StreamFormat.VALUES:

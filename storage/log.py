@@ -37,6 +37,7 @@ from storage.errors import (
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_files import SWAP_SUFFIX, log_file, offset_index_file, time_index_file
 from storage.log_reader import LogReader
+from storage.record_cache import RecordCache
 from storage.log_retention import retention_plan
 from storage.log_segments import LogSegments
 from storage.open_files import FilePool
@@ -82,15 +83,18 @@ class Log:
     ``clock`` (``storage.clock``, Kafka's ``Time``) is every time the log reads: rolls, retention,
     flushes, producer expiry. ``files`` (``storage.open_files.FilePool``) bounds the ``.log``
     descriptors it keeps open: its ``LogManager``'s, shared by the directory's logs (None: a
-    pool of its own, for a log opened alone). ``segments`` (``storage.log_segments.LogSegments``) are its
-    ordered segments; ``reader`` (``storage.log_reader.LogReader``) is every read of it.
+    pool of its own, for a log opened alone). ``segments`` (``storage.log_segments.LogSegments``)
+    are its ordered segments; ``reader`` (``storage.log_reader.LogReader``) is every read of it,
+    its recently decoded batches kept in ``decoded_batches`` (the ``LogManager``'s cache, shared
+    by the logs of a directory; None: a bounded one of the log's own).
     """
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig,
                  writable: bool = True, *, had_clean_shutdown: bool = True,
                  recovery_point: int = 0, log_start_offset: int = 0, quarantine=None,
                  salvage: bool = False, clock: Clock = SYSTEM_CLOCK,
-                 files: FilePool | None = None):
+                 files: FilePool | None = None,
+                 decoded_batches: RecordCache | None = None):
         self.dir = Path(directory)
         self.clock = clock
         self.files = FilePool() if files is None else files
@@ -113,7 +117,9 @@ class Log:
         # what opening cut, one line each: recovery's cuts, a salvage before it (LogManager)
         self.salvaged: list[str] = list(loaded.cuts)
         self.segments = LogSegments(self.dir, config, clock, loaded.segments, self.files)
-        self.reader = LogReader(self)  # every read of the log
+        # every read of the log; decoded batches in the cache of the log's directory (the
+        # LogManager's), or in one of its own
+        self.reader = LogReader(self, decoded_batches)
         self._log_start_offset = loaded.log_start_offset
         self._leo = loaded.log_end_offset
         self.recovery_point = loaded.recovery_point

@@ -50,6 +50,7 @@ from storage.log_files import (
     parse_segment_file_name,
 )
 from storage.log import Log
+from storage.log_reader import decoded_batch_cache
 from storage.log_loader import IntactDataAfterDamageError
 from storage.open_files import FilePool
 from storage.quarantine import Quarantine, QuarantineError, default_root
@@ -132,6 +133,8 @@ class LogManager:
     ``FixedClock`` holds a whole run at one instant (``kfs compact --now-ms``). ``files`` (a
     ``storage.open_files.FilePool``: ``KFS_OPEN_FILES`` descriptors, default 512) holds the
     ``.log`` descriptors of every log it opens, opened when read and closed when idle.
+    ``decoded_batches`` (``storage.log_reader.decoded_batch_cache``) keeps the recently decoded
+    batches of all its logs, bounded in all however many partitions are read.
     """
 
     def __init__(self, backing_dir: str | os.PathLike, read_only: bool = False, *,
@@ -142,6 +145,8 @@ class LogManager:
         self.clock = clock
         self.files = FilePool()  # every log's .log descriptors, bounded together
         self.read_only = read_only
+        # the recently decoded batches of all its logs' readers, bounded in all
+        self.decoded_batches = decoded_batch_cache()
         self.quarantine = None if read_only else (
             quarantine or Quarantine(default_root(self.dir), keep_all=False, clock=clock))
         if not read_only:
@@ -276,17 +281,19 @@ class LogManager:
         config = load_log_config(self.dir, topic, self._broker_config)
         if not writable:
             return Log(path, topic, partition, config, writable=False, clock=self.clock,
-                       files=self.files, **offsets)
+                       files=self.files, decoded_batches=self.decoded_batches, **offsets)
         try:
             log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
                        salvage=True, clock=self.clock, files=self.files,
+                       decoded_batches=self.decoded_batches,
                        **offsets)
         except IntactDataAfterDamageError as damage:
             plan = plan_partition(path)
             salvage_partition(plan, self.quarantine)
             offsets.update(had_clean_shutdown=False, recovery_point=0)
             log_ = Log(path, topic, partition, config, quarantine=self.quarantine,
-                       clock=self.clock, files=self.files, **offsets)
+                       clock=self.clock, files=self.files,
+                       decoded_batches=self.decoded_batches, **offsets)
             salvaged = _salvage_summary(plan, damage, self.quarantine.directory)
             for line in salvaged:
                 log.error("%s: %s", path.name, line)
@@ -416,7 +423,7 @@ class LogManager:
                 write_atomically(path / PARTITION_METADATA_FILE,
                                   f"version: 0\ntopic_id: {self._topic_id(topic)}")
                 log_ = Log(path, topic, partition, config, writable=True, clock=self.clock,
-                           files=self.files)
+                           files=self.files, decoded_batches=self.decoded_batches)
             except BaseException:
                 shutil.rmtree(path, ignore_errors=True)  # no half-made partition
                 raise

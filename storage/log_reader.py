@@ -12,8 +12,8 @@ Offsets are Kafka offsets; timestamps epoch ms; positions bytes of a segment's `
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 from crc32c import crc32c
 
@@ -35,10 +35,29 @@ if TYPE_CHECKING:
 READ_UNCOMMITTED = IsolationLevel.READ_UNCOMMITTED
 _MAX_COLUMN_BYTES = 64 << 20  # keys and values held in one Arrow batch of read_columns
 _COLUMN_BLOCK = 1 << 20  # bytes of a .log decoded into columns per call
-# Decoded records of recently read batches, of all the process's logs together, by (reader,
-# segment base offset, position): a process reading many partitions (a mount) keeps at most
-# this much, not as much per partition read.
-DECODED_BATCHES = RecordCache(1024, 32 << 20, records_cost)
+# Decoded records of recently read batches kept, of all the logs of one directory together
+# (the LogManager's, see decoded_batch_cache): a process reading many partitions (a mount)
+# keeps at most this much, not as much per partition read.
+DECODED_BATCHES_KEPT = 1024
+DECODED_BYTES_KEPT = 32 << 20
+
+
+def decoded_batch_cache() -> RecordCache:
+    """A cache of decoded batches for the readers of many logs (a log directory's), bounded by
+    DECODED_BATCHES_KEPT batches and DECODED_BYTES_KEPT bytes of records in all; keys are
+    (reader, segment, position), so each reader drops its own."""
+    return RecordCache(DECODED_BATCHES_KEPT, DECODED_BYTES_KEPT, records_cost)
+
+
+class RecordSink(Protocol):
+    """What :meth:`LogReader.decode_range` decodes into (``storage.records.RecordColumns``):
+    ``add_block`` takes the records with offsets in [start, end) of the whole batches at the
+    front of a block of ``.log`` bytes, leaving out control batches and the transactional
+    ones ``skip(producer_id, base_offset)`` names; returns (bytes consumed, whether a batch
+    reached ``end``), (0, False) for bytes that are not a batch."""
+
+    def add_block(self, block, start: int, end: int,
+                  skip: Callable[[int, int], bool] | None) -> tuple[int, bool]: ...
 
 
 def _named(e: CorruptRecordError | InvalidRecordError, segment: LogSegment, position: int):
@@ -52,12 +71,15 @@ class LogReader:
     (``log_start_offset``, ``log_end_offset``, ``last_stable_offset``) and its ``segments``
     (``storage.remote``'s read-only logs). Raises CorruptRecordError for a batch whose
     CRC or layout is bad, InvalidRecordError for one breaking a format rule, OSError from the
-    segments' source; v0/v1 entries an old broker wrote are read as Kafka reads them."""
+    segments' source; v0/v1 entries an old broker wrote are read as Kafka reads them.
+    ``cache`` (:func:`decoded_batch_cache`) keeps recently decoded batches, shared by the logs
+    of a directory (its ``LogManager``'s); None: one of the reader's own."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, cache: RecordCache | None = None) -> None:
         self._log = log
         self.segments = log.segments
-        self._cache = DECODED_BATCHES  # keys: (the reader, the segment, a batch's position)
+        # keys: (the reader, the segment, a batch's position)
+        self._cache = decoded_batch_cache() if cache is None else cache
 
     def clear_cache(self) -> None:
         """Forget decoded batches: segments or the log start offset changed under them."""
@@ -252,42 +274,79 @@ class LogReader:
                      isolation: IsolationLevel = READ_UNCOMMITTED, headers: bool = False,
                      max_rows: int = 32768) -> Iterator[pa.RecordBatch]:
         """The data records with offsets in [start, end) as Arrow record batches of about
-        ``max_rows`` rows (columns of ``storage.records.RecordColumns``): the offset index
-        finds the first batch, then each segment is read in blocks that the compiled codec
-        decodes in one call each (CRC-checked; control batches, and with read_committed
-        aborted ones and everything at or past the last stable offset, left out). Same records
-        as :meth:`record_lists`."""
+        ``max_rows`` rows (columns of ``storage.records.RecordColumns``), decoded by
+        :meth:`decode_range`. Same records as :meth:`record_lists`."""
         from storage.records.columns import RecordColumns  # pyarrow: only for column readers
 
-        start, end = self._bounds(start, end, isolation)
+        columns = RecordColumns(headers)
+        for _ in self.decode_range(columns, start, end, isolation):
+            if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
+                yield columns.to_arrow()
+        if columns.num_rows:
+            yield columns.to_arrow()
+
+    def decode_range(self, sink: RecordSink, start: int, end: int | None = None,
+                     isolation: IsolationLevel = READ_UNCOMMITTED, *,
+                     segment: LogSegment | None = None, position: int = 0,
+                     stop: int | None = None, buffer=None) -> Iterator[tuple[int, int]]:
+        """The one decode of a range of the log, for every bulk reader: the data records with
+        offsets in [start, end) go into ``sink`` (a :class:`RecordSink`: Arrow columns for
+        Spark, a text stream's renderer, the columns a coordinator topic's schemas decode),
+        as a reader at ``isolation`` sees them: control batches, and with read_committed
+        aborted transactions' batches, left out here and nowhere else (the compiled codec
+        skips them; CRC-checked). Blocks of whole batches (``BatchBlocks``) are read into
+        ``buffer`` (reused; default one of _COLUMN_BLOCK bytes).
+
+        Without ``segment``: [start, end) is clipped to the log start offset and the visible
+        end, the offset index finds the first batch and the segments are read on, each no
+        further than the batches below ``end`` reach (an object store's segment is told so, and
+        reads ahead that far at once). With ``segment``: just the batches starting in its
+        ``.log`` bytes [position, stop) (a stream's chunk; ``stop`` defaults to its size),
+        ``start`` and ``end`` as given (records below the log start offset are there too: the
+        stream positions its readers past them).
+
+        Yields (base offset of the first batch met, .log bytes consumed) after each block,
+        where a caller may take what the sink holds; stops at the first batch reaching ``end``.
+        Raises CorruptRecordError / InvalidRecordError naming the segment and position, OSError
+        from the segments' source."""
+        if segment is None:
+            start, end = self._bounds(start, end, isolation)
+            ranges = self._ranges(start, end)
+        else:
+            end = self.visible_end(isolation) if end is None else end
+            ranges = iter([(segment, position, segment.size if stop is None else stop)])
         if start >= end:
             return
-        skip = self.skip_aborted(start, end, isolation)
-        columns, buffer = RecordColumns(headers), bytearray(_COLUMN_BLOCK)  # (copied out of)
+        buffer = bytearray(_COLUMN_BLOCK) if buffer is None else buffer  # (copied out of)
+        first, skip = -1, None
+        for segment, position, stop in ranges:
+            blocks = BatchBlocks(segment, position, stop, buffer=buffer)
+            for block in blocks:
+                if first < 0:  # the aborted transactions from where the batches start
+                    first = base_offset_at(block)
+                    skip = self.skip_aborted(max(start, first), end, isolation)
+                try:
+                    consumed, reached_end = sink.add_block(block, start, end, skip)
+                except (CorruptRecordError, InvalidRecordError) as e:
+                    raise _named(e, segment, blocks.position) from e
+                blocks.advance(consumed)
+                yield first, consumed
+                if reached_end:
+                    return
+
+    def _ranges(self, start: int, end: int) -> Iterator[tuple[LogSegment, int, int]]:
+        """(segment, .log position, .log stop) of each segment holding offsets in [start, end),
+        each read ahead (``read_ahead_until``) when it is reached."""
         segments = self.segments.from_offset(start)
         for i, segment in enumerate(segments):
             if segment.base_offset >= end:
-                break
+                return
             # Read no further than the batches below ``end`` reach, and say so: an object
             # store's segment reads ahead that far at once, and no further.
             whole = i + 1 < len(segments) and segments[i + 1].base_offset <= end
             stop = segment.size if whole else self.position_after(segment, end)
             segment.source.read_ahead_until(stop)
-            blocks = self.blocks(segment, self.position_of(segment, start), stop, buffer=buffer)
-            for block in blocks:
-                try:
-                    consumed, reached_end = columns.add_block(block, start, end, skip)
-                except (CorruptRecordError, InvalidRecordError) as e:
-                    raise _named(e, segment, blocks.position) from e
-                blocks.advance(consumed)
-                if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
-                    yield columns.to_arrow()
-                if reached_end:
-                    if columns.num_rows:
-                        yield columns.to_arrow()
-                    return
-        if columns.num_rows:
-            yield columns.to_arrow()
+            yield segment, self.position_of(segment, start), stop
 
     # -- positioned blocks (the columnar readers: Arrow columns, the mount's text) -----------
 

@@ -39,7 +39,7 @@ from .damage_notes import DamageNotes
 from .inodes import Kind
 from .node_attributes import NodeAttributes
 from .partitions import Partitions
-from .text_stream import ChunkSpan, LogStream
+from .text_stream import ChunkSpan, LogStream, StreamCaches
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,8 @@ class Streams:
         # most recently used last; a stream keeps rendered chunks and its position index, so
         # memory follows the streams in use, not every partition ever read
         self._streams: OrderedDict[tuple[int, StreamFormat], LogStream] = OrderedDict()
+        # the rendered chunks and .log buffers all its streams share, bounded in all
+        self._caches = StreamCaches()
         self._indexing: set[LogStream] = set()
         # where each stream's latest read into another chunk ended (start offset, last byte
         # read), which its read-ahead thread follows; the streams with such a thread (one
@@ -98,7 +100,7 @@ class Streams:
         stream = self._streams.get(key)
         if stream is None or stream.log is not plog:
             stream = self._streams[key] = LogStream(plog, key[1], self._isolation,
-                                                    self._key_separator)
+                                                    self._key_separator, self._caches)
             while len(self._streams) > STREAMS_KEPT:  # open handles keep theirs alive
                 self._streams.popitem(last=False)
         self._streams.move_to_end(key)

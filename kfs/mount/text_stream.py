@@ -12,22 +12,26 @@ per chunk: about 6 KiB per GiB of log). The index is built lazily, a segment the
 a read or a size needs it; a rolled segment's text never changes, so its entries are built
 once; the active segment's are extended from where they stopped, so following a growing log
 costs the new batches only. A read renders the one chunk it falls in (a few recent chunks are
-kept rendered: RENDERED_CHUNKS_KEPT a stream, RENDERED_BYTES_KEPT of all streams together, so
-that what a mount holds does not grow with the partitions read); :meth:`LogStream.read_ahead`
+kept rendered: RENDERED_CHUNKS_KEPT a stream, RENDERED_BYTES_KEPT of all the streams of a mount
+together (their :class:`StreamCaches`), so that what a mount holds does not grow with the
+partitions read); :meth:`LogStream.read_ahead`
 renders the next READ_AHEAD_CHUNKS while a sequential reader is still on this one. A chunk
 spans several of a reader's requests (``cat`` asks a MiB at a time, the files' st_blksize),
 so per-chunk work (rendering's set-up, read-ahead's wake-ups, joining the two chunks a read
 crosses) is paid every few reads, not on each.
 
-How each record looks is ``kfs.record_format``'s: a plain partition's records are rendered a
-chunk at a time by the compiled column builder; Kafka's coordinator topics'
-(``__consumer_offsets``, ``__transaction_state``) are decoded through their message schemas.
+How each record looks is ``kfs.record_format``'s: a chunk's records are decoded by the log's
+reader (``LogReader.decode_range``, the decode Spark's columns go through too) into the
+format's compiled column builder, which renders a plain partition's text; Kafka's coordinator
+topics' (``__consumer_offsets``, ``__transaction_state``) records are then decoded through
+their message schemas.
 
 Control records are never in the stream; with read_committed neither are aborted
-transactions' records nor anything at or past the last stable offset. Every byte and every
-damage comes from the log's reader (``storage.log_reader``: positioned blocks of whole
-batches, the intact run and the damage after it); the stream keeps only text positions. When retention removes
-segments their entries go; a stream starting below the new log start offset starts at it.
+transactions' records nor anything at or past the last stable offset (the reader's decode
+leaves them out). Every byte and every damage comes from the log's reader
+(``storage.log_reader``: decoded ranges of whole batches, the intact run and the damage after
+it); the stream keeps only text positions. When retention removes segments their entries go;
+a stream starting below the new log start offset starts at it.
 """
 
 from __future__ import annotations
@@ -46,21 +50,20 @@ from storage.config import LogConfig
 from storage.damage import LogDamage
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.isolation import IsolationLevel
-from storage.records.columns import add_block
-from storage.records.framing import base_offset_at
+from storage.records.columns import RecordColumns
 from storage.segment import LogSegment
 
-from kfs.record_format import CoordinatorFormat, StreamFormat, record_format
+from kfs.record_format import StreamFormat, record_format
 
 CHUNK_LOG_BYTES = 4 << 20  # .log bytes per index entry (and per rendered chunk)
 RENDERED_CHUNKS_KEPT = 4  # per stream
 # chunks a sequential reader finds rendered ahead of the one it is in (at most
 # RENDERED_CHUNKS_KEPT - 1: the one it is in stays)
 READ_AHEAD_CHUNKS = 2
-# rendered text (and its row ends and offsets) kept, all the process's streams together: what
-# a mount holds does not grow with the streams read (a mount keeps 64 streams)
+# rendered text (and its row ends and offsets) kept, all the streams of one StreamCaches (a
+# mount's) together: what a mount holds does not grow with the streams read (it keeps 64)
 RENDERED_BYTES_KEPT = 16 << 20
-BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of all streams (one per rendering thread)
+BLOCK_BUFFERS_KEPT = 2  # reused .log read buffers, of a StreamCaches' streams (one per thread)
 # their size: a chunk is CHUNK_LOG_BYTES and the rest of the batch crossing its end (a batch of
 # up to the default max.message.bytes fits; a chunk that does not gets a buffer of its own)
 POOLED_BUFFER_BYTES = CHUNK_LOG_BYTES + LogConfig.max_message_bytes
@@ -121,15 +124,15 @@ class _Chunk:
     offsets: Sequence[int]  # offset of each record
 
 
-class _RenderedChunks:
-    """The rendered chunks of every stream: least recently used out past RENDERED_BYTES_KEPT
-    in all (the newest always stays) or RENDERED_CHUNKS_KEPT of one stream. Keys are
-    (stream, segment, .log start, .log stop). Takes no stream's lock (streams call it with
-    theirs held)."""
+class RenderedChunks:
+    """The rendered chunks of the streams sharing it (a mount's stream table's): least recently
+    used out past RENDERED_BYTES_KEPT in all (the newest always stays) or RENDERED_CHUNKS_KEPT
+    of one stream. Keys are (stream number, segment, .log start, .log stop). Takes no stream's lock
+    (streams call it with theirs held)."""
 
     def __init__(self) -> None:
         self._chunks: OrderedDict[tuple, tuple[_Chunk, int]] = OrderedDict()
-        self._per_stream: dict[LogStream, int] = {}
+        self._per_stream: dict[int, int] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -154,7 +157,7 @@ class _RenderedChunks:
             self._bytes += cost
             self._per_stream[stream] = self._per_stream.get(stream, 0) + 1
             if self._per_stream[stream] > RENDERED_CHUNKS_KEPT:  # its least recently used
-                self._pop(next(k for k in self._chunks if k[0] is stream))
+                self._pop(next(k for k in self._chunks if k[0] == stream))
             while len(self._chunks) > 1 and self._bytes > RENDERED_BYTES_KEPT:
                 self._pop(next(iter(self._chunks)))
 
@@ -167,9 +170,39 @@ class _RenderedChunks:
                 self._per_stream[key[0]] = left
 
 
-_RENDERED = _RenderedChunks()
-_BUFFERS: list[bytearray] = []  # .log blocks to render from, reused by every stream
-_BUFFERS_LOCK = threading.Lock()
+_STREAM_NUMBERS = itertools.count()  # (a stream's part of its rendered chunks' keys)
+
+
+class BlockBuffers:
+    """Buffers of POOLED_BUFFER_BYTES that streams read .log blocks into to render them,
+    reused: BLOCK_BUFFERS_KEPT kept however many threads render (fresh pages cost more than
+    the copy)."""
+
+    def __init__(self) -> None:
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lend(self):
+        """A buffer for the span of a ``with``."""
+        with self._lock:
+            buffer = self._free.pop() if self._free else bytearray(POOLED_BUFFER_BYTES)
+        try:
+            yield buffer
+        finally:
+            with self._lock:
+                if len(self._free) < BLOCK_BUFFERS_KEPT:
+                    self._free.append(buffer)
+
+
+class StreamCaches:
+    """What the streams of one owner (a mount's stream table, ``kfs.mount.streams``) share,
+    bounded however many streams there are: their rendered chunks and the buffers they
+    render from."""
+
+    def __init__(self) -> None:
+        self.rendered = RenderedChunks()
+        self.buffers = BlockBuffers()
 
 
 class LogStream:
@@ -178,19 +211,26 @@ class LogStream:
     while the log is appended to.
 
     Positions are bytes of the stream from a start offset (see :meth:`size`, :meth:`read`).
-    Raises what the log's reads raise: CorruptRecordError / InvalidRecordError for bad
-    batches, OSError from the disk."""
+    ``caches``: the rendered chunks and buffers it shares with other streams (a
+    :class:`StreamCaches` of the mount's stream table; None: its own). Raises what the log's
+    reads raise: CorruptRecordError / InvalidRecordError for bad batches, OSError from the
+    disk."""
 
     def __init__(self, log, fmt: StreamFormat,
                  isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                 key_separator: bytes = b"\t"):
+                 key_separator: bytes = b"\t", caches: StreamCaches | None = None):
         self.log, self.format, self.isolation = log, fmt, isolation
         self._reader = log.reader
         self.key_separator = bytes(key_separator)  # between key and value in KEYED lines
         # how each record looks: a plain partition's or a coordinator topic's
         self._format = record_format(log.topic, log.partition, fmt, key_separator)
         self._indexes: dict[LogSegment, _SegmentIndex] = {}
-        self._rendered = _RENDERED  # (shared by all streams: keys start with the stream)
+        caches = StreamCaches() if caches is None else caches
+        # (shared by streams: keys start with the stream's number, not the stream, which a
+        # cache of its own would then hold in a cycle)
+        self._id = next(_STREAM_NUMBERS)
+        self._rendered = caches.rendered
+        self._buffers = caches.buffers
         self._rendering: dict[tuple, threading.Event] = {}  # chunks being rendered
         self._starts: dict[tuple[LogSegment, int], int] = {}
         self._layout_cache: tuple | None = None  # see _layout; None after the index changed
@@ -313,23 +353,17 @@ class LogStream:
     def _decode(self, segment: LogSegment, position: int, size: int, end: int
                 ) -> tuple[_Chunk, int, int]:
         """Render the whole batches in ``size`` .log bytes from ``position`` (at least one
-        batch, and none at or past offset ``end``): (chunk, bytes consumed, base offset of the
-        first batch, or -1 when none)."""
-        if isinstance(self._format, CoordinatorFormat):
-            return self._decode_coordinator(segment, position, size, end)
+        batch, and none at or past offset ``end``), decoded by the log's reader
+        (``LogReader.decode_range``) into the format's builder: (chunk, bytes consumed, base
+        offset of the first batch, or -1 when none)."""
         builder = self._format.builder()
-        pos, first, skip = 0, -1, None
+        sink = RecordColumns(builder=builder)
+        pos, first = 0, -1
         with self._buffer(segment, position, size) as buffer:
-            blocks = self._reader.blocks(segment, position, position + size, buffer=buffer)
-            for block in blocks:
-                if first < 0:
-                    first = base_offset_at(block)
-                    skip = self._reader.skip_aborted(first, end, self.isolation)
-                consumed, done = add_block(builder, block, 0, end, skip)
-                blocks.advance(consumed)
+            for first, consumed in self._reader.decode_range(
+                    sink, 0, end, self.isolation, segment=segment, position=position,
+                    stop=position + size, buffer=buffer):
                 pos += consumed
-                if done:
-                    break
         first = first if pos else -1
         text, row_ends, offsets = self._format.render(builder)
         return _Chunk(memoryview(text), memoryview(row_ends).cast("q"),
@@ -344,48 +378,18 @@ class LogStream:
         if size > POOLED_BUFFER_BYTES:
             yield bytearray(size)
             return
-        with _BUFFERS_LOCK:
-            buffer = _BUFFERS.pop() if _BUFFERS else bytearray(POOLED_BUFFER_BYTES)
-        try:
+        with self._buffers.lend() as buffer:
             yield memoryview(buffer)[:size]
-        finally:
-            with _BUFFERS_LOCK:
-                if len(_BUFFERS) < BLOCK_BUFFERS_KEPT:
-                    _BUFFERS.append(buffer)
-
-    def _decode_coordinator(self, segment: LogSegment, position: int, size: int, end: int
-                            ) -> tuple[_Chunk, int, int]:
-        """:meth:`_decode` for a coordinator topic, record by record in Python (these topics
-        are small; their records need schema decoding)."""
-        text, row_ends, offsets = bytearray(), array("q"), array("q")
-        pos, first = 0, -1
-        aborted = None
-        for batch in self._reader.whole_batches(segment, position, position + size, size):
-            if batch.base_offset >= end:
-                break
-            batch.ensure_valid()
-            pos += batch.size_in_bytes
-            first = batch.base_offset if first < 0 else first
-            if self.isolation.read_committed and aborted is None:
-                aborted = self._reader.aborted_transactions(batch.base_offset, end)
-            if batch.is_control_batch or (aborted is not None and aborted.is_aborted(batch)):
-                continue
-            for record in batch.records():
-                if record.offset < end:
-                    text += self._format.line(record)
-                    row_ends.append(len(text))
-                    offsets.append(record.offset)
-        return _Chunk(memoryview(bytes(text)), row_ends, offsets), pos, first
 
     def _keep(self, segment: LogSegment, start: int, stop: int, chunk: _Chunk) -> None:
-        self._rendered.put((self, segment, start, stop), chunk)
+        self._rendered.put((self._id, segment, start, stop), chunk)
 
     def _chunk(self, segment: LogSegment, index: _SegmentIndex, i: int,
                nowait: bool = False) -> _Chunk:
         key = _chunk_key((segment, index, i))
         while True:
             with self._lock:
-                chunk = self._rendered.get((self, *key))
+                chunk = self._rendered.get((self._id, *key))
                 if chunk is not None:
                     return chunk
                 if nowait:
@@ -412,7 +416,7 @@ class LogStream:
         (no I/O: for event loops, before handing :meth:`read_ahead` to a thread)."""
         keys = [_chunk_key(after) for after in self._after(offset, position)]
         with self._lock:
-            return any((self, *key) not in self._rendered and key not in self._rendering
+            return any((self._id, *key) not in self._rendered and key not in self._rendering
                        for key in keys)
 
     def read_ahead(self, offset: int, position: int) -> None:
@@ -458,7 +462,7 @@ class LogStream:
             return None
         if span.layout is not self._layout_cache or not self.is_current():
             return None
-        chunk = self._rendered.get((self, *span.key))
+        chunk = self._rendered.get((self._id, *span.key))
         if chunk is None:
             return None
         inside = position - span.first

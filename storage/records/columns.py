@@ -55,11 +55,12 @@ class RecordColumns:
     """A growing set of records as columns: ``offset`` int64, ``timestamp`` int64 (epoch ms),
     ``timestamp_type`` int32 (``TimestampType``), ``key`` and ``value`` binary (null for a null
     key or value) and, with ``headers``, ``headers`` as ``list<struct<key: string, value:
-    binary>>`` (null for a record without headers)."""
+    binary>>`` (null for a record without headers). ``builder``: the ColumnBuilder to decode
+    into, when made with other options (a text stream's renderer, ``kfs.record_format``)."""
 
-    def __init__(self, headers: bool = False):
+    def __init__(self, headers: bool = False, builder: ColumnBuilder | None = None):
         self.headers = headers
-        self._builder = ColumnBuilder(headers)
+        self._builder = ColumnBuilder(headers) if builder is None else builder
 
     @property
     def num_rows(self) -> int:

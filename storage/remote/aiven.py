@@ -45,6 +45,7 @@ from pyarrow.fs import FileType
 
 from storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
 from storage.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, filename_prefix
+from storage.log_reader import decoded_batch_cache
 from storage.segment_source import EMPTY_INDEX, IndexContents, SegmentSource
 from storage.topic_partition import parse_partition_dir_name
 
@@ -665,6 +666,7 @@ class AivenLogDirectory:
         self._found = {name: v for name, v in found.items()
                        if partitions is None or partitions(*parse_partition_dir_name(name))}
         self._logs: dict[str, RemoteLog] = {}
+        self._decoded_batches = decoded_batch_cache()  # of all its partitions' readers
         self.notices: list[str] = [] if live is not None else [
             f"no __remote_log_metadata at hand: the remote segments of "
             f"{store.describe(prefix.rstrip('/'))} are its listing's, which may hold a segment "
@@ -713,7 +715,8 @@ class AivenLogDirectory:
             directory = tuple(filter(None, self.prefix.rstrip("/").split("/")))
             self._logs[name] = RemoteLog(self.store, name, log_start_offset=first,
                                          segments=segments, directory=(*directory, name),
-                                         make_source=self._source)
+                                         make_source=self._source,
+                                         decoded_batches=self._decoded_batches)
         return self._logs[name]
 
     def _source(self, segment: AivenSegment) -> AivenSegmentSource:

@@ -29,8 +29,9 @@ from storage.log_files import (
     parse_segment_file_name,
 )
 from storage.log_loader import replay_producer_batches
-from storage.log_reader import LogReader
+from storage.log_reader import LogReader, decoded_batch_cache
 from storage.log_segments import LogSegments
+from storage.record_cache import RecordCache
 from storage.producer_state import ProducerStateManager
 from storage.segment import LogSegment
 from storage.segment_source import ObjectSegmentSource
@@ -88,11 +89,13 @@ class RemoteLog:
     def __init__(self, store: ObjectStore, name: str, config: LogConfig | None = None,
                  log_start_offset: int = 0, clock: Clock = SYSTEM_CLOCK,
                  segments: list[SegmentObjects] | None = None,
-                 directory: tuple[str, ...] | None = None, make_source=None) -> None:
+                 directory: tuple[str, ...] | None = None, make_source=None,
+                 decoded_batches: RecordCache | None = None) -> None:
         """``directory``: where the partition's objects are under the store's root (default
         ``name``). ``make_source(segment)``: how each of ``segments`` is read (default: its
         objects as a broker's files, ``ObjectSegmentSource``; another RemoteStorageManager's
-        layout gives its own, e.g. ``storage.remote.aiven``)."""
+        layout gives its own, e.g. ``storage.remote.aiven``). ``decoded_batches``: its
+        directory's cache of decoded batches (``LogReader``'s)."""
         self.topic, self.partition = parse_partition_dir_name(name)
         self.config = config or LogConfig()
         self.dir = Path(store.path(*(directory or (name,))))
@@ -103,7 +106,7 @@ class RemoteLog:
                                      make_source(s), s.next_offset)
                     for s in objects]
         self.segments = LogSegments(self.dir, self.config, clock, segments)
-        self.reader = LogReader(self)
+        self.reader = LogReader(self, decoded_batches)
         first = segments[0].base_offset if segments else 0
         self._leo = segments[-1].read_next_offset() if segments else log_start_offset
         self._log_start_offset = min(max(first, log_start_offset), self._leo)
@@ -165,6 +168,7 @@ class RemoteLogDirectory:
         self._names = sorted(names)
         self._starts = self._log_start_offsets()
         self._logs: dict[str, RemoteLog] = {}
+        self._decoded_batches = decoded_batch_cache()  # of all its partitions' readers
         # what a user must hear of, as a read-only LogManager says it of a local directory
         # (and logs it: the mount's log is where a user looks later)
         self.notices: list[str] = []
@@ -191,7 +195,8 @@ class RemoteLogDirectory:
                 raise UnknownTopicOrPartitionError(
                     f"{name} is not a partition of {self.store.describe()}")
             self._logs[name] = RemoteLog(self.store, name, self.config,
-                                         self._starts.get(name, 0))
+                                         self._starts.get(name, 0),
+                                         decoded_batches=self._decoded_batches)
         return self._logs[name]
 
     def checkpointed_log_start_offset(self, name: str) -> int:

@@ -27,7 +27,7 @@ from pyarrow.fs import FileInfo, FileType
 from storage.remote import TIERED_ROOT
 from storage.errors import InvalidTopicError, KafkaStorageError, UnknownTopicOrPartitionError
 from storage.log_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from storage.log_reader import LogReader
+from storage.log_reader import LogReader, decoded_batch_cache
 from storage.log_segments import LogSegments
 from storage.topic_partition import parse_partition_dir_name
 
@@ -233,6 +233,7 @@ class TieredLogDirectory:
                       if partitions is None or partitions(*parse_partition_dir_name(name))}
         self._live = live
         self._logs: dict[str, RemoteLog] = {}
+        self._decoded_batches = decoded_batch_cache()  # of all its partitions' readers
         self.notices: list[str] = [] if live is not None else [
             f"no __remote_log_metadata at hand: the remote segments of {store.describe()} are "
             "its listing's, which may hold a segment being copied or deleted"]
@@ -254,7 +255,8 @@ class TieredLogDirectory:
             first = objects[0].base_offset if objects else 0
             self._logs[name] = RemoteLog(self.store, name, log_start_offset=first,
                                          segments=objects, directory=(TIERED_ROOT,
-                                                                      self._dirs[name]))
+                                                                      self._dirs[name]),
+                                         decoded_batches=self._decoded_batches)
         return self._logs[name]
 
     def catch_up(self, name: str) -> RemoteLog:
@@ -290,14 +292,14 @@ class UnifiedLog:
     salvaged: tuple[str, ...] = ()
 
     def __init__(self, remote: RemoteLog | None, local, fail_on_data_loss: bool = True,
-                 log_start_offset: int = 0) -> None:
+                 log_start_offset: int = 0, decoded_batches: RecordCache | None = None) -> None:
         self.local, self.remote = local, remote
         self._checkpointed = log_start_offset
         self.topic, self.partition, self.config = local.topic, local.partition, local.config
         self.dir = local.dir
         self.fail_on_data_loss = fail_on_data_loss
         self.segments = LogSegments(self.dir, self.config, local.segments.clock, [])
-        self.reader = LogReader(self)
+        self.reader = LogReader(self, decoded_batches)
         self._version = None
         self._join()
 
@@ -369,6 +371,7 @@ class UnifiedLogDirectory:
         self.local, self.remote = local, remote
         self.fail_on_data_loss = fail_on_data_loss
         self._logs: dict[str, UnifiedLog] = {}
+        self._decoded_batches = decoded_batch_cache()  # of all its partitions' readers
         self.notices: list[str] = [*local.notices, *remote.notices]
 
     def partition_names(self) -> list[str]:
@@ -379,7 +382,8 @@ class UnifiedLogDirectory:
             local = self.local.get(name)
             remote = self.remote.get(name) if name in self.remote.partition_names() else None
             self._logs[name] = UnifiedLog(remote, local, self.fail_on_data_loss,
-                                          self.local.checkpointed_log_start_offset(name))
+                                          self.local.checkpointed_log_start_offset(name),
+                                          self._decoded_batches)
         return self._logs[name]
 
     def catch_up(self, name: str) -> UnifiedLog:

@@ -239,16 +239,17 @@ def test_what_streams_and_readers_keep_is_bounded_however_many_partitions_were_r
         tmp_path, monkeypatch):
     """Issue 25, item 13: a read-only mount held 300 MB after streaming 25 MB, as every stream
     kept its own rendered chunks (and .log buffers) and every log its decoded batches. What all
-    streams keep rendered is RENDERED_BYTES_KEPT in all, and the decoded batches of all logs
-    one cache's bound, whatever was read."""
+    streams of one owner (a mount's stream table) keep rendered is RENDERED_BYTES_KEPT in all,
+    and the decoded batches of all logs of a directory one cache's bound (the LogManager's),
+    whatever was read."""
     import gc
 
     from kfs.mount import text_stream
-    from storage import log_reader
 
     monkeypatch.setattr(text_stream, "CHUNK_LOG_BYTES", 4096)
     monkeypatch.setattr(text_stream, "RENDERED_BYTES_KEPT", 64 << 10, raising=False)
     manager = LogManager(tmp_path / "data")
+    shared = text_stream.StreamCaches()  # (a mount's Streams owns one)
     try:
         values = [b"%0100d" % i for i in range(100)]
         streams = []
@@ -258,7 +259,7 @@ def test_what_streams_and_readers_keep_is_bounded_however_many_partitions_were_r
                 log.append(values)
             want_values = naive(log, StreamFormat.VALUES, 0, IsolationLevel.READ_UNCOMMITTED)
             for fmt in (StreamFormat.VALUES, StreamFormat.JSONL):
-                stream = LogStream(log, fmt)
+                stream = LogStream(log, fmt, caches=shared)
                 stream.refresh()
                 text = bytes(stream.read(0, 0, stream.size(0)))
                 if fmt is StreamFormat.VALUES:
@@ -272,11 +273,11 @@ def test_what_streams_and_readers_keep_is_bounded_however_many_partitions_were_r
         caches = {id(log.reader._cache): log.reader._cache
                   for log in (manager.get(f"p-{n}") for n in range(12))}
         decoded = sum(cache._bytes for cache in caches.values())
-        assert len(caches) == 1 and decoded <= log_reader.DECODED_BATCHES._max_bytes, decoded
+        assert len(caches) == 1 and decoded <= manager.decoded_batches._max_bytes, decoded
         # a log's changes forget its own decoded batches, not the others'
-        before = log_reader.DECODED_BATCHES._bytes
+        before = manager.decoded_batches._bytes
         manager.get("p-11").reader.clear_cache()
-        assert 0 < log_reader.DECODED_BATCHES._bytes < before
+        assert 0 < manager.decoded_batches._bytes < before
     finally:
         manager.close()
 
@@ -325,3 +326,124 @@ def test_retention_deleting_a_segment_while_it_is_rendered_for_a_read_is_no_erro
     assert got == naive(log, StreamFormat.VALUES, log.log_start_offset,
                         IsolationLevel.READ_UNCOMMITTED)
     log.close()
+
+
+def offsets_log(path) -> Log:
+    """A ``__consumer_offsets`` partition of offset commits (keys and values in their schemas'
+    bytes, some with headers), plain and transactional (TxnOffsetCommit), aborted and
+    committed, with their markers, over several segments."""
+    import struct
+
+    def string(s: str) -> bytes:
+        return struct.pack(">h", len(s)) + s.encode()
+
+    def commit(group: str, partition: int, offset: int) -> tuple[bytes, bytes]:
+        key = struct.pack(">h", 1) + string(group) + string("t") + struct.pack(">i", partition)
+        value = struct.pack(">hqi", 3, offset, -1) + string("m") + struct.pack(">q", 1_700_000)
+        return key, value
+
+    path.mkdir()
+    log = Log(path, "__consumer_offsets", 0, LogConfig(segment_bytes=2048))
+    for i in range(40):
+        keys, values = zip(*(commit(f"g{i % 3}", p, i * 10 + p) for p in range(3)))
+        log.append(list(values), list(keys))
+        keys, values = zip(*(commit("txn", p, i) for p in range(2)))
+        log.append_as_leader(build_batch(0, list(values), list(keys), producer_id=500 + i,
+                                         producer_epoch=0, base_sequence=0,
+                                         is_transactional=True,
+                                         headers=[[("h", b"v")], []]))
+        marker = ControlRecordType.ABORT if i % 2 else ControlRecordType.COMMIT
+        log.append_as_leader(build_control_batch(0, 500 + i, 0, marker, timestamp_ms=now_ms()))
+    return log
+
+
+@pytest.mark.parametrize("fmt", list(StreamFormat))
+@pytest.mark.parametrize("isolation", list(IsolationLevel))
+def test_a_coordinator_stream_is_its_records_decoded_one_by_one(tmp_path, monkeypatch, fmt,
+                                                                isolation):
+    """A coordinator topic's stream holds the data records a reader at its isolation sees
+    (``LogReader.record_lists``: no control records; with read_committed no aborted
+    transaction's) each as its schema-decoded line, whatever the chunks."""
+    from kfs.record_format import record_format
+
+    monkeypatch.setattr("kfs.mount.text_stream.CHUNK_LOG_BYTES", 700)
+    log = offsets_log(tmp_path / "__consumer_offsets-0")
+    assert len(log.segments) > 5
+    line = record_format(log.topic, log.partition, fmt).line
+    want = b"".join(line(r) for rs in log.reader.record_lists(0, isolation=isolation)
+                    for r in rs)
+    stream = LogStream(log, fmt, isolation)
+    stream.refresh()
+    assert stream.size(0) == len(want) and bytes(stream.read(0, 0, len(want) + 1)) == want
+    committed = b"".join(line(r) for rs in log.reader.record_lists(
+        0, isolation=IsolationLevel.READ_COMMITTED) for r in rs)
+    assert (committed == want) is isolation.read_committed  # (aborted commits are there)
+    log.close()
+
+
+def test_every_bulk_reader_decodes_through_the_readers_one_range_decode(tmp_path, monkeypatch):
+    """Issue 34: Spark's columns, a plain partition's streams and a coordinator topic's
+    streams all decode through ``LogReader.decode_range`` (where control and aborted batches
+    are left out), with no loop of their own."""
+    from storage.log_reader import LogReader
+
+    calls = []
+    decode_range = LogReader.decode_range
+
+    def counted(reader, sink, *args, **kwargs):
+        calls.append(reader._log.topic)
+        return decode_range(reader, sink, *args, **kwargs)
+
+    monkeypatch.setattr(LogReader, "decode_range", counted)
+    plain = txn_log(tmp_path / "t-0")
+    offsets = offsets_log(tmp_path / "__consumer_offsets-0")
+    assert sum(t.num_rows for t in plain.reader.read_columns(0)) > 0
+    assert calls == ["t"]
+    for log in (plain, offsets):
+        for fmt in StreamFormat:
+            calls.clear()
+            stream = LogStream(log, fmt, IsolationLevel.READ_COMMITTED)
+            stream.refresh()
+            assert stream.size(0) > 0 and calls and set(calls) == {log.topic}
+        log.close()
+
+
+def test_decoded_batches_and_rendered_chunks_belong_to_their_owners(tmp_path):
+    """Issue 34: no module-level cache. A LogManager's logs share its decoded-batch cache
+    (another manager's logs do not); a log opened alone has a bounded one of its own; a mount's
+    stream table shares one set of rendered chunks and buffers among its streams, another table
+    (another mount) has its own."""
+    from kfs.mount.inodes import Kind
+    from kfs.mount.streams import Streams
+    from storage.log_reader import DECODED_BYTES_KEPT
+
+    first, second = LogManager(tmp_path / "a"), LogManager(tmp_path / "b")
+    try:
+        logs = [m.create(f"p-{n}") for m in (first, second) for n in range(2)]
+        for log in logs:
+            for _ in range(2):
+                log.append([b"x" * 100] * 10)
+            assert len(list(log.reader.record_lists(0))) == 2  # (the first batch is kept)
+        assert logs[0].reader._cache is logs[1].reader._cache is first.decoded_batches
+        assert logs[2].reader._cache is logs[3].reader._cache is second.decoded_batches
+        assert first.decoded_batches is not second.decoded_batches
+        assert first.decoded_batches._bytes > 0 and second.decoded_batches._bytes > 0
+        (tmp_path / "alone-0").mkdir()
+        alone = Log(tmp_path / "alone-0", "alone", 0, LogConfig())
+        assert alone.reader._cache not in (first.decoded_batches, second.decoded_batches)
+        assert alone.reader._cache._max_bytes == DECODED_BYTES_KEPT
+        alone.close()
+        tables = [Streams(IsolationLevel.READ_UNCOMMITTED) for _ in range(2)]
+        streams = [table.get(log, n, kind) for table in tables
+                   for n, log in enumerate(logs[:2]) for kind in (Kind.VALUES, Kind.RECORDS_JSONL)]
+        for stream in streams:
+            stream.refresh()
+            assert stream.read(0, 0, 4) == (b"xxxx" if stream.format is StreamFormat.VALUES
+                                            else b'{"to')
+        assert len({id(s._rendered) for s in streams[:4]}) == 1
+        assert len({id(s._rendered) for s in streams[4:]}) == 1
+        assert streams[0]._rendered is not streams[4]._rendered
+        assert streams[0]._buffers is not streams[4]._buffers
+    finally:
+        first.close()
+        second.close()

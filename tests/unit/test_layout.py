@@ -69,9 +69,6 @@ _MUTATORS = {"add", "append", "appendleft", "clear", "discard", "drop", "extend"
 
 # What is kept at module level on purpose, and why; the test fails when an entry goes stale.
 ALLOWED_STATE = {
-    # (fixed on branch decode)
-    "storage/log_reader.py": {"DECODED_BATCHES"},
-    "kfs/mount/text_stream.py": {"_RENDERED", "_BUFFERS"},
     # the process's stores and metadata folds, bounded (4 + 4): a process lifetime is the
     # point, the next Spark task of a reused worker reuses them, as Spark's Kafka source keeps
     # its consumer pool per executor
