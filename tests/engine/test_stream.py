@@ -433,7 +433,8 @@ def test_decoded_batches_and_rendered_chunks_belong_to_their_owners(tmp_path):
         assert alone.reader._cache not in (first.decoded_batches, second.decoded_batches)
         assert alone.reader._cache._max_bytes == DECODED_BYTES_KEPT
         alone.close()
-        tables = [Streams(IsolationLevel.READ_UNCOMMITTED) for _ in range(2)]
+        # (get() needs only the isolation level: no partitions, attributes or damage notes)
+        tables = [Streams(None, None, None, IsolationLevel.READ_UNCOMMITTED) for _ in range(2)]
         streams = [table.get(log, n, kind) for table in tables
                    for n, log in enumerate(logs[:2]) for kind in (Kind.VALUES, Kind.RECORDS_JSONL)]
         for stream in streams:
