@@ -134,7 +134,9 @@ class Listings:
                 return
             inodes.record_ino(pid, run[-1].offset)  # OverflowError past the inode space
             self._records.served(pid, run[pos].offset)
-            last_size = last_ts = -1  # a batch's records mostly share both: set them on change
+            # a batch's records mostly share both: set them on change (None: no record's, as
+            # -1 is a v0 record's timestamp)
+            last_size = last_ts = None
             for i in range(pos, len(run)):
                 record = run[i]
                 offset = record.offset
