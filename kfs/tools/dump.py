@@ -571,7 +571,12 @@ def _decoded_line(line: str, decoded: CoordinatorRecord) -> str:
 def _remote_metadata_line(line: str, record: Record) -> str:
     """A record's JSON line with its value decoded as ``__remote_log_metadata``'s in place of
     ``payload`` (as ``value``), plus ``warnings`` when it does not decode."""
-    value, warnings = remote_metadata_json(record.value)
+    return _with_value(line, *remote_metadata_json(record.value))
+
+
+def _with_value(line: str, value: Any, warnings: list[str]) -> str:
+    """A record's JSON line with ``value`` (its value decoded) in place of ``payload``, plus
+    ``warnings`` when it did not decode."""
     obj = {}
     for name, field in json.loads(line).items():
         if name == "payload":
@@ -958,15 +963,7 @@ class _Dumper:
         value, warnings = metadata_json(record.value)
         for warning in warnings:
             self._warn(path, record.offset, warning)
-        obj = {}
-        for name, field in json.loads(line).items():
-            if name == "payload":
-                obj["value"] = value
-            else:
-                obj[name] = field
-        if warnings:
-            obj["warnings"] = warnings
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        return _with_value(line, value, warnings)
 
     # -- .index ---------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from storage.coordinator.api_message import FRAME_VERSION, FrameError, read_frame
 from storage.coordinator.dumplog import java_json
 from storage.coordinator.records import MESSAGES
 from storage.coordinator.schema import Message, MessageFormatError, SchemaError, load_message
@@ -47,8 +48,6 @@ CLUSTER_METADATA = CLUSTER_METADATA_TOPIC
 CHECKPOINT_SUFFIX = ".checkpoint"  # Snapshots.SUFFIX
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
 _SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
-FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
-_SHORT_MAX = 0x7FFF
 
 
 class MetadataParseError(ValueError):
@@ -121,29 +120,6 @@ class MetadataRecord:
         return {"type": self.type_name, "version": self.version, "data": self.data}
 
 
-def _unsigned_short(value: bytes, pos: int, entity: str) -> tuple[int, int]:
-    """``AbstractApiMessageSerde.unsignedIntToShort``: an unsigned varint (at most 5 bytes,
-    into a Java int) that must fit a short. Returns (value, position after it)."""
-    result = 0
-    for i in range(5):
-        if pos >= len(value):
-            raise MetadataParseError(f"Error while reading {entity}",
-                                     f"the value ends inside its {entity} (byte {pos})")
-        b = value[pos]
-        pos += 1
-        result |= (b & 0x7F) << (7 * i)
-        if b < 0x80:
-            result &= 0xFFFFFFFF
-            if result >= 1 << 31:
-                result -= 1 << 32
-            if result > _SHORT_MAX:
-                raise MetadataParseError(f"Value for {entity} was too large.")
-            short = result & 0xFFFF  # Java's (short) cast of a negative int
-            return (short - 0x10000 if short > _SHORT_MAX else short), pos
-    raise MetadataParseError(f"Error while reading {entity}",
-                             f"its {entity} is a varint longer than 5 bytes")
-
-
 def read_metadata_record(value: bytes | None) -> MetadataRecord:
     """Decode one record value of ``__cluster_metadata`` (``MetadataRecordSerde.read``).
     Raises MetadataParseError for a null value, an unknown frame version, record type or
@@ -151,17 +127,10 @@ def read_metadata_record(value: bytes | None) -> MetadataRecord:
     record type and version and holds the value's bytes (hex)."""
     if value is None:
         raise MetadataParseError("Error while reading frame version", "a metadata record without a value")
-    frame, pos = _unsigned_short(value, 0, "frame version")
-    if frame == 0:
-        raise MetadataParseError(
-            "Could not deserialize metadata record with frame version 0. Note that upgrades from "
-            "the preview release of KRaft in 2.8 to newer versions are not supported.")
-    if frame != FRAME_VERSION:
-        raise MetadataParseError(
-            f"Could not deserialize metadata record due to unknown frame version {frame}"
-            f"(only frame version {FRAME_VERSION} is supported)")
-    api_key, pos = _unsigned_short(value, pos, "type")
-    version, pos = _unsigned_short(value, pos, "version")
+    try:
+        api_key, version, pos = read_frame(value)
+    except FrameError as e:
+        raise MetadataParseError(e.kafka_message, e.reason) from None
     schema = metadata_schemas().get(api_key)
     if schema is None:
         raise MetadataParseError(

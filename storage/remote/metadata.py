@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from storage.coordinator.api_message import FrameError, read_frame
 from storage.coordinator.records import MESSAGES
 from storage.coordinator.schema import Message, MessageFormatError, load_message
 from storage.errors import InvalidTopicError
@@ -61,8 +62,6 @@ log = logging.getLogger(__name__)
 
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
 SCHEMAS = MESSAGES / "storage"
-FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
-_SHORT_MAX = 0x7FFF
 # MetadataRecordType (the generated enum of storage's "metadata" messages): api key -> schema
 _MESSAGES = {0: "RemoteLogSegmentMetadataRecord", 1: "RemoteLogSegmentMetadataUpdateRecord",
              2: "RemotePartitionDeleteMetadataRecord", 3: "RemoteLogSegmentMetadataSnapshotRecord"}
@@ -292,26 +291,6 @@ def schema(api_key: int) -> Message:
     return load_message(SCHEMAS / f"{name}.json")
 
 
-def _uvarint(data: bytes, pos: int, entity: str) -> tuple[int, int]:
-    """``AbstractApiMessageSerde.unsignedIntToShort``: (value, next position)."""
-    value = 0
-    for i in range(5):
-        if pos >= len(data):
-            raise RemoteLogMetadataFormatError(f"Error while reading {entity}")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << (7 * i)
-        if b < 0x80:
-            value &= 0xFFFFFFFF
-            if value >= 1 << 31:
-                value -= 1 << 32
-            if value > _SHORT_MAX:
-                raise RemoteLogMetadataFormatError(f"Value for {entity} was too large.")
-            # (short) of a negative int keeps its low 16 bits
-            return ((value + 0x8000) & 0xFFFF) - 0x8000, pos
-    raise RemoteLogMetadataFormatError(f"Error while reading {entity}")
-
-
 def _bytes(b64: str | None) -> bytes | None:
     return None if b64 is None else base64.b64decode(b64)
 
@@ -359,17 +338,10 @@ def decode_value(value: bytes | None) -> tuple[int, int, dict[str, Any]]:
     RemoteLogMetadataFormatError (Kafka's message) for a value that does not decode."""
     if value is None:
         raise RemoteLogMetadataFormatError(_NULL_VALUE)
-    frame, pos = _uvarint(value, 0, "frame version")
-    if frame == 0:
-        raise RemoteLogMetadataFormatError(
-            "Could not deserialize metadata record with frame version 0. Note that upgrades from "
-            "the preview release of KRaft in 2.8 to newer versions are not supported.")
-    if frame != FRAME_VERSION:
-        raise RemoteLogMetadataFormatError(
-            f"Could not deserialize metadata record due to unknown frame version {frame}"
-            f"(only frame version {FRAME_VERSION} is supported)")
-    api_key, pos = _uvarint(value, pos, "type")
-    version, pos = _uvarint(value, pos, "version")
+    try:
+        api_key, version, pos = read_frame(value)
+    except FrameError as e:
+        raise RemoteLogMetadataFormatError(e.kafka_message) from None
     message = schema(api_key)
     try:
         data, end = message.read_with_end(value, version, pos)
