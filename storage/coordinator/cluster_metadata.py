@@ -126,7 +126,8 @@ def read_metadata_record(value: bytes | None) -> MetadataRecord:
     version, bytes that do not hold the message, or bytes after it; its reason names the
     record type and version and holds the value's bytes (hex)."""
     if value is None:
-        raise MetadataParseError("Error while reading frame version", "a metadata record without a value")
+        raise MetadataParseError("Error while reading frame version",
+                                 "a metadata record without a value")
     try:
         api_key, version, pos = read_frame(value)
     except FrameError as e:
@@ -180,7 +181,8 @@ def read_metadata_log(directory: str | Path) -> Iterator[tuple[int, int, bytes |
     ``directory`` (a ``__cluster_metadata-0``), in offset order; control batches (leader
     changes, KRaft versions and voters) are skipped. Raises CorruptRecordError for a corrupt
     batch, OSError for a file that cannot be read."""
-    logs = sorted(Path(directory).glob(f"*{LOG_SUFFIX}"), key=lambda p: offset_from_file_name(p.name))
+    logs = sorted(Path(directory).glob(f"*{LOG_SUFFIX}"),
+                  key=lambda p: offset_from_file_name(p.name))
     for path in logs:
         source = LocalSegmentSource.of_path(path)
         try:

@@ -636,8 +636,9 @@ def _is_id(text: str) -> bool:
 
 class AivenLogDirectory:
     """The remote tier Aiven's plugin wrote under ``prefix`` (``rsm.config.key.prefix``; None:
-    ``store``'s root is the URI under it, ``<topic>-<topic id>/`` at its top) in ``store``, its partitions served as read-only ``RemoteLog`` (the surface of a read-only
-    ``LogManager``, as ``TieredLogDirectory`` serves LocalTieredStorage's). ``live``: the live
+    ``store``'s root is the URI under it, ``<topic>-<topic id>/`` at its top) in ``store``, its
+    partitions served as read-only ``RemoteLog`` (the surface of a read-only ``LogManager``, as
+    ``TieredLogDirectory`` serves LocalTieredStorage's). ``live``: the live
     segments' ``__remote_log_metadata`` records by LocalTieredStorage directory name and stem
     (``storage.remote.tiered.live_metadata_of``; of a topic recreated, its current id last),
     None: the listing (said in ``notices``). ``key_ring`` unwraps encrypted segments' data
