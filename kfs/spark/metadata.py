@@ -25,13 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from storage.coordinator.cluster_metadata import (
-    CLUSTER_METADATA,
-    MetadataParseError,
-    read_metadata_log,
-    read_metadata_record,
-)
-from storage.coordinator.dumplog import java_json
+from storage.log_files import CLUSTER_METADATA_TOPIC as CLUSTER_METADATA
 
 __all__ = ["METADATA_SCHEMA", "ClusterMetadataReader", "is_cluster_metadata", "metadata_rows"]
 
@@ -55,6 +49,15 @@ def is_cluster_metadata(options) -> bool:
 def metadata_rows(log_dir: str | Path):
     """The rows of ``<log_dir>/__cluster_metadata-0`` (see the module docstring). Raises
     FileNotFoundError when there is no such partition directory."""
+    # (the decoder loads only where a read runs: Spark's source lookup and planning processes
+    # import this module and need none of it)
+    from storage.coordinator.cluster_metadata import (
+        MetadataParseError,
+        read_metadata_log,
+        read_metadata_record,
+    )
+    from storage.coordinator.dumplog import java_json
+
     directory = Path(log_dir) / f"{CLUSTER_METADATA}-0"
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: no KRaft metadata log here")

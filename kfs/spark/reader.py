@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql import types as T
 
 from storage.directory import StoreOptions
 from storage.isolation import IsolationLevel
@@ -23,22 +22,7 @@ from ..reading.columns import (  # noqa: F401 - the schema and converter, also a
     to_spark,
 )
 from ..reading.offsets import OffsetRange, open_log
-
-# Spark's KafkaRecordToRowConverter schema (every field nullable)
-_SPARK_FIELDS = [
-    T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
-    T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
-    T.StructField("offset", T.LongType()), T.StructField("timestamp", T.TimestampType()),
-    T.StructField("timestampType", T.IntegerType()),
-]
-_SPARK_HEADERS = T.StructField("headers", T.ArrayType(T.StructType([
-    T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])))
-
-
-def spark_schema(include_headers: bool) -> T.StructType:
-    """The source's schema (with ``headers`` when ``includeHeaders=true``)."""
-    return T.StructType(_SPARK_FIELDS + ([_SPARK_HEADERS] if include_headers else []))
-
+from .schema import spark_schema  # noqa: F401 - as it was named here
 
 def read_range(backing_dir: str, rng: OffsetRange, include_headers: bool,
                fail_on_data_loss: bool = True,

@@ -38,7 +38,7 @@ from ..reading.offsets import (
 )
 from .metadata import METADATA_SCHEMA, ClusterMetadataReader, is_cluster_metadata
 from ..reading.options import SourceOptions, parse_options
-from .reader import read_range, spark_schema
+from .schema import spark_schema
 
 
 @dataclass
@@ -131,6 +131,8 @@ class KfsBatchReader(DataSourceReader):
     def read(self, partition: RangePartition):
         if partition.rng is None:
             return iter(())
+        from .reader import read_range  # (in the task's process alone: pyarrow, the codec)
+
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
                           self.opts.fail_on_data_loss, self.opts.isolation_level,
                           remote_path=self.opts.remote_path, store=self.opts.store)
@@ -233,6 +235,8 @@ class KfsStreamReader(DataSourceStreamReader):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: RangePartition):
+        from .reader import read_range  # (in the task's process alone: pyarrow, the codec)
+
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
                           self.opts.fail_on_data_loss, self.opts.isolation_level,
                           remote_path=self.opts.remote_path, store=self.opts.store)
