@@ -125,12 +125,21 @@ class KfsBatchReader(DataSourceReader):
         self.pushed = None
 
     def partitions(self) -> list[RangePartition]:
-        ranges = plan_batch(self.opts, self.max_bytes, self.pushed)
+        if self.opts.cluster:  # (a live cluster: history from the bucket, the tail via brokers)
+            from ..reading.cluster import plan_cluster_ranges
+
+            ranges = plan_cluster_ranges(self.opts, self.max_bytes)
+        else:
+            ranges = plan_batch(self.opts, self.max_bytes, self.pushed)
         return [RangePartition(r) for r in ranges] or [RangePartition(None)]
 
     def read(self, partition: RangePartition):
         if partition.rng is None:
             return iter(())
+        if self.opts.cluster:
+            from ..reading.cluster import read_cluster_range
+
+            return read_cluster_range(self.opts, partition.rng, self.opts.include_headers)
         from .reader import read_range  # (in the task's process alone: pyarrow, the codec)
 
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
@@ -143,6 +152,8 @@ class KfsPushdownBatchReader(KfsBatchReader):
     (see ``kfs.spark.pushdown``)."""
 
     def pushFilters(self, filters):
+        if self.opts.cluster:  # (ranges over a cluster are not narrowed: Spark filters)
+            return list(filters)
         from .pushdown import push
 
         self.pushed, remaining = push(list(filters))
@@ -169,6 +180,10 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def __init__(self, options, schema: StructType):
         self.opts = parse_options(options, streaming=True)
+        if self.opts.cluster:
+            raise ValueError("kfs streams a log directory (option path); a stream over a live "
+                             "cluster (kafka.bootstrap.servers) is not supported yet: read it "
+                             "in batch queries, or stream with Spark's Kafka source")
         _check_schema(schema, self.opts)
         self.max_bytes = _max_bytes(options)
 
