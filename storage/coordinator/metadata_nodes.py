@@ -120,19 +120,10 @@ def _cluster(image: MetadataImage, name: str | None) -> Any:
     if name is None:
         return ["brokers", "controllers"]
     if name == "brokers":
-        return _id_map(image.brokers, _broker_text)
+        return _keyed(image.brokers, _broker_text, _java_int)
     if name == "controllers":
-        return _id_map(image.controllers, _controller_text)
+        return _keyed(image.controllers, _controller_text, _java_int)
     return None
-
-
-def _id_map(items: dict[int, Any], text: Callable[[Any], str]) -> Directory:
-    def directory(image: MetadataImage, name: str | None) -> Any:
-        if name is None:
-            return [str(i) for i in items]
-        item = items.get(_java_int(name))
-        return None if item is None else text(item)
-    return directory
 
 
 def _java_int(name: str) -> int | None:
@@ -152,11 +143,14 @@ def _topics(image: MetadataImage, name: str | None) -> Any:
     return None
 
 
-def _keyed(items: dict[str, Any], child: Callable[[Any], Any]) -> Directory:
+def _keyed(items: dict[Any, Any], child: Callable[[Any], Any],
+           key: Callable[[str], Any] = str) -> Directory:
+    """A directory of ``items``, each named ``str(its key)`` (a name read back by ``key``),
+    its node ``child(item)``."""
     def directory(image: MetadataImage, name: str | None) -> Any:
         if name is None:
-            return list(items)
-        item = items.get(name)
+            return [str(k) for k in items]
+        item = items.get(key(name))
         return None if item is None else child(item)
     return directory
 

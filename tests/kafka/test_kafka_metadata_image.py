@@ -25,12 +25,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.kafka import JAVA_OPTS, KafkaBroker, classpath, flushed, kafka_missing
+from helpers.kafka import JAVA_OPTS, KafkaBroker, classpath, kafka_missing
 from helpers.needs import unavailable
 from helpers.shell import sh
 from helpers.waits import wait_until
-from test_kafka_cluster_metadata_dump import _configs_and_credentials, _make_acls
-from test_kafka_dump_log import kafka_dump_log, lines, producer
+from test_kafka_cluster_metadata_dump import metadata_changes
+from test_kafka_dump_log import kafka_dump_log, lines
 
 from storage.coordinator.cluster_metadata import snapshot_id
 
@@ -57,21 +57,7 @@ def broker_logs(tmp_path_factory) -> Path:
         "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"})
     try:
         broker.start()
-        broker.create_topic("orders", 3, {"cleanup.policy": "compact", "min.insync.replicas": "1"})
-        broker.create_topic("doomed", 2, {"retention.ms": "60000"})
-        broker.create_topic("guarded", 1)
-        from confluent_kafka.admin import NewPartitions
-
-        admin = broker.admin()
-        for future in admin.create_partitions([NewPartitions("orders", 5)]).values():
-            future.result(60)
-        for future in admin.delete_topics(["doomed"]).values():
-            future.result(60)
-        _configs_and_credentials(broker)
-        _make_acls(broker)
-        idem = producer(broker, enable_idempotence=True)
-        idem.produce("orders", key=b"k", value=b"v")
-        flushed(idem)
+        metadata_changes(broker)
         wait_until(lambda: _snapshots(root / "logs"), "a metadata snapshot")
     finally:
         broker.tear_down()
