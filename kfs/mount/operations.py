@@ -61,6 +61,7 @@ import trio
 
 from storage.isolation import IsolationLevel
 from storage.location import Location
+from storage.log_files import CLUSTER_METADATA_TOPIC
 from storage.log_manager import LogManager
 from storage.protocols import LogDirectory
 
@@ -166,8 +167,11 @@ class KafkaFs(pyfuse3.Operations):
         self.streams = Streams(self._partitions, self._attributes, damage, isolation,
                                key_separator)
         self._appends = AppendFiles(key_separator)
-        # /consumer-groups and /transactions: requests for their inodes go there
-        self._coordinator = CoordinatorTree(CoordinatorViews(mgr), self._attributes.attr,
+        # /consumer-groups, /transactions and /__cluster_metadata: requests for their inodes
+        metadata_log = (None if self._backing_dir.is_remote
+                        else self._backing_dir.path / f"{CLUSTER_METADATA_TOPIC}-0")
+        self._coordinator = CoordinatorTree(CoordinatorViews(mgr, metadata_log),
+                                            self._attributes.attr,
                                             self._attributes.root)
         self._listings = Listings(self._partitions, self._attributes, self.records,
                                   self._coordinator, damage, isolation)

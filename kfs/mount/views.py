@@ -12,10 +12,15 @@ backing directory)::
     /consumer-groups/<group>/describe         kafka-consumer-groups.sh --describe's table
     /consumer-groups/<group>/members.jsonl    one JSON object per member
     /transactions/<transactional.id>          kafka-transactions.sh describe, as JSON
+    /__cluster_metadata/image/...             the cluster's state from KRaft's metadata log,
+                                              as kafka-metadata-shell shows /image
+                                              (``storage.coordinator.metadata_nodes``)
 
 built from every ``__consumer_offsets-<N>`` and ``__transaction_state-<N>`` partition of the
-backing directory (the root lists a view when its topic has partitions there) (``storage.coordinator.replay``) and caught up with their logs before each
-answer: one more record costs one record's work. Group ids and transactional ids are file
+backing directory (the root lists a view when its topic has partitions there)
+(``storage.coordinator.replay``), and from ``__cluster_metadata-0`` (its newest snapshot and
+the log after it, ``storage.coordinator.metadata_image``), each caught up with its log before
+each answer: one more record costs one record's work. Group ids and transactional ids are file
 names percent-encoded (``/``, ``%``, spaces and other bytes outside ``[A-Za-z0-9._~-]``).
 
 Inodes: view nodes get numbers below 2**44 (no partition's range), handed out as they are
@@ -28,17 +33,23 @@ import dataclasses
 import json
 import threading
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
+from storage.coordinator import metadata_nodes
+from storage.coordinator.metadata_image import MetadataImageReplay
 from storage.coordinator.records import CONSUMER_OFFSETS, TRANSACTION_STATE
 from storage.coordinator.replay import COORDINATOR_TOPICS, CoordinatorReplay
 from storage.errors import KafkaStorageError
 from storage.clock import now_ms
+from storage.log_files import CLUSTER_METADATA_TOPIC
 from storage.topic_partition import parse_partition_dir_name
 
 GROUPS = "consumer-groups"
 TRANSACTIONS = "transactions"
-ROOT_NAMES = (GROUPS, TRANSACTIONS)
+CLUSTER_METADATA = CLUSTER_METADATA_TOPIC
+IMAGE = "image"
+ROOT_NAMES = (GROUPS, TRANSACTIONS, CLUSTER_METADATA)
 DESCRIBE = "describe"
 MEMBERS = "members.jsonl"
 FIRST_VIEW_INO = 2  # below it: the root; view inodes stay below 2**44 (partition 0's range)
@@ -81,8 +92,11 @@ class CoordinatorViews:
     mount root, e.g. ``("consumer-groups", "g1", "orders-0")``; lookups of what does not
     exist raise FileNotFoundError."""
 
-    def __init__(self, mgr) -> None:
+    def __init__(self, mgr, metadata_log: Path | None = None) -> None:
+        """``metadata_log``: the ``__cluster_metadata-0`` directory whose image
+        ``/__cluster_metadata`` shows (None: a backing directory that is not local)."""
         self._mgr = mgr
+        self._metadata = None if metadata_log is None else MetadataImageReplay(metadata_log)
         self._replays: dict[str, CoordinatorReplay] = {}
         self._lock = threading.Lock()
         self._inos: dict[tuple[str, ...], int] = {}
@@ -102,13 +116,17 @@ class CoordinatorViews:
         """The path an inode handed out names, or None."""
         return self._paths.get(ino)
 
-    @staticmethod
-    def root_names(partitions: list[str]) -> list[str]:
+    def root_names(self, partitions: list[str]) -> list[str]:
         """The views a root listing shows: each one whose topic has partitions here (a
-        lookup finds both always)."""
+        lookup finds the coordinator views always), and ``__cluster_metadata`` when the
+        metadata log is there."""
         topics = {name.rpartition("-")[0] for name in partitions}
-        return [view for view, topic in ((GROUPS, CONSUMER_OFFSETS),
+        names = [view for view, topic in ((GROUPS, CONSUMER_OFFSETS),
                                           (TRANSACTIONS, TRANSACTION_STATE)) if topic in topics]
+        return names + [CLUSTER_METADATA] if self._has_metadata_log() else names
+
+    def _has_metadata_log(self) -> bool:
+        return self._metadata is not None and self._metadata.directory.is_dir()
 
     # -- state -----------------------------------------------------------------------------
 
@@ -147,6 +165,8 @@ class CoordinatorViews:
         """The node at ``path``. Raises FileNotFoundError."""
         if path in ((GROUPS,), (TRANSACTIONS,)):
             return Entry(self.ino(path), True)
+        if path[:1] == (CLUSTER_METADATA,):
+            return self._metadata_entry(path)
         if len(path) == 2 and path[0] == GROUPS:
             return self._group_entry(path)
         if len(path) == 3 and path[0] == GROUPS:
@@ -157,6 +177,8 @@ class CoordinatorViews:
 
     def lookup(self, parent: tuple[str, ...], name: bytes) -> Entry:
         """``name`` in the directory at ``parent`` (``()`` is the mount root)."""
+        if parent[:1] == (CLUSTER_METADATA,):  # the image's names are Kafka's, as they are
+            return self.entry((*parent, name.decode("utf-8", "surrogateescape")))
         text = decode_name(name)  # group files' names (<topic>-<N>) decode to themselves
         if text is None:
             raise FileNotFoundError(name)
@@ -174,7 +196,37 @@ class CoordinatorViews:
             states = self._group(path[1])
             names = [f"{t}-{p}" for t, p in states.offsets(path[1])] + [DESCRIBE, MEMBERS]
             return [(n.encode(), self.entry((*path, n))) for n in names]
+        if path[:1] == (CLUSTER_METADATA,):
+            return self._metadata_listing(path)
         raise NotADirectoryError("/".join(path))
+
+    # -- /__cluster_metadata ---------------------------------------------------------------
+
+    def _image_node(self, path: tuple[str, ...]) -> list[str] | str:
+        """The node of ``/__cluster_metadata`` at ``path`` (names below the mount root)."""
+        if not self._has_metadata_log():
+            raise FileNotFoundError(CLUSTER_METADATA)
+        if len(path) == 1:
+            return [IMAGE]
+        if path[1] != IMAGE:
+            raise FileNotFoundError("/".join(path))
+        try:
+            image = self._metadata.catch_up()
+        except FileNotFoundError:
+            raise FileNotFoundError(CLUSTER_METADATA) from None
+        return metadata_nodes.node(image, path[2:])
+
+    def _metadata_entry(self, path: tuple[str, ...]) -> Entry:
+        found = self._image_node(path)
+        if isinstance(found, list):
+            return Entry(self.ino(path), True)
+        return Entry(self.ino(path), False, found.encode() + b"\n")
+
+    def _metadata_listing(self, path: tuple[str, ...]) -> list[tuple[bytes, Entry]]:
+        found = self._image_node(path)
+        if not isinstance(found, list):
+            raise NotADirectoryError("/".join(path))
+        return [(name.encode(), self._metadata_entry((*path, name))) for name in sorted(found)]
 
     def _group_entry(self, path: tuple[str, ...]) -> Entry:
         described = self._group(path[1]).describe(path[1])

@@ -97,6 +97,26 @@ def _configs_and_credentials(broker: KafkaBroker) -> None:
              "--entity-default")
 
 
+def metadata_changes(broker: KafkaBroker) -> None:
+    """What makes the common metadata records: topics created with configs (``doomed`` then
+    deleted), partitions added, configs and credentials, ACLs, an idempotent producer."""
+    broker.create_topic("orders", 3, {"cleanup.policy": "compact", "min.insync.replicas": "1"})
+    broker.create_topic("doomed", 2, {"retention.ms": "60000"})
+    broker.create_topic("guarded", 1)
+    from confluent_kafka.admin import NewPartitions
+
+    admin = broker.admin()
+    for future in admin.create_partitions([NewPartitions("orders", 5)]).values():
+        future.result(60)
+    for future in admin.delete_topics(["doomed"]).values():
+        future.result(60)
+    _configs_and_credentials(broker)
+    _make_acls(broker)
+    idem = producer(broker, enable_idempotence=True)
+    idem.produce("orders", key=b"k", value=b"v")
+    flushed(idem)
+
+
 def _share_group(broker: KafkaBroker) -> None:
     """A share group consuming 20 records (its state lands in __share_group_state)."""
     run_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", broker.bootstrap,
@@ -138,21 +158,7 @@ def broker_logs(tmp_path_factory) -> Path:
     })
     try:
         broker.start()
-        broker.create_topic("orders", 3, {"cleanup.policy": "compact", "min.insync.replicas": "1"})
-        broker.create_topic("doomed", 2)
-        broker.create_topic("guarded", 1)
-        from confluent_kafka.admin import NewPartitions
-
-        admin = broker.admin()
-        for future in admin.create_partitions([NewPartitions("orders", 5)]).values():
-            future.result(60)
-        for future in admin.delete_topics(["doomed"]).values():
-            future.result(60)
-        _configs_and_credentials(broker)
-        _make_acls(broker)
-        idem = producer(broker, enable_idempotence=True)
-        idem.produce("orders", key=b"k", value=b"v")
-        flushed(idem)
+        metadata_changes(broker)
         _share_group(broker)
         end = _metadata_end(root / "logs")
         wait_until(lambda: any(int(p.name[:20]) >= end for p in _checkpoints(root / "logs")),

@@ -137,7 +137,8 @@ def test_a_read_only_mount_follows_a_live_broker(kafka_broker, mount):
     produce(100, "a")
     m = mount(broker.log_dir, "--read-only")
     part = m.path / "orders-0"
-    assert sh("ls", m.path).out.split() == ["orders-0"]  # not __cluster_metadata-0
+    # the metadata log is no partition: its image is /__cluster_metadata
+    assert sh("ls", m.path).out.split() == ["__cluster_metadata", "orders-0"]
     assert len(os.listdir(part / "by-offset")) == 100
     tail = subprocess.Popen(["tail", "-n", "0", "-f", str(part / "values")],
                             stdout=subprocess.PIPE)
