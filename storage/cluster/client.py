@@ -44,11 +44,46 @@ class PartitionInfo:
 
 
 def client_config(config: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka settings from ``config`` (a logging level added: librdkafka's own lines
-    would go to stderr); ValueError without ``bootstrap.servers``."""
-    if not config.get("bootstrap.servers"):
+    """librdkafka settings from ``config``, a Java client's settings as Spark's Kafka source
+    takes them (``kafka.`` taken off): ``sasl.jaas.config`` (PLAIN or SCRAM login module)
+    becomes librdkafka's ``sasl.username``/``sasl.password``; ``default.api.timeout.ms`` is
+    kfs's wait for an answer (:func:`api_timeout_s`), not passed on. Raises ValueError without
+    ``bootstrap.servers`` or for a JAAS config that is not a username and password login."""
+    settings = dict(config)
+    if not settings.get("bootstrap.servers"):
         raise ValueError('option "kafka.bootstrap.servers" is required to read a cluster')
-    return {"log_level": "0", **config}
+    settings.pop("default.api.timeout.ms", None)
+    jaas = settings.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        settings.update(_jaas_login(jaas))
+    return {"log_level": "0", **settings}
+
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_LOGIN_MODULES = ("PlainLoginModule", "ScramLoginModule")
+
+
+def _jaas_login(jaas: str) -> dict[str, str]:
+    """``sasl.username``/``sasl.password`` of a PLAIN or SCRAM ``sasl.jaas.config`` (the
+    ``username="..." password="..."`` of its login module)."""
+    module = jaas.split(None, 1)[0] if jaas.strip() else ""
+    options = dict(_JAAS_OPTION.findall(jaas))
+    if not module.endswith(_LOGIN_MODULES) or not {"username", "password"} <= set(options):
+        raise ValueError("option kafka.sasl.jaas.config: kfs takes a PlainLoginModule or "
+                         "ScramLoginModule with username and password (or give "
+                         "kafka.sasl.username and kafka.sasl.password)")
+    return {"sasl.username": options["username"], "sasl.password": options["password"]}
+
+
+def api_timeout_s(config: Mapping[str, str]) -> float:
+    """How long kfs waits for the cluster's answer: ``default.api.timeout.ms`` (the Java
+    client's setting, as Spark's Kafka source passes it), else TIMEOUT_S."""
+    value = config.get("default.api.timeout.ms")
+    try:
+        return TIMEOUT_S if value is None else max(int(value), 1) / 1000
+    except ValueError:
+        raise ValueError(f"option kafka.default.api.timeout.ms must be a number of "
+                         f"milliseconds, not {value!r}") from None
 
 
 def redacted(config: Mapping[str, str]) -> dict[str, str]:
@@ -63,13 +98,18 @@ class ClusterClient:
     def __init__(self, config: Mapping[str, str]) -> None:
         from confluent_kafka.admin import AdminClient
 
+        self.timeout_s = api_timeout_s(config)
         self.config = client_config(config)
         self.bootstrap = self.config["bootstrap.servers"]
-        self._admin = AdminClient(dict(self.config))
+        try:
+            self._admin = AdminClient(dict(self.config))
+        except Exception as e:  # KafkaException: a setting librdkafka does not take
+            raise ValueError(f"the cluster's client settings (kafka.* options): {_reason(e)}"
+                             ) from None
 
     def _wait(self, futures, what: str) -> dict:
         try:
-            return {key: future.result(TIMEOUT_S) for key, future in futures.items()}
+            return {key: future.result(self.timeout_s) for key, future in futures.items()}
         except Exception as e:  # KafkaException and its kin: librdkafka's reason
             raise ClusterError(f"the cluster at {self.bootstrap} did not answer {what}: "
                                f"{_reason(e)}") from None
@@ -77,7 +117,7 @@ class ClusterClient:
     def topic_names(self) -> list[str]:
         """Every topic's name, internal ones included."""
         try:
-            metadata = self._admin.list_topics(timeout=TIMEOUT_S)
+            metadata = self._admin.list_topics(timeout=self.timeout_s)
         except Exception as e:
             raise ClusterError(f"the cluster at {self.bootstrap} did not answer a metadata "
                                f"request: {_reason(e)}") from None

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from storage.remote.metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataCache
 
-from .client import TIMEOUT_S, ClusterClient, ClusterError, PartitionInfo, topic_id_bytes
+from .client import ClusterClient, ClusterError, PartitionInfo, topic_id_bytes
 
 __all__ = ["metadata_partition", "read_remote_log_metadata"]
 
@@ -76,27 +76,29 @@ def read_remote_log_metadata(client: ClusterClient, wanted: Iterable[PartitionIn
     needed = sorted({metadata_partition(p.topic_id, p.partition, count) for p in wanted})
     ends = client.offsets([(REMOTE_LOG_METADATA_TOPIC, n) for n in needed], "latest")
     for n in needed:
-        for offset, value in _records(client.config, n, ends[(REMOTE_LOG_METADATA_TOPIC, n)]):
+        for offset, value in _records(client.config, n, ends[(REMOTE_LOG_METADATA_TOPIC, n)],
+                                      client.timeout_s):
             cache.apply_value(value, offset)
     return cache
 
 
-def _records(config: Mapping[str, str], partition: int, end: int):
-    """(offset, value) of metadata partition ``partition`` from its start to ``end``."""
+def _records(config: Mapping[str, str], partition: int, end: int, timeout_s: float):
+    """(offset, value) of metadata partition ``partition`` from its start to ``end``
+    (``config``: librdkafka's settings)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     if end <= 0:
         return
-    consumer = Consumer({**config, "group.id": f"kfs-{uuid.uuid4()}",
+    consumer = Consumer({"group.id": f"kfs-{uuid.uuid4()}", **config,
                          "enable.auto.commit": False, "enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition, OFFSET_BEGINNING)])
         while True:
-            messages = consumer.consume(POLL_RECORDS, timeout=TIMEOUT_S)
+            messages = consumer.consume(POLL_RECORDS, timeout=timeout_s)
             if not messages:
                 raise ClusterError(f"{REMOTE_LOG_METADATA_TOPIC}-{partition} of the cluster at "
                                    f"{config['bootstrap.servers']} gave no record in "
-                                   f"{TIMEOUT_S:.0f} s before offset {end}")
+                                   f"{timeout_s:g} s before offset {end}")
             for m in messages:
                 error = m.error()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:

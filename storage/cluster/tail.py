@@ -15,7 +15,7 @@ import pyarrow as pa
 from storage.isolation import IsolationLevel
 from storage.records.columns import HEADERS_TYPE
 
-from .client import TIMEOUT_S, ClusterError
+from .client import ClusterError, api_timeout_s, client_config
 
 __all__ = ["read_tail"]
 
@@ -30,24 +30,28 @@ def read_tail(config: Mapping[str, str], topic: str, partition: int, start: int,
     """Record columns of the data records of offsets ``[start, end)`` of ``topic``-``partition``
     through the cluster at ``config["bootstrap.servers"]`` (``end`` at most the high watermark,
     or the last stable offset at read_committed, when the range was planned), at most
-    ``rows_per_batch`` rows a batch. Raises ClusterError when the brokers refuse the fetch or
-    send nothing for TIMEOUT_S before ``end`` is reached (e.g. the records were deleted)."""
+    ``rows_per_batch`` rows a batch. ``config``: the client settings (``kafka.`` options, as
+    ``storage.cluster.client.client_config`` takes them). Raises ClusterError when the brokers
+    refuse the fetch or send nothing for ``default.api.timeout.ms`` (60 s) before ``end`` is
+    reached (e.g. the records were deleted)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     if start >= end:
         return
-    consumer = Consumer({**config, "group.id": f"kfs-{uuid.uuid4()}",
+    timeout_s = api_timeout_s(config)
+    config = client_config(config)
+    consumer = Consumer({"group.id": f"kfs-{uuid.uuid4()}", **config,
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "isolation.level": isolation.value})
     rows = _Rows(include_headers)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         while True:
-            messages = consumer.consume(POLL_RECORDS, timeout=TIMEOUT_S)
+            messages = consumer.consume(POLL_RECORDS, timeout=timeout_s)
             if not messages:
                 raise ClusterError(f"{topic}-{partition} of the cluster at "
                                    f"{config['bootstrap.servers']} sent nothing in "
-                                   f"{TIMEOUT_S:.0f} s before offset {end}")
+                                   f"{timeout_s:g} s before offset {end}")
             done = False
             for m in messages:
                 error = m.error()
