@@ -5,26 +5,24 @@ Layout under the destination (a local directory, or an object store's prefix
 ``s3://bucket/prefix``), Hive-style, so ``pyarrow.dataset``, DuckDB's
 ``read_parquet(..., hive_partitioning=true)`` and Spark read it partitioned and prune by it::
 
-    DEST/topic=<topic>/partition=<N>/<topic>+<N>+<start>+<end>.parquet
-    DEST/topic=<topic>/partition=<N>/date=<YYYY-MM-DD>/<topic>+<N>+<start>+<end>.parquet
+    DEST/topic=<topic>/partition=<N>/[date=<YYYY-MM-DD>/]<topic>+<N>+<start>+<end>.parquet
 
-A file holds the data records of offsets ``[start, end)`` (20-digit offsets, so names sort in
-offset order). With ``partition_by_date`` (``--partition-by-date``) the ``date`` level is the
-records' UTC date (of Kafka's epoch-ms timestamp; -1, a v0 record's "none", is 1969-12-31), and
-a file never spans two dates: it is cut where the date changes (timestamps need not grow with
-offsets, so one date may hold several files, and the files of a partition follow one another
-across dates). The columns are ``kfs.read``'s (:data:`kfs.library.COLUMNS`, headers included),
-or those ``columns`` names; ``offset`` is always written, so that a file says which offsets it
-holds; ``topic`` and ``partition`` need not be (the path and the name say them, and Hive
-partitioning gives them back as columns).
+A file holds the data records of offsets ``[start, end)`` (20-digit offsets: names sort in
+offset order). ``partition_by_date`` adds the ``date`` level, the records' UTC date (of Kafka's
+epoch ms; -1, a v0 record's "none", is 1969-12-31); a file is cut where the date changes, so it
+never spans two (timestamps need not grow with offsets: a date may hold several files, and a
+partition's files follow one another across dates). The columns are ``kfs.read``'s, headers
+included, or those ``columns`` names; ``offset`` is always written (a file says which offsets it
+holds); ``topic`` and ``partition`` need not be (the path says them; Hive partitioning gives
+them back as columns).
 
-The names are the export's only state (no side database): the next run of a partition starts
-at the largest ``end`` of its files (of all its dates). A file becomes visible under its final
-name only once it is whole (``kfs.tools.export_destination``: a local file is renamed from a
-hidden temporary name after an fsync; an object is uploaded in one stream that completes or
-leaves nothing), so a run killed anywhere leaves only whole files and its next run repeats none
-of their records. A local destination admits one run at a time (a lock file); an object store's
-has no lock: run one export per destination at a time.
+The names are the export's only state: the next run of a partition starts at the largest
+``end`` of its files, of all its dates. A file becomes visible under its final name only once
+it is whole (``kfs.tools.export_destination``: a local file renamed from a hidden name after an
+fsync, an object uploaded in one stream that completes or leaves nothing), so a run killed
+anywhere leaves only whole files and its next run repeats none of their records. A local
+destination admits one run at a time (a lock file); an object store's has no lock: run one
+export per destination at a time.
 """
 
 from __future__ import annotations

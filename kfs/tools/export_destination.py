@@ -9,14 +9,15 @@ the destination are given as parts: ``("topic=t", "partition=0", "t+0+….parque
 - Local: the file is written under a hidden name beside its final one (``.<stem>.parquet.tmp``,
   which ``pyarrow.dataset`` and DuckDB's ``*.parquet`` globs skip), fsynced, renamed, and the
   rename fsynced. A flock on ``DEST/.kfs-export.lock`` keeps a second run out.
-- Object store: there is no rename, and a partial upload must never show. The file is written
-  to a local scratch file (in ``TMPDIR``, unlinked at once: gone with the process however it
-  ends), then uploaded under its final key through one ``pyarrow.fs`` output stream, whose close
-  completes the upload (S3's PutObject or CompleteMultipartUpload: the object appears whole or
-  not at all; a run killed before leaves at most an incomplete multipart upload, never listed,
-  which the bucket's ``AbortIncompleteMultipartUpload`` lifecycle rule removes). Nothing guards
-  two runs into one prefix at once: an object store has no lock and kfs invents none, so run
-  one export per destination at a time (one scheduled job); two at once would write the same
+- Object store (``s3://``; other schemes are refused, their uploads not known to be atomic):
+  there is no rename, and a partial upload must never show. The file is written to a local
+  scratch file (in ``TMPDIR``, unlinked at once: gone with the process however it ends), then
+  uploaded under its final key through one ``pyarrow.fs`` output stream, whose close completes
+  the upload (S3's PutObject or CompleteMultipartUpload: the object appears whole or not at
+  all; a run killed before leaves at most an incomplete multipart upload, never listed, which
+  the bucket's ``AbortIncompleteMultipartUpload`` lifecycle rule removes). Nothing guards two
+  runs into one prefix at once: an object store has no lock and kfs invents none, so run one
+  export per destination at a time (one scheduled job); two at once would write the same
   offsets twice.
 
 Credentials, endpoint and region are the rest of kfs's for an object store
@@ -30,6 +31,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 from storage.location import Location
@@ -41,12 +43,17 @@ _TMP_SUFFIX = ".parquet.tmp"
 
 def open_destination(location, dest, *, endpoint: str | None = None,
                      region: str | None = None) -> LocalDirectory | ObjectStoreDirectory:
-    """The destination ``dest`` names (a local directory, made when missing, or an object
-    store's URI, its bucket existing), for an export of ``location``. Raises ValueError for a
-    destination inside the log directory or a missing bucket; ObjectStoreError when the store
-    cannot be opened or refuses."""
-    where, source = Location.parse(dest), Location.parse(location)
-    if _inside(where, source):
+    """The destination ``dest`` names (a local directory, made when missing, also as a
+    ``file://`` URI; or ``s3://bucket/prefix``, its bucket existing), for an export of
+    ``location``. Raises ValueError for a destination inside the log directory, another
+    scheme or a missing bucket; ObjectStoreError when the store cannot be opened or
+    refuses."""
+    where, source = _local_file_uri(Location.parse(dest)), Location.parse(location)
+    if where.is_remote and not where.text.startswith("s3://"):
+        raise ValueError(f"{where.display}: kfs export writes to a local directory or to "
+                         "s3://bucket/prefix (an upload there appears whole or not at all; "
+                         "this store's is not known to)")
+    if _inside(where, _local_file_uri(source)):
         raise ValueError(f"{where.display} is inside the log directory {source.display}: "
                          "export to a directory outside it (Kafka keeps only <topic>-<N> there)")
     if where.is_remote:
@@ -54,6 +61,13 @@ def open_destination(location, dest, *, endpoint: str | None = None,
     path = where.path.resolve()
     path.mkdir(parents=True, exist_ok=True)
     return LocalDirectory(path)
+
+
+def _local_file_uri(where: Location) -> Location:
+    """A ``file://`` URI as the local path it names (a local directory's rename holds there)."""
+    if where.is_remote and where.text.startswith("file://"):
+        return Location.parse(urllib.parse.unquote(urllib.parse.urlparse(where.text).path))
+    return where
 
 
 def _inside(dest: Location, source: Location) -> bool:
@@ -161,14 +175,14 @@ class ObjectStoreDirectory:
     @classmethod
     def open(cls, uri: str, *, endpoint: str | None = None,
              region: str | None = None) -> ObjectStoreDirectory:
-        """The prefix ``uri`` names. Raises ValueError for a missing S3 bucket (a prefix needs
-        no making); ObjectStoreError when the store cannot be opened or refuses."""
+        """The prefix ``uri`` (``s3://bucket/prefix``) names. Raises ValueError for a missing
+        bucket (a prefix needs no making); ObjectStoreError when the store cannot be opened or
+        refuses."""
         from storage.remote.object_store import ObjectStore
 
         store = ObjectStore.from_uri(uri, endpoint=endpoint, region=region)
         try:
-            if uri.startswith("s3://"):
-                _check_bucket(store)
+            _check_bucket(store)
         except BaseException:
             store.close()
             raise

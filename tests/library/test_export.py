@@ -324,3 +324,12 @@ def as_tuples_of(table, names):
     rows = table.select(names).to_pylist()
     return [tuple(([(h["key"], h["value"]) for h in r[n]] or None) if n == "headers" and r[n]
                   is not None else r[n] for n in names) for r in rows]
+
+
+def test_a_file_uri_is_a_local_directory_and_other_stores_are_refused(tmp_path):
+    dated_log(tmp_path / "data", DAYS)
+    files = export(tmp_path / "data", (tmp_path / "out dir").as_uri())
+    assert [f.path.parent for f in files] == [tmp_path / "out dir" / "topic=days" / "partition=0"]
+    assert (tmp_path / "out dir" / ".kfs-export.lock").exists()  # the local directory's lock
+    with pytest.raises(ValueError, match="writes to a local directory or to s3://"):
+        export(tmp_path / "data", "hdfs://namenode/out")
