@@ -178,9 +178,10 @@ class ObjectStoreDirectory:
         """The prefix ``uri`` (``s3://bucket/prefix``) names. Raises ValueError for a missing
         bucket (a prefix needs no making); ObjectStoreError when the store cannot be opened or
         refuses."""
-        from storage.remote.object_store import ObjectStore
+        from storage.directory import StoreOptions, open_store
 
-        store = ObjectStore.from_uri(uri, endpoint=endpoint, region=region)
+        # (a store of its own, its root not checked: an export may make the prefix)
+        store = open_store(uri, StoreOptions(endpoint, region), shared=False, check_root=False)
         try:
             _check_bucket(store)
         except BaseException:
