@@ -57,6 +57,7 @@ __all__ = ["Batch", "BatchBlocks", "LogSegment", "SegmentScan", "batch_ends", "p
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
+IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one pwritev may take (1024 on Linux)
 _SCAN_BLOCK = 32 * 1024  # bytes read at a time while walking batch headers: two default batches
 _RECOVER_BLOCK = 1024 * 1024  # bytes read at a time while validating whole batches
 Batch = RecordBatch | LegacyRecordBatch
@@ -294,18 +295,23 @@ class LogSegment:
         self.time_index.append_entries(time_entries, spare=1)  # (TimeIndex.isFull: one early)
 
     def _write_at(self, buffers: list[bytes], position: int) -> None:
-        """Write ``buffers`` one after the other from ``position`` (one pwritev, no joined
-        copy); on OSError the .log is cut back to ``position`` first."""
+        """Write ``buffers`` one after the other from ``position`` (pwritev, no joined copy; at
+        most IOV_MAX buffers a call, the kernel's limit: EINVAL past it); on OSError the .log
+        is cut back to ``position`` first."""
         try:
-            while buffers:
+            first, skip = 0, 0  # the next buffer to write, and how much of it is written
+            while first < len(buffers):
+                chunk = buffers[first:first + IOV_MAX]
+                if skip:
+                    chunk[0] = memoryview(chunk[0])[skip:]
                 with self._file as fd:
-                    written = disk_calls.pwritev(fd, buffers, position)
+                    written = disk_calls.pwritev(fd, chunk, position)
                 position += written
-                while buffers and written >= len(buffers[0]):
-                    written -= len(buffers[0])
-                    buffers = buffers[1:]
-                if written:
-                    buffers = [memoryview(buffers[0])[written:], *buffers[1:]]
+                written += skip
+                while first < len(buffers) and written >= len(buffers[first]):
+                    written -= len(buffers[first])
+                    first += 1
+                skip = written
         except OSError:
             with self._file as fd:
                 disk_calls.ftruncate(fd, self.size)

@@ -86,6 +86,24 @@ def test_appends_group_records_into_batches_of_batch_size(tmp_path):
     assert all(s > 0.95 * 16384 for s in sizes[:-1])  # nearly full batches before the last
 
 
+def test_one_append_of_more_batches_than_one_pwritev_takes(tmp_path):
+    """An append cut into more batches than IOV_MAX (the kernel refuses a pwritev of more
+    buffers with EINVAL) is written whole, every record readable, the .log as long as its
+    batches."""
+    from storage.segment import IOV_MAX
+
+    log = open_log(tmp_path / "t-0", batch_size=1024)
+    values = [b"%06d" % i + b"v" * 1000 for i in range(IOV_MAX * 2 + 5)]
+    log.append(values)
+    data = log_file(tmp_path / "t-0", 0).read_bytes()
+    pos, batches = 0, 0
+    while pos < len(data):
+        pos += RecordBatch(data, pos).size_in_bytes
+        batches += 1
+    assert batches > IOV_MAX and pos == len(data)
+    assert [r.value for r in log.reader.records_from(0, len(values))] == values
+
+
 def test_append_takes_null_values_headers_and_timestamps_per_record(tmp_path):
     """What ``append.jsonl`` hands the engine: per record a key, a value or None (a
     tombstone), headers and a CreateTime of its own (None: now); batches of at most
