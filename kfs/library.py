@@ -38,7 +38,7 @@ COLUMNS = tuple(SCHEMA.names)
 _DOTTED = {name.replace(".", "_").lower(): name for name in KNOWN_OPTIONS if "." in name}
 
 
-def read(location: str | os.PathLike, *, topics: str | Iterable[str] | None = None,
+def read(location: str | os.PathLike | None, *, topics: str | Iterable[str] | None = None,
          partitions: Iterable[int] | None = None, start: Any = None, end: Any = None,
          isolation_level: str | None = None, columns: Iterable[str] | None = None,
          batch_rows: int = ROWS_PER_ARROW_BATCH, **options: Any) -> pa.RecordBatchReader:
@@ -50,7 +50,9 @@ def read(location: str | os.PathLike, *, topics: str | Iterable[str] | None = No
     ``location``: anything the one door opens (``storage.directory.open_log_directory``): a
     backing or broker log directory, an object store's URI (``s3://bucket/prefix``, ``gs://``,
     ``file://``), and with option ``remote_path`` (``remote.path``) a tiered topic's
-    RemoteStorageManager root.
+    RemoteStorageManager root; or None with option ``kafka.bootstrap.servers``: a live cluster,
+    its remote tier's history (``remote.path``) from the bucket and the rest through the
+    brokers (``kfs.reading.cluster``; ``kafka.*`` options are the client's settings).
 
     Which records (shorthands for the Spark source's options; give one or the other):
 

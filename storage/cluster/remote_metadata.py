@@ -8,6 +8,7 @@ began; the records are folded by ``storage.remote.metadata.RemoteLogMetadataCach
 from __future__ import annotations
 
 import struct
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 
@@ -18,6 +19,7 @@ from .client import ClusterClient, ClusterError, PartitionInfo, topic_id_bytes
 __all__ = ["metadata_partition", "read_remote_log_metadata"]
 
 POLL_RECORDS = 10_000
+POLL_S = 0.2  # one poll's wait: consume() waits this long for a full batch, then returns
 
 
 def _murmur2(data: bytes) -> int:
@@ -93,9 +95,12 @@ def _records(config: Mapping[str, str], partition: int, end: int, timeout_s: flo
                          "enable.auto.commit": False, "enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout_s
         while True:
-            messages = consumer.consume(POLL_RECORDS, timeout=timeout_s)
-            if not messages:
+            messages = consumer.consume(POLL_RECORDS, timeout=POLL_S)
+            if messages:
+                deadline = time.monotonic() + timeout_s
+            elif time.monotonic() > deadline:
                 raise ClusterError(f"{REMOTE_LOG_METADATA_TOPIC}-{partition} of the cluster at "
                                    f"{config['bootstrap.servers']} gave no record in "
                                    f"{timeout_s:g} s before offset {end}")

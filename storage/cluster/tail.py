@@ -7,6 +7,7 @@ leader, decompress, and at read_committed leave out aborted transactions and con
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 
@@ -20,6 +21,7 @@ from .client import ClusterError, api_timeout_s, client_config
 __all__ = ["read_tail"]
 
 POLL_RECORDS = 10_000
+POLL_S = 0.2  # one poll's wait: consume() waits this long for a full batch, then returns
 _TIMESTAMP_TYPES = {1: 0, 2: 1}  # librdkafka's CREATE_TIME/LOG_APPEND_TIME -> Kafka's 0/1
 
 
@@ -46,9 +48,12 @@ def read_tail(config: Mapping[str, str], topic: str, partition: int, start: int,
     rows = _Rows(include_headers)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout_s
         while True:
-            messages = consumer.consume(POLL_RECORDS, timeout=timeout_s)
-            if not messages:
+            messages = consumer.consume(POLL_RECORDS, timeout=POLL_S)
+            if messages:
+                deadline = time.monotonic() + timeout_s
+            elif time.monotonic() > deadline:
                 raise ClusterError(f"{topic}-{partition} of the cluster at "
                                    f"{config['bootstrap.servers']} sent nothing in "
                                    f"{timeout_s:g} s before offset {end}")

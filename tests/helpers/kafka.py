@@ -283,6 +283,8 @@ class KafkaCluster:
     together (a quorum forms only when a majority runs) and returns once each answers;
     ``tear_down()`` stops every one, even after a failure."""
 
+    STOP_TOGETHER_S = 30.0
+
     def __init__(self, root: Path, nodes: int = 3, remote_storage_dir: Path | None = None,
                  metadata_partitions: int = 3, overrides: dict[str, str] | None = None):
         self.brokers = [KafkaBroker(root / f"node{i}" / "logs", root / f"node{i}",
@@ -340,6 +342,10 @@ class KafkaCluster:
         return self.brokers[node_id - 1]
 
     def tear_down(self) -> None:
+        """Every node stopped at once (one by one, the last would wait for a quorum that is
+        gone), killed after STOP_TOGETHER_S; then each one's log tail printed."""
+        with concurrent.futures.ThreadPoolExecutor(len(self.brokers)) as pool:
+            list(pool.map(lambda b: b.stop(self.STOP_TOGETHER_S), self.brokers))
         for broker in self.brokers:
             broker.tear_down()
 

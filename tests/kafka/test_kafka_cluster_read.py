@@ -37,13 +37,13 @@ from helpers.needs import unavailable
 from helpers.paths import REPO
 from helpers.waits import DEADLINE_S
 
-pytestmark = [pytest.mark.kafka, pytest.mark.needs_modules("pyspark", "pyarrow",
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.needs_modules("pyspark", "pyarrow",
                                                              "confluent_kafka")]
 
 TOPIC = "history"
 PARTITIONS = 3
 ISOLATIONS = ("read_uncommitted", "read_committed")
-RECORDS_PER_PARTITION = 12_000  # ~4 segments of 1 MiB: most of each partition remote-only
+RECORDS_PER_PARTITION = 25_000  # ~6 segments of 1 MiB: most of each partition remote-only
 
 
 def _producer(cluster: KafkaCluster, **config):
