@@ -45,34 +45,61 @@ from .offsets import (
 )
 from .options import Bound, SourceOptions
 
-__all__ = ["plan_cluster_ranges", "read_cluster_range"]
+__all__ = ["ClusterQuery", "plan_cluster_ranges", "read_cluster_range"]
 
 
 def plan_cluster_ranges(opts: SourceOptions, max_bytes: int | None) -> list[OffsetRange]:
     """The ranges a batch query of a live cluster reads (see the module), in (topic, partition,
     offset) order, split for parallelism as a directory's are. Raises ValueError (bad bounds),
     DataLossError, UnknownTopicOrPartitionError, ClusterError (the cluster did not answer)."""
-    client = ClusterClient(opts.kafka)
-    infos = _partitions(client, opts)
-    tps = [(p.topic, p.partition) for p in infos]
-    check_covers(opts.starting, tps, "startingOffsets")
-    check_covers(opts.ending, tps, "endingOffsets")
-    earliest = client.offsets(tps, "earliest")
-    latest = client.offsets(tps, "latest", opts.isolation_level)
-    remote, live = _remote_tier(client, opts, infos)
-    ranges: list[OffsetRange] = []
-    try:
-        for p in infos:
-            tp = (p.topic, p.partition)
-            start = _resolve(client, opts.starting, tp, earliest, latest, opts, True)
-            end = _resolve(client, opts.ending, tp, earliest, latest, opts, False)
-            start = _check_range(tp, start, end, earliest[tp], latest[tp], opts)
-            if start < end:
-                ranges.extend(_cut(remote, live, p, OffsetRange(*tp, start, end), max_bytes))
-    finally:
-        if remote is not None:
-            remote.close()
-    return split_by_count(ranges, opts.max_records_per_partition, opts.min_partitions)
+    query = ClusterQuery(opts)
+    return query.ranges(query.offsets(opts.starting, True),
+                        query.offsets(opts.ending, False), max_bytes)
+
+
+class ClusterQuery:
+    """One look at the cluster for a query (a batch, or a stream's micro-batch): the partitions
+    the subscription names, as the cluster describes them now, their log start offsets and
+    their latest offsets (the high watermark; the last stable offset at read_committed).
+    Raises UnknownTopicOrPartitionError, ClusterError."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.client = ClusterClient(opts.kafka)
+        self.infos = _partitions(self.client, opts)
+        self.partitions = [(p.topic, p.partition) for p in self.infos]
+        self.earliest = self.client.offsets(self.partitions, "earliest")
+        self.latest = self.client.offsets(self.partitions, "latest", opts.isolation_level)
+
+    def offsets(self, bound: Bound, starting: bool) -> dict[tuple[str, int], int]:
+        """The offset ``bound`` names in each partition. Raises ValueError (bounds not naming
+        every partition read, no offset for a starting timestamp under strategy "error")."""
+        check_covers(bound, self.partitions, "startingOffsets" if starting else "endingOffsets")
+        return {tp: _resolve(self.client, bound, tp, self.earliest, self.latest, self.opts,
+                             starting) for tp in self.partitions}
+
+    def ranges(self, begin: dict[tuple[str, int], int], end: dict[tuple[str, int], int],
+               max_bytes: int | None) -> list[OffsetRange]:
+        """The ranges reading ``[begin, end)`` of each partition in ``end`` (a partition not in
+        ``begin`` from its log start): from the bucket what the live remote segments hold,
+        the rest through the brokers. Raises ValueError, DataLossError as a batch query's
+        bounds do."""
+        wanted = [p for p in self.infos if (p.topic, p.partition) in end]
+        remote, live = _remote_tier(self.client, self.opts, wanted)
+        ranges: list[OffsetRange] = []
+        try:
+            for p in wanted:
+                tp = (p.topic, p.partition)
+                start = _check_range(tp, begin.get(tp, self.earliest[tp]), end[tp],
+                                     self.earliest[tp], self.latest[tp], self.opts)
+                if start < end[tp]:
+                    ranges.extend(_cut(remote, live, p, OffsetRange(*tp, start, end[tp]),
+                                       max_bytes))
+        finally:
+            if remote is not None:
+                remote.close()
+        return split_by_count(ranges, self.opts.max_records_per_partition,
+                              self.opts.min_partitions)
 
 
 def _partitions(client: ClusterClient, opts: SourceOptions) -> list[PartitionInfo]:

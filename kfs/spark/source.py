@@ -180,17 +180,20 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def __init__(self, options, schema: StructType):
         self.opts = parse_options(options, streaming=True)
-        if self.opts.cluster:
-            raise ValueError("kfs streams a log directory (option path); a stream over a live "
-                             "cluster (kafka.bootstrap.servers) is not supported yet: read it "
-                             "in batch queries, or stream with Spark's Kafka source")
         _check_schema(schema, self.opts)
         self.max_bytes = _max_bytes(options)
+        self._cluster = None
+        if self.opts.cluster:  # (a live cluster: the history from the bucket, then brokers)
+            from .cluster_stream import ClusterStream
+
+            self._cluster = ClusterStream(self.opts, self.max_bytes)
 
     def _logs(self, manager: LogDirectory):
         return matching_logs(manager, self.opts)
 
     def initialOffset(self) -> dict:
+        if self._cluster is not None:
+            return _as_json(self._cluster.initial())
         manager = open_matching(self.opts)
         try:
             logs = self._logs(manager)
@@ -213,6 +216,17 @@ class KfsStreamReader(DataSourceStreamReader):
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        if self._cluster is not None:
+            begin, latest = self._cluster.latest(_from_json(start or {}))
+        else:
+            begin, latest = self._latest(start)
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows is not None:
+            latest = _rate_limit(begin, latest, max_rows)
+        return _as_json(latest)
+
+    def _latest(self, start: dict | None):
+        """(where each partition's batch begins, its latest offset) in the directory."""
         manager = open_matching(self.opts)
         try:
             logs = self._logs(manager)
@@ -221,12 +235,11 @@ class KfsStreamReader(DataSourceStreamReader):
             latest = {tp: latest_offset(log, self.opts.isolation_level) for tp, log in logs.items()}
         finally:
             manager.close()
-        max_rows = getattr(limit, "max_rows", None)
-        if max_rows is not None:
-            latest = _rate_limit(begin, latest, max_rows)
-        return _as_json(latest)
+        return begin, latest
 
     def reportLatestOffset(self) -> dict:
+        if self._cluster is not None:
+            return _as_json(self._cluster.latest({})[1])
         manager = open_matching(self.opts)
         try:
             return _as_json({tp: latest_offset(log, self.opts.isolation_level)
@@ -236,6 +249,8 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         begin, finish = _from_json(start), _from_json(end)
+        if self._cluster is not None:
+            return [RangePartition(r) for r in self._cluster.ranges(begin, finish)]
         manager = open_matching(self.opts)
         try:
             ranges = []
@@ -250,6 +265,10 @@ class KfsStreamReader(DataSourceStreamReader):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: RangePartition):
+        if self.opts.cluster:
+            from ..reading.cluster import read_cluster_range
+
+            return read_cluster_range(self.opts, partition.rng, self.opts.include_headers)
         from .reader import read_range  # (in the task's process alone: pyarrow, the codec)
 
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,

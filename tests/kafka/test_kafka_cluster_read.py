@@ -35,7 +35,7 @@ from helpers.kafka import (
 from helpers.kfs import kfs_env
 from helpers.needs import unavailable
 from helpers.paths import REPO
-from helpers.waits import DEADLINE_S
+from helpers.waits import DEADLINE_S, within
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.needs_modules("pyspark", "pyarrow",
                                                              "confluent_kafka")]
@@ -229,6 +229,53 @@ def test_records_produced_while_reading_end_where_the_read_was_planned(live, s3_
     want = consumed(live.cluster, "read_uncommitted")
     assert got == {p: [r for r in rows if r[0] < ends[p]] for p, rows in want.items()}
     assert all(len(want[p]) > len(got[p]) for p in range(PARTITIONS))  # more came meanwhile
+
+
+def test_a_stream_serves_the_history_then_new_records_and_restarts_where_it_stopped(
+        live, s3_cluster, tmp_path):
+    """``readStream.format("kfs")`` over the cluster from the earliest offsets, at most
+    ``maxOffsetsPerTrigger`` offsets a micro-batch (the history from the bucket in the first
+    ones), into Parquet with a checkpoint; stopped, records produced, started again from the
+    checkpoint: the output is the consumer's records once each, and the checkpoint's offsets
+    are Spark's Kafka source's JSON, ending at the high watermarks."""
+    import json
+
+    session = s3_cluster.session
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run() -> None:
+        query = (session.readStream.format("kfs")
+                 .option("kafka.bootstrap.servers", live.cluster.bootstrap)
+                 .option("subscribe", TOPIC).option("remote.path", live.remote)
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "40000")
+                 .load().selectExpr("partition", "offset", "key", "value")
+                 .writeStream.format("parquet").option("path", str(out))
+                 .option("checkpointLocation", str(checkpoint)).start())
+        try:  # (processAllAvailable takes no timeout: bounded by within(), stop() ends it)
+            within(DEADLINE_S * 2, "the stream's micro-batches", query.processAllAvailable)
+        finally:
+            query.stop()
+
+    run()
+    first = len(_offset_files(checkpoint))
+    assert first >= 2  # the history cut into micro-batches
+    produce(live.cluster, 200, start=RECORDS_PER_PARTITION + 1000)
+    run()
+    batches = _offset_files(checkpoint)
+    assert len(batches) > first
+    last = json.loads(batches[-1].read_text().splitlines()[-1])
+    want = consumed(live.cluster, "read_uncommitted")
+    assert last == {TOPIC: {str(p): want[p][-1][0] + 1 for p in range(PARTITIONS)}}
+    rows = session.read.parquet(str(out)).collect()
+    got = sorted((r.partition, r.offset, None if r.key is None else bytes(r.key),
+                  None if r.value is None else bytes(r.value)) for r in rows)
+    assert got == sorted((p, r[0], r[3], r[4]) for p, records in want.items() for r in records)
+
+
+def _offset_files(checkpoint) -> list:
+    """The checkpoint's offset log, one file per micro-batch (Spark's own ``.crc`` aside)."""
+    return sorted((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
+                  key=lambda p: int(p.name))
 
 
 def test_bad_cluster_options_are_one_clear_line(live, s3_env):
