@@ -35,7 +35,7 @@ from helpers.kafka import (
 from helpers.kfs import kfs_env
 from helpers.needs import unavailable
 from helpers.paths import REPO
-from helpers.waits import DEADLINE_S, within
+from helpers.waits import DEADLINE_S, wait_until, within
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.needs_modules("pyspark", "pyarrow",
                                                              "confluent_kafka")]
@@ -107,7 +107,8 @@ def live(s3_server, tmp_path_factory):
         assert len(set(leaders.values())) > 1, leaders  # led by different nodes
         for partition, leader in leaders.items():
             cluster.node(leader).wait_tiered(TOPIC, partition, segments=2)
-        yield types.SimpleNamespace(cluster=cluster, remote=f"s3://{bucket}/rsm")
+        yield types.SimpleNamespace(cluster=cluster, remote=f"s3://{bucket}/rsm",
+                                    bucket_dir=s3_server.base_dir / bucket / "rsm")
     finally:
         cluster.tear_down()
 
@@ -300,3 +301,69 @@ def test_bad_cluster_options_are_one_clear_line(live, s3_env):
                          capture_output=True, text=True, timeout=DEADLINE_S)
     assert out.returncode != 0 and "127.0.0.1:1" in out.stderr.splitlines()[-1], out.stderr
     assert "hunter2-secret" not in out.stderr + out.stdout
+
+
+def _remote_bases(live, partition: int) -> list[int]:
+    """The base offsets of the partition's ``.log`` objects in the bucket now."""
+    root = live.bucket_dir / "kafka-tiered-storage"
+    return sorted(int(p.name[:20]) for d in root.glob(f"{TOPIC}-{partition}-*")
+                  for p in d.glob("*.log"))
+
+
+def test_still_equal_after_remote_retention(live, s3_env):
+    """``retention.bytes`` lowered: the brokers delete the oldest remote segments and move the
+    log start; once the bucket holds no segment wholly below it, kfs reads from the new log
+    start what the consumer reads."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    before = {p: consume_all(live.cluster, TOPIC, p, "read_uncommitted")[0][0]
+              for p in range(PARTITIONS)}
+    admin = live.cluster.admin()
+    for future in admin.incremental_alter_configs([ConfigResource(
+            "TOPIC", TOPIC, incremental_configs=[ConfigEntry(
+                "retention.bytes", str(3 * SEGMENT_BYTES),
+                incremental_operation=AlterConfigOpType.SET)])]).values():
+        future.result(60)
+
+    def settled(partition: int) -> bool:
+        low, _ = _watermarks(live, partition)
+        bases = _remote_bases(live, partition)
+        return low > before[partition] and bool(bases) and bases[0] <= low and (
+            len(bases) < 2 or bases[1] > low)
+
+    for partition in range(PARTITIONS):
+        wait_until(lambda: settled(partition), f"{TOPIC}-{partition}'s remote retention",
+                   timeout=DEADLINE_S * 2)
+    want = consumed(live.cluster, "read_uncommitted")
+    assert all(want[p][0][0] > before[p] for p in range(PARTITIONS))
+    assert library_records(live, "read_uncommitted") == want
+
+
+def _watermarks(live, partition: int) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": live.cluster.bootstrap, "group.id": "kfs-test",
+                        "log_level": 0})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=30)
+    finally:
+        consumer.close()
+
+
+def test_a_leader_gone_mid_read_changes_nothing(live, s3_env):
+    """A read planned, then the leader of a partition stopped (its replicas take over): the
+    read completes with the consumer's records (the tail fetched from the new leader). Last
+    in the module: the cluster runs on two nodes after it."""
+    import kfs.library
+
+    planned = kfs.library.plan(None, {"topics": TOPIC, "includeHeaders": True,
+                                      "kafka.bootstrap.servers": live.cluster.bootstrap,
+                                      "remote.path": live.remote})
+    leader = live.cluster.leaders(TOPIC)[0]
+    live.cluster.node(leader).stop()
+    wait_until(lambda: live.cluster.leaders(TOPIC).get(0, leader) not in (leader, -1),
+               f"a new leader of {TOPIC}-0")
+    table = planned.reader(1000).read_all().to_pylist()
+    for row in table:
+        row["timestamp"] = int(row["timestamp"].timestamp() * 1000)
+    assert as_records(table) == consumed(live.cluster, "read_uncommitted")
