@@ -22,9 +22,6 @@ from storage.isolation import IsolationLevel
 __all__ = ["ClusterClient", "ClusterError", "PartitionInfo", "client_config"]
 
 TIMEOUT_S = 60.0  # one request's answer (librdkafka retries within it)
-INTERNAL_PREFIX = "__"
-# librdkafka settings that name a secret: never in an error or a log
-SECRET_SETTINGS = re.compile(r"(password|secret|jaas|token|key)", re.IGNORECASE)
 
 
 class ClusterError(KafkaStorageError):
@@ -84,11 +81,6 @@ def api_timeout_s(config: Mapping[str, str]) -> float:
     except ValueError:
         raise ValueError(f"option kafka.default.api.timeout.ms must be a number of "
                          f"milliseconds, not {value!r}") from None
-
-
-def redacted(config: Mapping[str, str]) -> dict[str, str]:
-    """``config`` with the values of secret settings replaced (for a message)."""
-    return {k: "[redacted]" if SECRET_SETTINGS.search(k) else v for k, v in config.items()}
 
 
 class ClusterClient:

@@ -8,10 +8,10 @@ began; the records are folded by ``storage.remote.metadata.RemoteLogMetadataCach
 from __future__ import annotations
 
 import struct
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 
+from storage.clock import SYSTEM_CLOCK
 from storage.remote.metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataCache
 
 from .client import ClusterClient, ClusterError, PartitionInfo, topic_id_bytes
@@ -95,12 +95,12 @@ def _records(config: Mapping[str, str], partition: int, end: int, timeout_s: flo
                          "enable.auto.commit": False, "enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + timeout_s
+        deadline = SYSTEM_CLOCK.monotonic() + timeout_s
         while True:
             messages = consumer.consume(POLL_RECORDS, timeout=POLL_S)
             if messages:
-                deadline = time.monotonic() + timeout_s
-            elif time.monotonic() > deadline:
+                deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+            elif SYSTEM_CLOCK.monotonic() > deadline:
                 raise ClusterError(f"{REMOTE_LOG_METADATA_TOPIC}-{partition} of the cluster at "
                                    f"{config['bootstrap.servers']} gave no record in "
                                    f"{timeout_s:g} s before offset {end}")

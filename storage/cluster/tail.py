@@ -7,12 +7,12 @@ leader, decompress, and at read_committed leave out aborted transactions and con
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
+from storage.clock import SYSTEM_CLOCK
 from storage.isolation import IsolationLevel
 from storage.records.columns import HEADERS_TYPE
 
@@ -48,12 +48,12 @@ def read_tail(config: Mapping[str, str], topic: str, partition: int, start: int,
     rows = _Rows(include_headers)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout_s
+        deadline = SYSTEM_CLOCK.monotonic() + timeout_s
         while True:
             messages = consumer.consume(POLL_RECORDS, timeout=POLL_S)
             if messages:
-                deadline = time.monotonic() + timeout_s
-            elif time.monotonic() > deadline:
+                deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+            elif SYSTEM_CLOCK.monotonic() > deadline:
                 raise ClusterError(f"{topic}-{partition} of the cluster at "
                                    f"{config['bootstrap.servers']} sent nothing in "
                                    f"{timeout_s:g} s before offset {end}")

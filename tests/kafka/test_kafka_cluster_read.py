@@ -186,6 +186,39 @@ def test_the_history_comes_from_the_bucket(live, s3_env):
         assert sum(r.size for r in remote) > sum(r.size for r in brokers)
 
 
+def test_metadata_partitions_as_the_brokers_choose_them(live):
+    """Every ``__remote_log_metadata`` record is in the partition kfs computes for its
+    topic-partition (Kafka's ``RemoteLogMetadataTopicPartitioner``, held against where the
+    brokers put them), so reading only those misses nothing."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from storage.cluster.remote_metadata import metadata_partition
+    from storage.remote.metadata import REMOTE_LOG_METADATA_TOPIC, deserialize
+
+    seen = set()
+    for n in range(3):
+        consumer = Consumer({"bootstrap.servers": live.cluster.bootstrap, "log_level": 0,
+                             "group.id": "kfs-test", "enable.auto.commit": False})
+        try:
+            tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, n)
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            consumer.assign([TopicPartition(REMOTE_LOG_METADATA_TOPIC, n, low)])
+            position = low
+            while position < high:
+                for m in consumer.consume(1000, timeout=1):
+                    if m.error() is None:
+                        position = m.offset() + 1
+                        metadata = deserialize(m.value())
+                        tip = getattr(metadata, "topic_id_partition", None) or getattr(
+                            getattr(metadata, "segment_id", None), "topic_id_partition", None)
+                        if tip is not None:
+                            seen.add((tip.topic, tip.partition))
+                            assert metadata_partition(tip.topic_id, tip.partition, 3) == n, tip
+        finally:
+            consumer.close()
+    assert seen == {(TOPIC, p) for p in range(PARTITIONS)}
+
+
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_spark_on_the_standalone_cluster_reads_the_cluster_as_the_consumer_does(
         live, s3_cluster, isolation):
