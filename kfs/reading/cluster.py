@@ -223,8 +223,9 @@ def read_cluster_range(opts: SourceOptions, rng: OffsetRange, include_headers: b
     first = rng.remote_segments[0]
     directory = first.local_tiered_storage_path("").name
     live = {directory: {m.file_stem: m for m in rng.remote_segments}}
-    remote = open_remote_tier(_remote_location(opts), opts.store, lambda t, n: (t, n) == (rng.topic, rng.partition),
-                              live, check_root=False, explicit=opts.remote_path is not None)
+    remote = open_remote_tier(_remote_location(opts), opts.store,
+                              lambda t, n: (t, n) == (rng.topic, rng.partition), live,
+                              check_root=False, explicit=opts.remote_path is not None)
     try:
         log = remote.get(f"{rng.topic}-{rng.partition}")
         yield from read_log_range(log, rng, include_headers, opts.fail_on_data_loss,

@@ -37,8 +37,8 @@ from helpers.needs import unavailable
 from helpers.paths import REPO
 from helpers.waits import DEADLINE_S, wait_until, within
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.needs_modules("pyspark", "pyarrow",
-                                                             "confluent_kafka")]
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900),
+              pytest.mark.needs_modules("pyspark", "pyarrow", "confluent_kafka")]
 
 TOPIC = "history"
 PARTITIONS = 3
