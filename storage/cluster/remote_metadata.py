@@ -8,18 +8,16 @@ began; the records are folded by ``storage.remote.metadata.RemoteLogMetadataCach
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Iterable, Mapping
 
-from storage.clock import SYSTEM_CLOCK
 from storage.remote.metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataCache
 
-from .client import ClusterClient, ClusterError, PartitionInfo, topic_id_bytes
+from .client import ClusterClient, PartitionInfo, topic_id_bytes
+from .fetch import fetch
 
 __all__ = ["metadata_partition", "read_remote_log_metadata"]
 
-POLL_RECORDS = 10_000
-POLL_S = 0.2  # one poll's wait: consume() waits this long for a full batch, then returns
+EARLIEST = -2  # librdkafka's OFFSET_BEGINNING: the log start
 
 
 def _murmur2(data: bytes) -> int:
@@ -87,35 +85,5 @@ def read_remote_log_metadata(client: ClusterClient, wanted: Iterable[PartitionIn
 def _records(config: Mapping[str, str], partition: int, end: int, timeout_s: float):
     """(offset, value) of metadata partition ``partition`` from its start to ``end``
     (``config``: librdkafka's settings)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    if end <= 0:
-        return
-    consumer = Consumer({"group.id": f"kfs-{uuid.uuid4()}", **config,
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    try:
-        consumer.assign([TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition, OFFSET_BEGINNING)])
-        deadline = SYSTEM_CLOCK.monotonic() + timeout_s
-        while True:
-            messages = consumer.consume(POLL_RECORDS, timeout=POLL_S)
-            if messages:
-                deadline = SYSTEM_CLOCK.monotonic() + timeout_s
-            elif SYSTEM_CLOCK.monotonic() > deadline:
-                raise ClusterError(f"{REMOTE_LOG_METADATA_TOPIC}-{partition} of the cluster at "
-                                   f"{config['bootstrap.servers']} gave no record in "
-                                   f"{timeout_s:g} s before offset {end}")
-            for m in messages:
-                error = m.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    if m.offset() >= end:
-                        return
-                    continue
-                if error is not None:
-                    raise ClusterError(f"{REMOTE_LOG_METADATA_TOPIC}-{partition}: {error.str()}")
-                if m.offset() >= end:
-                    return
-                yield m.offset(), m.value()
-                if m.offset() + 1 >= end:
-                    return
-    finally:
-        consumer.close()
+    for m in fetch(config, REMOTE_LOG_METADATA_TOPIC, partition, EARLIEST, end, timeout_s):
+        yield m.offset(), m.value()

@@ -7,21 +7,18 @@ leader, decompress, and at read_committed leave out aborted transactions and con
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
-from storage.clock import SYSTEM_CLOCK
 from storage.isolation import IsolationLevel
 from storage.records.columns import HEADERS_TYPE
 
-from .client import ClusterError, api_timeout_s, client_config
+from .client import api_timeout_s, client_config
+from .fetch import fetch
 
 __all__ = ["read_tail"]
 
-POLL_RECORDS = 10_000
-POLL_S = 0.2  # one poll's wait: consume() waits this long for a full batch, then returns
 _TIMESTAMP_TYPES = {1: 0, 2: 1}  # librdkafka's CREATE_TIME/LOG_APPEND_TIME -> Kafka's 0/1
 
 
@@ -36,48 +33,14 @@ def read_tail(config: Mapping[str, str], topic: str, partition: int, start: int,
     ``storage.cluster.client.client_config`` takes them). Raises ClusterError when the brokers
     refuse the fetch or send nothing for ``default.api.timeout.ms`` (60 s) before ``end`` is
     reached (e.g. the records were deleted)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    if start >= end:
-        return
-    timeout_s = api_timeout_s(config)
-    config = client_config(config)
-    consumer = Consumer({"group.id": f"kfs-{uuid.uuid4()}", **config,
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": isolation.value})
     rows = _Rows(include_headers)
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        deadline = SYSTEM_CLOCK.monotonic() + timeout_s
-        while True:
-            messages = consumer.consume(POLL_RECORDS, timeout=POLL_S)
-            if messages:
-                deadline = SYSTEM_CLOCK.monotonic() + timeout_s
-            elif SYSTEM_CLOCK.monotonic() > deadline:
-                raise ClusterError(f"{topic}-{partition} of the cluster at "
-                                   f"{config['bootstrap.servers']} sent nothing in "
-                                   f"{timeout_s:g} s before offset {end}")
-            done = False
-            for m in messages:
-                error = m.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    done = done or m.offset() >= end
-                    continue
-                if error is not None:
-                    raise ClusterError(f"{topic}-{partition}: {error.str()}")
-                if m.offset() >= end:
-                    done = True
-                    break
-                rows.add(m)
-                done = m.offset() + 1 >= end
-            while len(rows) >= rows_per_batch:
-                yield rows.take(rows_per_batch)
-            if done:
-                break
-        if len(rows):
-            yield rows.take(len(rows))
-    finally:
-        consumer.close()
+    for m in fetch(client_config(config), topic, partition, start, end, api_timeout_s(config),
+                   isolation):
+        rows.add(m)
+        if len(rows) >= rows_per_batch:
+            yield rows.take(rows_per_batch)
+    if len(rows):
+        yield rows.take(len(rows))
 
 
 class _Rows:
