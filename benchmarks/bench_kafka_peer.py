@@ -35,6 +35,9 @@ rounds, ratios printed. One sub-command per figure:
   ``file://`` URI; Parquet of the same rows beside them (what the aggregate costs the JVM
   alone). Rows checked equal as ``spark`` does. Printed: rows/s and MB/s, the ratios
   (targets: kfs from the bucket >= 3x Kafka's, >= 0.5x kfs from the local directory),
+  and ``format("kfs")`` over the broker as a cluster (``kafka.bootstrap.servers`` and
+  ``remote.path``, no log directory: the history from the bucket, the tail through the broker;
+  target >= 3x Kafka's);
   S3Proxy's request counts (its own metrics, by S3 operation) and bytes sent (its ``wchar``)
   per kfs read from the bucket, the same for a 1% time range, and the peak RSS of the
   executors' Python workers and of the Spark JVM during the bucket reads (target: <= 400 MB
@@ -1148,7 +1151,12 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
         # Parquet of the same rows: what the aggregate costs the JVM with no decoding to do
         parquet_dir = str(tmp / "parquet")
         local_dir.write.parquet(parquet_dir)
-        readers = {"kafka": kafka, "bucket": bucket, "local": local_dir,
+        # the cluster as the source of truth, no broker directory: history from the bucket,
+        # only the tail through the broker (kfs.reading.cluster)
+        cluster = (spark.read.format("kfs").option("kafka.bootstrap.servers", broker.bootstrap)
+                   .option("subscribe", topic).option("remote.path", f"s3://{TIERED_BUCKET}/rsm")
+                   .option("maxBytesPerPartition", str(32 << 20)).load())
+        readers = {"kafka": kafka, "bucket": bucket, "cluster": cluster, "local": local_dir,
                    "parquet": spark.read.parquet(parquet_dir)}
         results = {}
         for name, frame in readers.items():  # warm JVM, workers, consumers, page cache
@@ -1158,7 +1166,7 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
         want = (n, n, VALUE * n, 0, n - 1)
         failures.check(results["kafka"][:5] == want,
                        f"kafka read {results['kafka'][:5]}, expected {want}")
-        for name in ("bucket", "local", "parquet"):
+        for name in ("bucket", "cluster", "local", "parquet"):
             failures.check(results[name] == results["kafka"],
                            f"{name} rows differ from Kafka's: {results[name]} != "
                            f"{results['kafka']}")
@@ -1208,6 +1216,9 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
     table.add(f'Kafka  format("kafka") through the broker (minPartitions={parts})',
               spread(rates["kafka"]), mbps(mbs["kafka"]),
               "kfs bucket / it " + ratio(med(rates["bucket"]), med(rates["kafka"])))
+    table.add('kfs    format("kfs"), kafka.bootstrap.servers + remote.path=s3:// (no broker '
+              'dir)', spread(rates["cluster"]), mbps(mbs["cluster"]),
+              "it / Kafka " + ratio(med(rates["cluster"]), med(rates["kafka"])))
     table.add('kfs    format("kfs"), remote.path=file:// (local dir)', spread(rates["local"]),
               mbps(mbs["local"]),
               "kfs bucket / it " + ratio(med(rates["bucket"]), med(rates["local"])))

@@ -23,6 +23,7 @@ from storage.errors import UnknownTopicOrPartitionError
 from storage.isolation import IsolationLevel
 from storage.protocols import LogDirectory
 
+from .reading.cluster import plan_cluster_ranges, read_cluster_range
 from .reading.columns import ARROW_SCHEMA_WITH_HEADERS, ROWS_PER_ARROW_BATCH, read_log_range
 from .reading.offsets import DataLossError, open_matching, plan_ranges
 from .reading.options import KNOWN_OPTIONS, SourceOptions, parse_options
@@ -37,7 +38,7 @@ COLUMNS = tuple(SCHEMA.names)
 _DOTTED = {name.replace(".", "_").lower(): name for name in KNOWN_OPTIONS if "." in name}
 
 
-def read(location: str | os.PathLike, *, topics: str | Iterable[str] | None = None,
+def read(location: str | os.PathLike | None, *, topics: str | Iterable[str] | None = None,
          partitions: Iterable[int] | None = None, start: Any = None, end: Any = None,
          isolation_level: str | None = None, columns: Iterable[str] | None = None,
          batch_rows: int = ROWS_PER_ARROW_BATCH, **options: Any) -> pa.RecordBatchReader:
@@ -49,7 +50,9 @@ def read(location: str | os.PathLike, *, topics: str | Iterable[str] | None = No
     ``location``: anything the one door opens (``storage.directory.open_log_directory``): a
     backing or broker log directory, an object store's URI (``s3://bucket/prefix``, ``gs://``,
     ``file://``), and with option ``remote_path`` (``remote.path``) a tiered topic's
-    RemoteStorageManager root.
+    RemoteStorageManager root; or None with option ``kafka.bootstrap.servers``: a live cluster,
+    its remote tier's history (``remote.path``) from the bucket and the rest through the
+    brokers (``kfs.reading.cluster``; ``kafka.*`` options are the client's settings).
 
     Which records (shorthands for the Spark source's options; give one or the other):
 
@@ -119,30 +122,44 @@ class _TopicRead:
         self.names = _column_names(columns, opts.include_headers)
         self.headers = "headers" in self.names
         self.schema = pa.schema([SCHEMA.field(name) for name in self.names])
-        self.directory: LogDirectory = open_matching(opts)
+        if opts.cluster:  # a live cluster: no directory; the bucket and brokers per range
+            self.directory = None
+            self.ranges = plan_cluster_ranges(opts, None)
+            return
+        self.directory: LogDirectory | None = open_matching(opts)
         try:
             self.ranges = plan_ranges(self.directory, opts, None)
         except BaseException:
             self.directory.close()
             raise
 
+    def close(self) -> None:
+        if self.directory is not None:
+            self.directory.close()
+
     def reader(self, batch_rows: int) -> pa.RecordBatchReader:
         batches = self._batches(batch_rows)
         # a reader dropped before (or without) being read to its end closes the logs too; the
         # logs are closed once, whichever comes first
-        self._close = weakref.finalize(batches, self.directory.close)
+        self._close = weakref.finalize(batches, self.close)
         return pa.RecordBatchReader.from_batches(self.schema, batches)
 
     def _batches(self, batch_rows: int) -> Iterator[pa.RecordBatch]:
         whole = list(self.names) == (SCHEMA.names if self.headers else SCHEMA.names[:-1])
         try:
             for rng in self.ranges:
-                log = self.directory.get(f"{rng.topic}-{rng.partition}")
-                for batch in read_log_range(log, rng, self.headers, self.opts.fail_on_data_loss,
-                                            self.opts.isolation_level, batch_rows):
+                for batch in self._range(rng, batch_rows):
                     yield batch if whole else batch.select(self.names)
         finally:
             self._close()
+
+
+    def _range(self, rng, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        if self.directory is None:
+            return read_cluster_range(self.opts, rng, self.headers, batch_rows)
+        log = self.directory.get(f"{rng.topic}-{rng.partition}")
+        return read_log_range(log, rng, self.headers, self.opts.fail_on_data_loss,
+                              self.opts.isolation_level, batch_rows)
 
 
 def _column_names(columns: Iterable[str] | None, include_headers: bool) -> list[str]:
@@ -160,7 +177,9 @@ def _source_options(location, topics, partitions, start, end, isolation_level,
                     options: Mapping[str, Any]) -> SourceOptions:
     """The Spark source's options of a :func:`read` call, parsed by its parser (its errors)."""
     given = {_DOTTED.get(k.lower(), k): _option_text(v) for k, v in options.items()}
-    given["path"] = os.fspath(location) if isinstance(location, os.PathLike) else str(location)
+    if location is not None:  # (None: a live cluster, option kafka.bootstrap.servers)
+        given["path"] = os.fspath(location) if isinstance(location, os.PathLike) \
+            else str(location)
     pairs = None
     if topics is not None:
         names = [topics] if isinstance(topics, str) else list(topics)

@@ -40,7 +40,8 @@ if TYPE_CHECKING:  # (pyarrow loads only when an object store is opened)
     from .segment_source import SegmentSource
 
 __all__ = ["Location", "ReadOnlyStoreError", "StoreOptions", "check_file", "check_writable",
-           "open_log_directory", "open_segment_source", "open_store", "read_file"]
+           "open_log_directory", "open_remote_tier", "open_segment_source", "open_store",
+           "read_file"]
 
 
 class ReadOnlyStoreError(KafkaStorageError):
@@ -199,20 +200,32 @@ def _remote_history_notice(where: Location, names: list[str]) -> list[str]:
 def _with_remote_tier(local, where: Location, tier: Location, options: StoreOptions,
                       partitions, fail_on_data_loss: bool, check_root: bool,
                       explicit: bool = True) -> LogDirectory:
-    from .remote.tiered import TieredLogDirectory, UnifiedLogDirectory, live_metadata_of
+    from .remote.tiered import UnifiedLogDirectory, live_metadata_of
 
     try:
-        config, _ = options.remote_storage()
         live = None if where.is_remote else live_metadata_of(where.path)
-        if config is not None and config.layout == "aiven":
-            remote = _aiven_directory(tier, options, partitions, live, check_root, explicit)
-        else:
-            remote = TieredLogDirectory(open_store(tier, options, check_root=check_root),
-                                        partitions, live)
+        remote = open_remote_tier(tier, options, partitions, live, check_root, explicit)
     except BaseException:
         local.close()
         raise
     return UnifiedLogDirectory(local, remote, fail_on_data_loss)
+
+
+def open_remote_tier(tier: str | Location, options: StoreOptions = DEFAULT_OPTIONS,
+                     partitions: Callable[[str, int], bool] | None = None, live=None,
+                     check_root: bool = True, explicit: bool = True) -> LogDirectory:
+    """The remote tier at ``tier`` (the RemoteStorageManager's root: LocalTieredStorage's, or
+    Aiven's plugin's when ``options.remote_config`` says so) alone, read-only. ``live``: its live
+    segments as ``__remote_log_metadata`` says (``RemoteLogMetadataCache
+    .live_metadata_by_directory()``), None: the listing's. Raises ObjectStoreError,
+    UnsupportedRemoteLayoutError, InvalidConfigError."""
+    from .remote.tiered import TieredLogDirectory
+
+    tier = Location.parse(tier)
+    config, _ = options.remote_storage()
+    if config is not None and config.layout == "aiven":
+        return _aiven_directory(tier, options, partitions, live, check_root, explicit)
+    return TieredLogDirectory(open_store(tier, options, check_root=check_root), partitions, live)
 
 
 def _aiven_directory(tier: Location, options: StoreOptions, partitions, live, check_root: bool,

@@ -28,12 +28,17 @@ DEFAULT_MAX_BYTES_PER_PARTITION = 32 << 20
 
 @dataclass(frozen=True)
 class OffsetRange:
-    """Offsets ``[start, end)`` of partition ``topic``-``partition``."""
+    """Offsets ``[start, end)`` of partition ``topic``-``partition``. Of a live cluster's
+    partition (``kfs.reading.cluster``): ``remote_segments``, the live remote segments it reads
+    from the bucket (their ``__remote_log_metadata`` records), or ``via_brokers``: read through
+    the brokers."""
 
     topic: str
     partition: int
     start: int
     end: int
+    remote_segments: tuple = ()
+    via_brokers: bool = False
 
     @property
     def size(self) -> int:

@@ -63,6 +63,25 @@ class SourceOptions:
     isolation_level: IsolationLevel
     remote_path: str | None = None  # the RemoteStorageManager's root URI of a tiered topic
     store: StoreOptions = StoreOptions()  # how to reach an object store (endpoint, region)
+    # a live cluster's client settings (the ``kafka.``-prefixed options, prefix taken off:
+    # ``bootstrap.servers``, security...) as (name, value) pairs, none for a directory;
+    # secrets among them: no repr
+    client_settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def kafka(self) -> dict[str, str]:
+        """The cluster's client settings (librdkafka's names), {} for a directory."""
+        return dict(self.client_settings)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the query reads a live cluster (``kafka.bootstrap.servers``)."""
+        return bool(self.kafka.get("bootstrap.servers"))
+
+    @property
+    def where(self) -> str:
+        """What is read, for a message: the path, or the cluster's bootstrap servers."""
+        return self.path or f"the cluster at {self.kafka.get('bootstrap.servers')}"
 
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition is one the query reads (subscription or assignment)."""
@@ -80,11 +99,14 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
     source). Raises ValueError for a missing ``path``, not exactly one of subscribe /
     subscribePattern / assign, malformed JSON or numbers, and the combinations Spark refuses
     (a batch query starting at latest or ending at earliest, ``endingOffsets`` on a stream)."""
+    kafka = _client_settings(options)
     opts = {k.lower(): v for k, v in options.items()}
     _check_known(opts)
-    path = opts.get("path")
-    if not path:
-        raise ValueError('option "path" (the backing directory) is required')
+    path = opts.get("path") or ""
+    if bool(path) == bool(kafka.get("bootstrap.servers")):
+        raise ValueError('give option "path" (a log directory) or "kafka.bootstrap.servers" '
+                         '(a live cluster), one of them' if not path else
+                         'give option "path" or "kafka.bootstrap.servers", not both')
     subscribe, pattern, assign = _subscription(opts)
     starting = _bound(opts, "starting", default="latest" if streaming else "earliest")
     ending = _bound(opts, "ending", default="latest")
@@ -114,14 +136,34 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Source
         isolation_level=isolation,
         remote_path=opts.get("remote.path") or None,
         store=StoreOptions.from_options(opts),
+        client_settings=tuple(sorted(kafka.items())),
     )
+
+
+# kafka.* options Spark's Kafka source refuses (KafkaSourceProvider): kfs refuses them too
+_REFUSED_CLIENT_SETTINGS = ("auto.offset.reset", "key.deserializer", "value.deserializer",
+                            "enable.auto.commit", "interceptor.classes")
+
+
+def _client_settings(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.``-prefixed options, prefix taken off (names keep their case: they are the
+    client's), but ``kafka.isolation.level`` (the source's own). Raises ValueError for one
+    Spark's Kafka source refuses."""
+    settings = {k[len("kafka."):]: str(v) for k, v in options.items()
+                if k.lower().startswith("kafka.") and k.lower() != "kafka.isolation.level"}
+    refused = sorted(k for k in settings if k.lower() in _REFUSED_CLIENT_SETTINGS)
+    if refused:
+        raise ValueError(f"Kafka option(s) {', '.join('kafka.' + k for k in refused)} are not "
+                         "supported: kfs plans and reads the offsets itself, as Spark's Kafka "
+                         "source does")
+    return settings
 
 
 def _check_known(opts: dict[str, str]) -> None:
     """ValueError naming an option the source does not read (a mistyped one would otherwise
     be ignored), and the ones it knows."""
     known = {name.lower() for name in KNOWN_OPTIONS}
-    unknown = sorted(k for k in opts if k not in known)
+    unknown = sorted(k for k in opts if k not in known and not k.startswith("kafka."))
     if unknown:
         raise ValueError(f"unknown kfs option(s) {', '.join(unknown)}; the options are "
                          f"{', '.join(KNOWN_OPTIONS)}")

@@ -125,12 +125,21 @@ class KfsBatchReader(DataSourceReader):
         self.pushed = None
 
     def partitions(self) -> list[RangePartition]:
-        ranges = plan_batch(self.opts, self.max_bytes, self.pushed)
+        if self.opts.cluster:  # (a live cluster: history from the bucket, the tail via brokers)
+            from ..reading.cluster import plan_cluster_ranges
+
+            ranges = plan_cluster_ranges(self.opts, self.max_bytes)
+        else:
+            ranges = plan_batch(self.opts, self.max_bytes, self.pushed)
         return [RangePartition(r) for r in ranges] or [RangePartition(None)]
 
     def read(self, partition: RangePartition):
         if partition.rng is None:
             return iter(())
+        if self.opts.cluster:
+            from ..reading.cluster import read_cluster_range
+
+            return read_cluster_range(self.opts, partition.rng, self.opts.include_headers)
         from .reader import read_range  # (in the task's process alone: pyarrow, the codec)
 
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,
@@ -143,6 +152,8 @@ class KfsPushdownBatchReader(KfsBatchReader):
     (see ``kfs.spark.pushdown``)."""
 
     def pushFilters(self, filters):
+        if self.opts.cluster:  # (ranges over a cluster are not narrowed: Spark filters)
+            return list(filters)
         from .pushdown import push
 
         self.pushed, remaining = push(list(filters))
@@ -171,11 +182,18 @@ class KfsStreamReader(DataSourceStreamReader):
         self.opts = parse_options(options, streaming=True)
         _check_schema(schema, self.opts)
         self.max_bytes = _max_bytes(options)
+        self._cluster = None
+        if self.opts.cluster:  # (a live cluster: the history from the bucket, then brokers)
+            from .cluster_stream import ClusterStream
+
+            self._cluster = ClusterStream(self.opts, self.max_bytes)
 
     def _logs(self, manager: LogDirectory):
         return matching_logs(manager, self.opts)
 
     def initialOffset(self) -> dict:
+        if self._cluster is not None:
+            return _as_json(self._cluster.initial())
         manager = open_matching(self.opts)
         try:
             logs = self._logs(manager)
@@ -198,6 +216,17 @@ class KfsStreamReader(DataSourceStreamReader):
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        if self._cluster is not None:
+            begin, latest = self._cluster.latest(_from_json(start or {}))
+        else:
+            begin, latest = self._latest(start)
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows is not None:
+            latest = _rate_limit(begin, latest, max_rows)
+        return _as_json(latest)
+
+    def _latest(self, start: dict | None):
+        """(where each partition's batch begins, its latest offset) in the directory."""
         manager = open_matching(self.opts)
         try:
             logs = self._logs(manager)
@@ -206,12 +235,11 @@ class KfsStreamReader(DataSourceStreamReader):
             latest = {tp: latest_offset(log, self.opts.isolation_level) for tp, log in logs.items()}
         finally:
             manager.close()
-        max_rows = getattr(limit, "max_rows", None)
-        if max_rows is not None:
-            latest = _rate_limit(begin, latest, max_rows)
-        return _as_json(latest)
+        return begin, latest
 
     def reportLatestOffset(self) -> dict:
+        if self._cluster is not None:
+            return _as_json(self._cluster.latest({})[1])
         manager = open_matching(self.opts)
         try:
             return _as_json({tp: latest_offset(log, self.opts.isolation_level)
@@ -221,6 +249,8 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         begin, finish = _from_json(start), _from_json(end)
+        if self._cluster is not None:
+            return [RangePartition(r) for r in self._cluster.ranges(begin, finish)]
         manager = open_matching(self.opts)
         try:
             ranges = []
@@ -235,6 +265,10 @@ class KfsStreamReader(DataSourceStreamReader):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: RangePartition):
+        if self.opts.cluster:
+            from ..reading.cluster import read_cluster_range
+
+            return read_cluster_range(self.opts, partition.rng, self.opts.include_headers)
         from .reader import read_range  # (in the task's process alone: pyarrow, the codec)
 
         return read_range(self.opts.path, partition.rng, self.opts.include_headers,

@@ -17,6 +17,7 @@ their peer (benchmarks/bench_kafka_peer.py, bench_dump.py).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import subprocess
 import time
@@ -270,6 +271,83 @@ class KafkaBroker(JavaServer):
             copied, local = state()
             raise TimeoutError(f"{exc}: {copied} remote segments, local base offsets {local}\n"
                                f"{self.log_tail()}") from None
+
+
+class KafkaCluster:
+    """``nodes`` combined broker+controller processes of one KRaft cluster (node ids 1..n, all
+    voters), on loopback, each a :class:`KafkaBroker` over ``root/node<i>``: replication
+    factor and ``min.insync.replicas`` as a production cluster sets them (3 and 2), the
+    internal topics replicated alike. With ``remote_storage_dir``, tiered storage on every
+    node into that one directory (LocalTieredStorage: the shared bucket), and
+    ``__remote_log_metadata`` of ``metadata_partitions`` partitions. ``start()`` launches them
+    together (a quorum forms only when a majority runs) and returns once each answers;
+    ``tear_down()`` stops every one, even after a failure."""
+
+    STOP_TOGETHER_S = 30.0
+
+    def __init__(self, root: Path, nodes: int = 3, remote_storage_dir: Path | None = None,
+                 metadata_partitions: int = 3, overrides: dict[str, str] | None = None):
+        self.brokers = [KafkaBroker(root / f"node{i}" / "logs", root / f"node{i}",
+                                    remote_storage_dir=remote_storage_dir)
+                        for i in range(1, nodes + 1)]
+        voters = ",".join(f"{i}@127.0.0.1:{b.controller_port}"
+                          for i, b in enumerate(self.brokers, 1))
+        replicas, isr = str(min(nodes, 3)), str(min(nodes, 2))
+        for i, broker in enumerate(self.brokers, 1):
+            broker.cluster_id = self.brokers[0].cluster_id
+            broker.overrides = {
+                "node.id": str(i), "controller.quorum.voters": voters,
+                "default.replication.factor": replicas, "min.insync.replicas": isr,
+                "offsets.topic.replication.factor": replicas,
+                "transaction.state.log.replication.factor": replicas,
+                "transaction.state.log.min.isr": isr,
+                "rlmm.config.remote.log.metadata.topic.replication.factor": replicas,
+                "rlmm.config.remote.log.metadata.topic.num.partitions": str(metadata_partitions),
+                **(overrides or {})}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> KafkaCluster:
+        with concurrent.futures.ThreadPoolExecutor(len(self.brokers)) as pool:
+            for started in [pool.submit(b.start) for b in self.brokers]:
+                started.result()
+        return self
+
+    def admin(self, **config):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0, **config})
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None
+                     ) -> None:
+        """The topic, replicated on every node (up to 3), once each partition has a leader."""
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        replicas = min(len(self.brokers), 3)
+        admin.create_topics([NewTopic(name, partitions, replicas, config=config or {})])[
+            name].result(60)
+        wait_until(lambda: self.leaders(name) and len(self.leaders(name)) == partitions
+                   and -1 not in self.leaders(name).values(), f"leaders of {name}", timeout=60)
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """{partition: its leader's node id (-1: none)} now."""
+        found = self.admin().list_topics(topic, timeout=10).topics.get(topic)
+        return {} if found is None or found.error else {
+            p: meta.leader for p, meta in found.partitions.items()}
+
+    def node(self, node_id: int) -> KafkaBroker:
+        return self.brokers[node_id - 1]
+
+    def tear_down(self) -> None:
+        """Every node stopped at once (one by one, the last would wait for a quorum that is
+        gone), killed after STOP_TOGETHER_S; then each one's log tail printed."""
+        with concurrent.futures.ThreadPoolExecutor(len(self.brokers)) as pool:
+            list(pool.map(lambda b: b.stop(self.STOP_TOGETHER_S), self.brokers))
+        for broker in self.brokers:
+            broker.tear_down()
 
 
 # -- what Kafka's consumer reads, and the same shape of what kfs serves ----------------------

@@ -1,0 +1,174 @@
+"""The cluster's answers about partitions, through librdkafka's admin client: topic ids,
+partitions and their leaders (``DescribeTopics``), and offsets (``ListOffsets``: the log start
+offset, the high watermark or, at read_committed, the last stable offset; the first offset at
+or after a timestamp).
+
+``config`` is librdkafka's client settings (``bootstrap.servers``, ``security.protocol``,
+``sasl.mechanism``, ``sasl.username``/``sasl.password``, ...), as Spark's Kafka source passes
+its ``kafka.``-prefixed options on; they are never logged (errors name the bootstrap servers
+only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+
+from storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from storage.isolation import IsolationLevel
+
+__all__ = ["ClusterClient", "ClusterError", "PartitionInfo", "client_config"]
+
+TIMEOUT_S = 60.0  # one request's answer (librdkafka retries within it)
+
+
+class ClusterError(KafkaStorageError):
+    """The cluster could not answer (unreachable, refused, timed out): one line naming the
+    bootstrap servers and librdkafka's reason."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionInfo:
+    """A partition as the cluster describes it: its topic's id (``Uuid.toString()``), the
+    leader's broker id (-1: none)."""
+
+    topic: str
+    partition: int
+    topic_id: str
+    leader: int
+
+
+def client_config(config: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings from ``config``, a Java client's settings as Spark's Kafka source
+    takes them (``kafka.`` taken off): ``sasl.jaas.config`` (PLAIN or SCRAM login module)
+    becomes librdkafka's ``sasl.username``/``sasl.password``; ``default.api.timeout.ms`` is
+    kfs's wait for an answer (:func:`api_timeout_s`), not passed on. Raises ValueError without
+    ``bootstrap.servers`` or for a JAAS config that is not a username and password login."""
+    settings = dict(config)
+    if not settings.get("bootstrap.servers"):
+        raise ValueError('option "kafka.bootstrap.servers" is required to read a cluster')
+    settings.pop("default.api.timeout.ms", None)
+    jaas = settings.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        settings.update(_jaas_login(jaas))
+    return {"log_level": "0", **settings}
+
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_LOGIN_MODULES = ("PlainLoginModule", "ScramLoginModule")
+
+
+def _jaas_login(jaas: str) -> dict[str, str]:
+    """``sasl.username``/``sasl.password`` of a PLAIN or SCRAM ``sasl.jaas.config`` (the
+    ``username="..." password="..."`` of its login module)."""
+    module = jaas.split(None, 1)[0] if jaas.strip() else ""
+    options = dict(_JAAS_OPTION.findall(jaas))
+    if not module.endswith(_LOGIN_MODULES) or not {"username", "password"} <= set(options):
+        raise ValueError("option kafka.sasl.jaas.config: kfs takes a PlainLoginModule or "
+                         "ScramLoginModule with username and password (or give "
+                         "kafka.sasl.username and kafka.sasl.password)")
+    return {"sasl.username": options["username"], "sasl.password": options["password"]}
+
+
+def api_timeout_s(config: Mapping[str, str]) -> float:
+    """How long kfs waits for the cluster's answer: ``default.api.timeout.ms`` (the Java
+    client's setting, as Spark's Kafka source passes it), else TIMEOUT_S."""
+    value = config.get("default.api.timeout.ms")
+    try:
+        return TIMEOUT_S if value is None else max(int(value), 1) / 1000
+    except ValueError:
+        raise ValueError(f"option kafka.default.api.timeout.ms must be a number of "
+                         f"milliseconds, not {value!r}") from None
+
+
+class ClusterClient:
+    """Admin requests to the cluster at ``config["bootstrap.servers"]``. Raises ClusterError
+    when the cluster does not answer within TIMEOUT_S."""
+
+    def __init__(self, config: Mapping[str, str]) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.timeout_s = api_timeout_s(config)
+        self.config = client_config(config)
+        self.bootstrap = self.config["bootstrap.servers"]
+        try:
+            self._admin = AdminClient(dict(self.config))
+        except Exception as e:  # KafkaException: a setting librdkafka does not take
+            raise ValueError(f"the cluster's client settings (kafka.* options): {_reason(e)}"
+                             ) from None
+
+    def _wait(self, futures, what: str) -> dict:
+        try:
+            return {key: future.result(self.timeout_s) for key, future in futures.items()}
+        except Exception as e:  # KafkaException and its kin: librdkafka's reason
+            raise ClusterError(f"the cluster at {self.bootstrap} did not answer {what}: "
+                               f"{_reason(e)}") from None
+
+    def topic_names(self) -> list[str]:
+        """Every topic's name, internal ones included."""
+        try:
+            metadata = self._admin.list_topics(timeout=self.timeout_s)
+        except Exception as e:
+            raise ClusterError(f"the cluster at {self.bootstrap} did not answer a metadata "
+                               f"request: {_reason(e)}") from None
+        return sorted(metadata.topics)
+
+    def partitions(self, topics: Iterable[str]) -> list[PartitionInfo]:
+        """Every partition of ``topics``. Raises UnknownTopicOrPartitionError naming a topic
+        the cluster does not have."""
+        from confluent_kafka import TopicCollection
+
+        topics = sorted(set(topics))
+        if not topics:
+            return []
+        try:
+            described = self._wait(self._admin.describe_topics(TopicCollection(topics)),
+                                   "DescribeTopics")
+        except ClusterError as e:
+            if "UNKNOWN_TOPIC" in str(e):
+                raise UnknownTopicOrPartitionError(f"{e}: a topic is not in the cluster") \
+                    from None
+            raise
+        return [PartitionInfo(name, p.id, str(d.topic_id), -1 if p.leader is None else p.leader.id)
+                for name, d in sorted(described.items()) for p in d.partitions]
+
+    def offsets(self, partitions: Iterable[tuple[str, int]], which: str,
+                isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+                timestamp: int | None = None) -> dict[tuple[str, int], int | None]:
+        """Offsets of ``partitions`` (``ListOffsets``): ``which`` "earliest" (the log start
+        offset, remote tier included), "latest" (the high watermark; the last stable offset at
+        read_committed) or "timestamp" (the first offset whose timestamp is >= ``timestamp``,
+        epoch ms; None when no record is that late)."""
+        from confluent_kafka import IsolationLevel as Level
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        spec = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest}.get(which)
+        spec = spec() if spec is not None else OffsetSpec.for_timestamp(timestamp)
+        asked = {TopicPartition(t, p): spec for t, p in partitions}
+        if not asked:
+            return {}
+        level = Level.READ_COMMITTED if isolation.read_committed else Level.READ_UNCOMMITTED
+        answers = self._wait(self._admin.list_offsets(asked, isolation_level=level),
+                             "ListOffsets")
+        return {(tp.topic, tp.partition): (None if r.offset < 0 and which == "timestamp"
+                                           else r.offset)
+                for tp, r in answers.items()}
+
+
+def _reason(e: BaseException) -> str:
+    """librdkafka's reason, one line."""
+    text = str(e.args[0]) if e.args else str(e)
+    return " ".join(text.split())
+
+
+def topic_id_bytes(topic_id: str) -> bytes:
+    """The 16 bytes of a topic id spelled as ``Uuid.toString()`` (base64url, no padding), or
+    as a standard UUID string (confluent-kafka's ``Uuid.__str__``)."""
+    import base64
+
+    if len(topic_id) == 22:
+        return base64.urlsafe_b64decode(topic_id + "==")
+    return uuid.UUID(topic_id).bytes

@@ -1,0 +1,402 @@
+"""A whole topic of a live multi-broker cluster, read with no broker's disk: the cluster is the
+source of truth for partitions and offsets, the history comes straight from the bucket and only
+the offsets after the remote tier through the brokers (issue 36). Equal to what Kafka's consumer
+reads through the brokers.
+
+The module's cluster (:class:`helpers.kafka.KafkaCluster`): three combined broker+controller
+nodes of Kafka 4.1.1, replication factor 3, ``min.insync.replicas=2``, tiered storage on every
+node into one directory S3Proxy serves as a bucket (LocalTieredStorage), ``__remote_log_metadata``
+of three partitions. Its topic ``history`` of three partitions, led by different nodes, takes
+records with keys and null keys, headers, null values, lz4 and zstd batches, and a committed and
+an aborted transaction, until most of each partition is remote-only.
+
+kfs reads it as the Python library (``kfs.read(None, **{"kafka.bootstrap.servers": ...,
+"remote.path": "s3://..."})``) and as Spark ``format("kfs")`` on the standalone cluster (a master
+and two workers, the bucket's credentials as ``spark.executorEnv.AWS_*``), at both isolation
+levels; the consumer (confluent-kafka, from each partition's log start to its high watermark)
+is the peer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import types
+
+import pytest
+from helpers.kafka import (
+    SEGMENT_BYTES,
+    TIERED_TOPIC_CONFIG,
+    KafkaCluster,
+    consume_all,
+    flushed,
+    kafka_missing,
+)
+from helpers.kfs import kfs_env
+from helpers.needs import unavailable
+from helpers.paths import REPO
+from helpers.waits import DEADLINE_S, wait_until, within
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900),
+              pytest.mark.needs_modules("pyspark", "pyarrow", "confluent_kafka")]
+
+TOPIC = "history"
+PARTITIONS = 3
+ISOLATIONS = ("read_uncommitted", "read_committed")
+RECORDS_PER_PARTITION = 25_000  # ~6 segments of 1 MiB: most of each partition remote-only
+
+
+def _producer(cluster: KafkaCluster, **config):
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 0, "linger.ms": 5,
+                     "acks": "all", **config})
+
+
+def _record(n: int) -> dict:
+    """The n-th plain record: a null key every 11th, a null value every 97th, headers every
+    5th (a null header value every 13th)."""
+    headers = [("n", b"%d" % n)] if n % 5 == 0 else []
+    if n % 13 == 0:
+        headers.append(("empty", None))
+    return {"key": None if n % 11 == 0 else b"k%d" % (n % 17),
+            "value": None if n % 97 == 0 else os.urandom(150).hex().encode(),
+            "headers": headers or None}
+
+
+def produce(cluster: KafkaCluster, count: int, start: int = 0) -> None:
+    """``count`` records into each partition, lz4 and zstd by turns of 1000; before them (on
+    the first call) a committed and an aborted transaction into every partition."""
+    lz4 = _producer(cluster, **{"compression.type": "lz4"})
+    zstd = _producer(cluster, **{"compression.type": "zstd"})
+    if start == 0:
+        txn = _producer(cluster, **{"compression.type": "zstd", "transactional.id": "cluster"})
+        txn.init_transactions(60)
+        for commit in (True, False):
+            txn.begin_transaction()
+            for i in range(90):
+                txn.produce(TOPIC, partition=i % PARTITIONS, key=b"t%d" % i, value=b"%s-%d" % (
+                    b"committed" if commit else b"aborted", i), headers=[("txn", b"%d" % commit)])
+            flushed(txn)
+            (txn.commit_transaction if commit else txn.abort_transaction)(60)
+    for n in range(start, start + count):
+        p = (lz4, zstd)[n // 1000 % 2]
+        for partition in range(PARTITIONS):
+            p.produce(TOPIC, partition=partition, **_record(n))
+        if n % 1000 == 999:
+            flushed(p)
+    flushed(lz4)
+    flushed(zstd)
+
+
+@pytest.fixture(scope="module")
+def live(s3_server, tmp_path_factory):
+    """The module's cluster (``.cluster``) with ``history`` produced and mostly remote-only;
+    ``.remote`` the bucket URI of its remote tier."""
+    missing = kafka_missing()
+    if missing:
+        unavailable(missing)
+    root = tmp_path_factory.mktemp("kafka-cluster")
+    bucket = s3_server.new_bucket("cluster")
+    cluster = KafkaCluster(root, 3, remote_storage_dir=s3_server.base_dir / bucket / "rsm")
+    try:
+        cluster.start()
+        cluster.create_topic(TOPIC, PARTITIONS, TIERED_TOPIC_CONFIG)
+        produce(cluster, RECORDS_PER_PARTITION)
+        leaders = cluster.leaders(TOPIC)
+        assert len(set(leaders.values())) > 1, leaders  # led by different nodes
+        for partition, leader in leaders.items():
+            cluster.node(leader).wait_tiered(TOPIC, partition, segments=2)
+        yield types.SimpleNamespace(cluster=cluster, remote=f"s3://{bucket}/rsm",
+                                    bucket_dir=s3_server.base_dir / bucket / "rsm")
+    finally:
+        cluster.tear_down()
+
+
+def consumed(cluster: KafkaCluster, isolation: str) -> dict[int, list[tuple]]:
+    """{partition: the consumer's records from its log start}: (offset, timestamp, timestamp
+    type, key, value, headers)."""
+    return {p: consume_all(cluster, TOPIC, p, isolation) for p in range(PARTITIONS)}
+
+
+def as_records(table) -> dict[int, list[tuple]]:
+    """kfs's rows (``kfs.read``'s or Spark's columns) in the consumer's shape."""
+    out: dict[int, list[tuple]] = {p: [] for p in range(PARTITIONS)}
+    for row in table:
+        headers = tuple((h["key"], h["value"]) for h in row["headers"] or ())
+        out[row["partition"]].append((row["offset"], row["timestamp"], row["timestampType"],
+                                      row["key"], row["value"], headers))
+    return {p: sorted(rows) for p, rows in out.items()}
+
+
+def library_records(live, isolation: str, **options) -> dict[int, list[tuple]]:
+    import kfs
+
+    table = kfs.read_table(None, topics=TOPIC, isolation_level=isolation, includeHeaders=True,
+                           **{"kafka.bootstrap.servers": live.cluster.bootstrap,
+                              "remote.path": live.remote, **options})
+    rows = table.to_pylist()
+    for row in rows:
+        row["timestamp"] = int(row["timestamp"].timestamp() * 1000)
+    return as_records(rows)
+
+
+def check_shape(records: dict[int, list[tuple]], isolation: str) -> None:
+    """The consumer's records hold what the module produced."""
+    for rows in records.values():
+        assert len(rows) >= RECORDS_PER_PARTITION
+        values = [r[4] for r in rows]
+        assert None in values and any(r[3] is None for r in rows)
+        assert any(("empty", None) in r[5] for r in rows)
+        assert (any(v and v.startswith(b"aborted-") for v in values)
+                == (isolation == "read_uncommitted"))
+        assert any(v and v.startswith(b"committed-") for v in values)
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """This process's AWS_* variables for the bucket (``kfs.read`` runs here)."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_the_library_reads_the_cluster_as_the_consumer_does(live, s3_env, isolation):
+    want = consumed(live.cluster, isolation)
+    check_shape(want, isolation)
+    assert library_records(live, isolation) == want
+
+
+def test_the_history_comes_from_the_bucket(live, s3_env):
+    """The plan reads every offset of the live remote segments from the bucket (most of the
+    topic) and only the offsets after them through the brokers, each offset once."""
+    from kfs.reading.cluster import plan_cluster_ranges
+    from kfs.reading.options import parse_options
+
+    opts = parse_options({"kafka.bootstrap.servers": live.cluster.bootstrap,
+                          "subscribe": TOPIC, "remote.path": live.remote})
+    ranges = plan_cluster_ranges(opts, SEGMENT_BYTES)
+    for partition in range(PARTITIONS):
+        mine = [r for r in ranges if r.partition == partition]
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))  # no gap, no overlap
+        remote = [r for r in mine if not r.via_brokers]
+        brokers = [r for r in mine if r.via_brokers]
+        assert remote and all(r.remote_segments for r in remote)
+        assert len(brokers) == 1 and brokers[0].start == remote[-1].end  # the tail alone
+        assert sum(r.size for r in remote) > sum(r.size for r in brokers)
+
+
+def test_metadata_partitions_as_the_brokers_choose_them(live):
+    """Every ``__remote_log_metadata`` record is in the partition kfs computes for its
+    topic-partition (Kafka's ``RemoteLogMetadataTopicPartitioner``, held against where the
+    brokers put them), so reading only those misses nothing."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from storage.cluster.remote_metadata import metadata_partition
+    from storage.remote.metadata import REMOTE_LOG_METADATA_TOPIC, deserialize
+
+    seen = set()
+    for n in range(3):
+        consumer = Consumer({"bootstrap.servers": live.cluster.bootstrap, "log_level": 0,
+                             "group.id": "kfs-test", "enable.auto.commit": False})
+        try:
+            tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, n)
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            consumer.assign([TopicPartition(REMOTE_LOG_METADATA_TOPIC, n, low)])
+            position = low
+            while position < high:
+                for m in consumer.consume(1000, timeout=1):
+                    if m.error() is None:
+                        position = m.offset() + 1
+                        metadata = deserialize(m.value())
+                        tip = getattr(metadata, "topic_id_partition", None) or getattr(
+                            getattr(metadata, "segment_id", None), "topic_id_partition", None)
+                        if tip is not None:
+                            seen.add((tip.topic, tip.partition))
+                            assert metadata_partition(tip.topic_id, tip.partition, 3) == n, tip
+        finally:
+            consumer.close()
+    assert seen == {(TOPIC, p) for p in range(PARTITIONS)}
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_spark_on_the_standalone_cluster_reads_the_cluster_as_the_consumer_does(
+        live, s3_cluster, isolation):
+    """No broker's directory on any node: the options are Spark's Kafka source's, with
+    remote.path for the remote tier."""
+    want = consumed(live.cluster, isolation)
+
+    def read():
+        df = (s3_cluster.session.read.format("kfs")
+              .option("kafka.bootstrap.servers", live.cluster.bootstrap)
+              .option("subscribe", TOPIC).option("remote.path", live.remote)
+              .option("includeHeaders", "true").option("kafka.isolation.level", isolation)
+              .option("maxRecordsPerPartition", "3000").load())
+        rows = df.selectExpr("partition", "offset", "unix_millis(timestamp) AS timestamp",
+                             "timestampType", "key", "value", "headers").collect()
+        return as_records([{**row.asDict(recursive=True),
+                            "key": None if row.key is None else bytes(row.key),
+                            "value": None if row.value is None else bytes(row.value),
+                            "headers": [{"key": h.key, "value": None if h.value is None
+                                         else bytes(h.value)} for h in row.headers or ()]}
+                           for row in rows])
+
+    got, tasks = s3_cluster.tasks_by_executor(read)
+    assert got == want
+    assert len(tasks) == 2 and all(tasks.values()), tasks  # read on both workers
+
+
+def test_records_produced_while_reading_end_where_the_read_was_planned(live, s3_env):
+    """A read is planned (ends fixed at the high watermarks), records are produced, then it is
+    read: it holds exactly the consumer's records below the planned ends."""
+    import kfs.library
+
+    planned = kfs.library.plan(None, {"topics": TOPIC, "includeHeaders": True,
+                                      "kafka.bootstrap.servers": live.cluster.bootstrap,
+                                      "remote.path": live.remote})
+    ends = {r.partition: r.end for r in planned.ranges}
+    produce(live.cluster, 500, start=RECORDS_PER_PARTITION)
+    table = planned.reader(1000).read_all().to_pylist()
+    for row in table:
+        row["timestamp"] = int(row["timestamp"].timestamp() * 1000)
+    got = as_records(table)
+    want = consumed(live.cluster, "read_uncommitted")
+    assert got == {p: [r for r in rows if r[0] < ends[p]] for p, rows in want.items()}
+    assert all(len(want[p]) > len(got[p]) for p in range(PARTITIONS))  # more came meanwhile
+
+
+def test_a_stream_serves_the_history_then_new_records_and_restarts_where_it_stopped(
+        live, s3_cluster, tmp_path):
+    """``readStream.format("kfs")`` over the cluster from the earliest offsets, at most
+    ``maxOffsetsPerTrigger`` offsets a micro-batch (the history from the bucket in the first
+    ones), into Parquet with a checkpoint; stopped, records produced, started again from the
+    checkpoint: the output is the consumer's records once each, and the checkpoint's offsets
+    are Spark's Kafka source's JSON, ending at the high watermarks."""
+    import json
+
+    session = s3_cluster.session
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run() -> None:
+        query = (session.readStream.format("kfs")
+                 .option("kafka.bootstrap.servers", live.cluster.bootstrap)
+                 .option("subscribe", TOPIC).option("remote.path", live.remote)
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "40000")
+                 .load().selectExpr("partition", "offset", "key", "value")
+                 .writeStream.format("parquet").option("path", str(out))
+                 .option("checkpointLocation", str(checkpoint)).start())
+        try:  # (processAllAvailable takes no timeout: bounded by within(), stop() ends it)
+            within(DEADLINE_S * 2, "the stream's micro-batches", query.processAllAvailable)
+        finally:
+            query.stop()
+
+    run()
+    first = len(_offset_files(checkpoint))
+    assert first >= 2  # the history cut into micro-batches
+    produce(live.cluster, 200, start=RECORDS_PER_PARTITION + 1000)
+    run()
+    batches = _offset_files(checkpoint)
+    assert len(batches) > first
+    last = json.loads(batches[-1].read_text().splitlines()[-1])
+    want = consumed(live.cluster, "read_uncommitted")
+    assert last == {TOPIC: {str(p): want[p][-1][0] + 1 for p in range(PARTITIONS)}}
+    rows = session.read.parquet(str(out)).collect()
+    got = sorted((r.partition, r.offset, None if r.key is None else bytes(r.key),
+                  None if r.value is None else bytes(r.value)) for r in rows)
+    assert got == sorted((p, r[0], r[3], r[4]) for p, records in want.items() for r in records)
+
+
+def _offset_files(checkpoint) -> list:
+    """The checkpoint's offset log, one file per micro-batch (Spark's own ``.crc`` aside)."""
+    return sorted((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
+                  key=lambda p: int(p.name))
+
+
+def test_bad_cluster_options_are_one_clear_line(live, s3_env):
+    import kfs
+
+    with pytest.raises(ValueError, match="kafka.auto.offset.reset are not supported"):
+        kfs.read(None, topics=TOPIC, **{"kafka.bootstrap.servers": live.cluster.bootstrap,
+                                        "kafka.auto.offset.reset": "earliest"})
+    with pytest.raises(ValueError, match='give option "path" or "kafka.bootstrap.servers"'):
+        kfs.read("/tmp", topics=TOPIC, **{"kafka.bootstrap.servers": live.cluster.bootstrap})
+    from storage.errors import UnknownTopicOrPartitionError
+
+    with pytest.raises(UnknownTopicOrPartitionError):
+        kfs.read(None, topics="nope", **{"kafka.bootstrap.servers": live.cluster.bootstrap})
+    # a cluster that is not there: one line, naming it, with no secret in it
+    script = ("import kfs\nkfs.read(None, topics='t', **{'kafka.bootstrap.servers': "
+              "'127.0.0.1:1', 'kafka.sasl.jaas.config': 'org.apache.kafka.common.security."
+              "plain.PlainLoginModule required username=\"u\" password=\"hunter2-secret\";', "
+              "'kafka.security.protocol': 'SASL_PLAINTEXT', 'kafka.sasl.mechanism': 'PLAIN', "
+              "'kafka.default.api.timeout.ms': '2000'})\n")
+    out = subprocess.run([os.sys.executable, "-c", script], cwd=REPO, env=kfs_env(),
+                         capture_output=True, text=True, timeout=DEADLINE_S)
+    assert out.returncode != 0 and "127.0.0.1:1" in out.stderr.splitlines()[-1], out.stderr
+    assert "hunter2-secret" not in out.stderr + out.stdout
+
+
+def _remote_bases(live, partition: int) -> list[int]:
+    """The base offsets of the partition's ``.log`` objects in the bucket now."""
+    root = live.bucket_dir / "kafka-tiered-storage"
+    return sorted(int(p.name[:20]) for d in root.glob(f"{TOPIC}-{partition}-*")
+                  for p in d.glob("*.log"))
+
+
+def test_still_equal_after_remote_retention(live, s3_env):
+    """``retention.bytes`` lowered: the brokers delete the oldest remote segments and move the
+    log start; once the bucket holds no segment wholly below it, kfs reads from the new log
+    start what the consumer reads."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    before = {p: consume_all(live.cluster, TOPIC, p, "read_uncommitted")[0][0]
+              for p in range(PARTITIONS)}
+    admin = live.cluster.admin()
+    for future in admin.incremental_alter_configs([ConfigResource(
+            "TOPIC", TOPIC, incremental_configs=[ConfigEntry(
+                "retention.bytes", str(3 * SEGMENT_BYTES),
+                incremental_operation=AlterConfigOpType.SET)])]).values():
+        future.result(60)
+
+    def settled(partition: int) -> bool:
+        low, _ = _watermarks(live, partition)
+        bases = _remote_bases(live, partition)
+        return low > before[partition] and bool(bases) and bases[0] <= low and (
+            len(bases) < 2 or bases[1] > low)
+
+    for partition in range(PARTITIONS):
+        wait_until(lambda: settled(partition), f"{TOPIC}-{partition}'s remote retention",
+                   timeout=DEADLINE_S * 2)
+    want = consumed(live.cluster, "read_uncommitted")
+    assert all(want[p][0][0] > before[p] for p in range(PARTITIONS))
+    assert library_records(live, "read_uncommitted") == want
+
+
+def _watermarks(live, partition: int) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": live.cluster.bootstrap, "group.id": "kfs-test",
+                        "log_level": 0})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=30)
+    finally:
+        consumer.close()
+
+
+def test_a_leader_gone_mid_read_changes_nothing(live, s3_env):
+    """A read planned, then the leader of a partition stopped (its replicas take over): the
+    read completes with the consumer's records (the tail fetched from the new leader). Last
+    in the module: the cluster runs on two nodes after it."""
+    import kfs.library
+
+    planned = kfs.library.plan(None, {"topics": TOPIC, "includeHeaders": True,
+                                      "kafka.bootstrap.servers": live.cluster.bootstrap,
+                                      "remote.path": live.remote})
+    leader = live.cluster.leaders(TOPIC)[0]
+    live.cluster.node(leader).stop()
+    wait_until(lambda: live.cluster.leaders(TOPIC).get(0, leader) not in (leader, -1),
+               f"a new leader of {TOPIC}-0")
+    table = planned.reader(1000).read_all().to_pylist()
+    for row in table:
+        row["timestamp"] = int(row["timestamp"].timestamp() * 1000)
+    assert as_records(table) == consumed(live.cluster, "read_uncommitted")
