@@ -65,7 +65,8 @@ def sasl(tmp_path_factory):
 
         upsert = UserScramCredentialUpsertion(
             "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), SECRET.encode())
-        for future in broker.admin().alter_user_scram_credentials([upsert]).values():
+        admin = broker.admin()  # (kept: a dropped client fails its futures)
+        for future in admin.alter_user_scram_credentials([upsert]).values():
             future.result(60)
         broker.create_topic(TOPIC, 2)
         p = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
