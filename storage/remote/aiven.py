@@ -313,7 +313,19 @@ class AivenSegmentSource(SegmentSource):
         self._file = None  # the .log opened, on first read
         self._ranged = None  # the .log read ahead for a bulk reader (read_ahead_until)
         self._until: int | None = None  # where that reader stops, in the object's bytes
-        self._size = self.manifest().chunk_index.original_file_size if size is None else size
+        self._size = self._listed_size() if size is None else size
+
+    def _listed_size(self) -> int:
+        """The original ``.log``'s length, from the manifest (a listed segment's). When the
+        manifest cannot be read, the ``.log`` object's listed length stands in: the partition
+        still opens, its other segments still read, and every read of this one fails with
+        the manifest's own one line (``manifest()`` raises it again)."""
+        try:
+            return self.manifest().chunk_index.original_file_size
+        except RemoteSegmentError:
+            if not self._object_size:
+                raise
+            return self._object_size
 
     @property
     def name(self) -> str:

@@ -195,3 +195,28 @@ def test_a_root_in_another_layout_than_the_configured_one_is_named(tmp_path):
 
     with pytest.raises(UnsupportedRemoteLayoutError, match="LocalTieredStorage's layout"):
         AivenLogDirectory(ObjectStore.from_uri((run / "remote").as_uri()), "tiered-storage/")
+
+
+@needs_fixtures
+def test_a_garbled_manifest_in_listing_mode_fails_its_segment_alone(tmp_path):
+    """With no ``__remote_log_metadata`` at hand (the plugin's root read alone, its listing),
+    a garbled manifest no longer fails the partition's open: the segment's reads fail with the
+    manifest's one line, the next segment still reads, and no offset of the bad segment is
+    stepped over (a read across it fails too)."""
+    run = copy_run(tmp_path, "A")
+    manifest = segment_objects(run, "plain")[0]
+    manifest.write_bytes(manifest.read_bytes()[:100])
+    options = StoreOptions(remote_config=str(run / "broker.properties"))
+    directory = open_log_directory((run / "remote").as_uri(), options=options)
+    try:
+        assert "listing" in directory.notices[0]
+        log = directory.get("plain-0")
+        assert [s.base_offset for s in log.segments.all()] == [0, FIRST_SEGMENT_END]
+        for offset in (0, 700, FIRST_SEGMENT_END - 1):
+            with pytest.raises(RemoteSegmentError) as raised:
+                first_records(directory, offset)
+            assert f"{manifest.name}: not a manifest of Aiven's tiered storage" in \
+                str(raised.value) and "\n" not in str(raised.value)
+        assert first_records(directory, FIRST_SEGMENT_END) == [1430, 1431, 1432]
+    finally:
+        directory.close()
