@@ -202,31 +202,38 @@ class CoordinatorViews:
 
     # -- /__cluster_metadata ---------------------------------------------------------------
 
-    def _image_node(self, path: tuple[str, ...]) -> list[str] | str:
-        """The node of ``/__cluster_metadata`` at ``path`` (names below the mount root)."""
+    def _image(self):
+        """The metadata image, caught up with the log."""
         if not self._has_metadata_log():
             raise FileNotFoundError(CLUSTER_METADATA)
+        try:
+            return self._metadata.catch_up()
+        except FileNotFoundError:  # (the directory went meanwhile)
+            raise FileNotFoundError(CLUSTER_METADATA) from None
+
+    def _image_node(self, path: tuple[str, ...], image=None) -> list[str] | str:
+        """The node of ``/__cluster_metadata`` at ``path`` (names below the mount root), in
+        ``image`` (default: the image caught up now)."""
+        image = self._image() if image is None else image
         if len(path) == 1:
             return [IMAGE]
         if path[1] != IMAGE:
             raise FileNotFoundError("/".join(path))
-        try:
-            image = self._metadata.catch_up()
-        except FileNotFoundError:
-            raise FileNotFoundError(CLUSTER_METADATA) from None
         return metadata_nodes.node(image, path[2:])
 
-    def _metadata_entry(self, path: tuple[str, ...]) -> Entry:
-        found = self._image_node(path)
+    def _metadata_entry(self, path: tuple[str, ...], image=None) -> Entry:
+        found = self._image_node(path, image)
         if isinstance(found, list):
             return Entry(self.ino(path), True)
         return Entry(self.ino(path), False, found.encode() + b"\n")
 
     def _metadata_listing(self, path: tuple[str, ...]) -> list[tuple[bytes, Entry]]:
-        found = self._image_node(path)
+        image = self._image()  # (one catch-up for the whole listing)
+        found = self._image_node(path, image)
         if not isinstance(found, list):
             raise NotADirectoryError("/".join(path))
-        return [(name.encode(), self._metadata_entry((*path, name))) for name in sorted(found)]
+        return [(name.encode("utf-8", "surrogateescape"),
+                 self._metadata_entry((*path, name), image)) for name in sorted(found)]
 
     def _group_entry(self, path: tuple[str, ...]) -> Entry:
         described = self._group(path[1]).describe(path[1])
