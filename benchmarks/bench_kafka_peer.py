@@ -37,7 +37,9 @@ rounds, ratios printed. One sub-command per figure:
   (targets: kfs from the bucket >= 3x Kafka's, >= 0.5x kfs from the local directory),
   and ``format("kfs")`` over the broker as a cluster (``kafka.bootstrap.servers`` and
   ``remote.path``, no log directory: the history from the bucket, the tail through the broker;
-  target >= 3x Kafka's);
+  target >= 3x Kafka's), with the bytes the broker sent for one such read (its
+  ``BytesOutPerSec`` of the topic, by Kafka's ``JmxTool`` over JMX on loopback) beside the
+  tail's ``.log`` bytes (target <= 1.1x);
   S3Proxy's request counts (its own metrics, by S3 operation) and bytes sent (its ``wchar``)
   per kfs read from the bucket, the same for a 1% time range, and the peak RSS of the
   executors' Python workers and of the Spark JVM during the bucket reads (target: <= 400 MB
@@ -160,8 +162,28 @@ class Broker(kafka_broker.KafkaBroker):
 
     def __init__(self, log_dir: Path, work_dir: Path, overrides: dict[str, str] | None = None,
                  remote_storage_dir: Path | None = None):
-        super().__init__(log_dir, work_dir, overrides, java_opts=KAFKA_JVM, start_timeout_s=600,
-                         remote_storage_dir=remote_storage_dir)
+        # JMX on loopback (no auth): the broker's own metrics, read by Kafka's JmxTool
+        self.jmx_port = kafka_broker.free_port()
+        jmx = ["-Dcom.sun.management.jmxremote", "-Dcom.sun.management.jmxremote.authenticate=false",
+               "-Dcom.sun.management.jmxremote.ssl=false", "-Djava.rmi.server.hostname=127.0.0.1",
+               f"-Dcom.sun.management.jmxremote.port={self.jmx_port}",
+               f"-Dcom.sun.management.jmxremote.rmi.port={self.jmx_port}"]
+        super().__init__(log_dir, work_dir, overrides, java_opts=[*KAFKA_JVM, *jmx],
+                         start_timeout_s=600, remote_storage_dir=remote_storage_dir)
+
+    def bytes_out(self, topic: str) -> int:
+        """The broker's ``BytesOutPerSec`` count of ``topic`` (what its fetch responses sent to
+        consumers, remote-tier reads included; replication is counted apart), by Kafka's own
+        ``JmxTool``."""
+        out = kafka_broker.run_tool(
+            "org.apache.kafka.tools.JmxTool", "--jmx-url",
+            f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{self.jmx_port}/jmxrmi", "--object-name",
+            f"kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic={topic}",
+            "--attributes", "Count", "--one-time", "true", "--report-format", "properties",
+            check=False, timeout=120)
+        text = out.stdout.decode(errors="replace")
+        counts = [line.rsplit("=", 1)[1] for line in text.splitlines() if ":Count=" in line]
+        return int(float(counts[-1])) if counts else 0
 
     def start(self) -> "Broker":
         Broker.live.append(self)
@@ -1189,6 +1211,17 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
                 failures.check(got == results["kafka"], f"{name} round {r + 1}: {got}")
                 log(f"  {name}: {times[name][-1]:.1f} s")
 
+        # What the broker sent for one read of each (its BytesOutPerSec of the topic), beside
+        # the .log bytes of the tail after the remote tier (the local segments above it)
+        remote_end = max(end for _, end in tiered_ends(broker, topic)) + 1
+        _, local_now = tiered_sizes(broker, topic)
+        tail_bytes = sum(size for base, size in local_now.items() if base >= remote_end)
+        served = {}
+        for name in ("cluster", "kafka"):
+            before_out = broker.bytes_out(topic)
+            readers[name].selectExpr(*AGG).collect()
+            served[name] = broker.bytes_out(topic) - before_out
+
         # A 1% time range from the bucket: what S3Proxy served for it (planning included).
         lo = first_ms + (last_ms - first_ms) // 2
         hi = lo + max((last_ms - first_ms) // 100, 1)
@@ -1247,6 +1280,10 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
           f"({max(p[2] for p in peaks)} Python processes under the JVM), the Spark JVM "
           f"{spread([x / MB for x in jvm], lambda x: f'{x:,.0f} MiB')}"
           f"{'' if sampler.resettable else ' (VmRSS samples: high-water marks not resettable)'}")
+    print(f"the broker sent (BytesOutPerSec of {topic}) {served['cluster'] / 1e6:,.1f} MB to "
+          f"kfs's read of the cluster, against {tail_bytes / 1e6:,.1f} MB of .log after the "
+          f"remote tier ({served['cluster'] / max(tail_bytes, 1):.2f}x; target <= 1.1x), and "
+          f"{served['kafka'] / 1e6:,.1f} MB to Spark's Kafka source")
     k = med(rates["bucket"]) / med(rates["kafka"])
     b = med(rates["bucket"]) / med(rates["local"])
     rss = med(py) / MB
