@@ -28,6 +28,7 @@ declare -A MODULE_TESTS=(
   [checkpoint]="tests/engine/test_checkpoint.py"
   [clock]="tests/engine/test_log.py tests/engine/test_log_follow.py"
   [dir_watch]="tests/engine/test_log_follow.py"
+  [open_files]="tests/unit/test_open_files.py tests/engine/test_pools.py tests/engine/test_log.py"
   [leader_epoch_cache]="tests/engine/test_checkpoint.py tests/engine/test_log.py"
   [file_lock]="tests/unit/test_file_lock.py tests/engine/test_crash.py::test_a_second_writer_is_refused_and_readers_may_share"
   [log_retention]="tests/unit/test_log_retention.py tests/tools/test_retention.py"
