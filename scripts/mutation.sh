@@ -31,6 +31,7 @@ declare -A MODULE_TESTS=(
   [open_files]="tests/unit/test_open_files.py tests/engine/test_pools.py tests/engine/test_log.py"
   [leader_epoch_cache]="tests/engine/test_checkpoint.py tests/engine/test_log.py"
   [file_lock]="tests/unit/test_file_lock.py tests/engine/test_crash.py::test_a_second_writer_is_refused_and_readers_may_share"
+  [log_files]="tests/unit/test_log_files.py tests/engine/test_log.py"
   [log_retention]="tests/unit/test_log_retention.py tests/tools/test_retention.py"
   [log_segments]="tests/engine/test_log_follow.py tests/engine/test_log.py"
   [offset_index]="tests/unit/test_index.py tests/engine/test_log.py"
