@@ -35,6 +35,7 @@ declare -A MODULE_TESTS=(
   [log_retention]="tests/unit/test_log_retention.py tests/tools/test_retention.py"
   [log_segments]="tests/engine/test_log_follow.py tests/engine/test_log.py"
   [offset_index]="tests/unit/test_index.py tests/engine/test_log.py"
+  [quarantine]="tests/unit/test_quarantine.py tests/tools/test_repair.py"
   [read_committed]="tests/engine/test_transactions.py"
   [record_cache]="tests/unit/test_record_cache.py tests/engine/test_log.py"
   [topic_partition]="tests/unit/test_topic_partition.py tests/engine/test_log.py"
