@@ -27,6 +27,7 @@ declare -A MODULE_TESTS=(
   [batch_planning]="tests/unit/test_batch_planning.py tests/engine/test_log.py"
   [checkpoint]="tests/engine/test_checkpoint.py"
   [clock]="tests/engine/test_log.py tests/engine/test_log_follow.py"
+  [damage]="tests/unit/test_damage.py tests/tools/test_repair.py tests/engine/test_log.py"
   [dir_watch]="tests/engine/test_log_follow.py"
   [open_files]="tests/unit/test_open_files.py tests/engine/test_pools.py tests/engine/test_log.py"
   [leader_epoch_cache]="tests/engine/test_checkpoint.py tests/engine/test_log.py"
