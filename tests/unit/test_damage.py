@@ -164,3 +164,14 @@ def test_batches_below_the_expected_offset_are_cut(tmp_path):
     assert [(c.start, c.end, c.first_offset, c.resume_offset) for c in m.cuts] == \
         [(0, starts[2], 4, 4)]
     segment.close()
+
+
+def test_one_stray_byte_costs_no_batch(tmp_path):
+    """A stray byte between two batches is cut alone: the intact batch right after it (one
+    byte on) is found again."""
+    segment, starts = write_segment(
+        tmp_path, lambda data, starts: data[:starts[1]] + b"\x00" + data[starts[1]:])
+    m = map_segment(segment, 0)
+    assert [(c.start, c.end, c.resume_offset) for c in m.cuts] == [(starts[1], starts[1] + 1, 2)]
+    assert m.intact == [(0, starts[1]), (starts[1] + 1, starts[4] + 1)]
+    segment.close()
