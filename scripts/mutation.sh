@@ -37,6 +37,7 @@ declare -A MODULE_TESTS=(
   [log_segments]="tests/engine/test_log_follow.py tests/engine/test_log.py"
   [offset_index]="tests/unit/test_index.py tests/engine/test_log.py"
   [quarantine]="tests/unit/test_quarantine.py tests/tools/test_repair.py"
+  [salvage]="tests/unit/test_salvage.py tests/tools/test_repair.py tests/engine/test_log.py"
   [read_committed]="tests/engine/test_transactions.py"
   [record_cache]="tests/unit/test_record_cache.py tests/engine/test_log.py"
   [topic_partition]="tests/unit/test_topic_partition.py tests/engine/test_log.py"
