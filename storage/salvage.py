@@ -136,9 +136,10 @@ def salvage_partition(plan: PartitionPlan, quarantine: Quarantine) -> list[str]:
             continue
         name = f"{plan.directory.name}/{segment.path.name}"
         if segment.remove:
-            quarantine.keep_file(segment.path, reason="; ".join(c.reason for c in segment.cuts)
-                                 or "no intact batch", first_offset=segment.cuts[0].first_offset
-                                 if segment.cuts else None, records=_records(segment.cuts))
+            # (a segment removed has cuts: one without, empty, is not `changed`)
+            quarantine.keep_file(segment.path, reason="; ".join(c.reason for c in segment.cuts),
+                                 first_offset=segment.cuts[0].first_offset,
+                                 records=_records(segment.cuts))
             _remove_derived(plan.directory, segment.base)
             done.append(f"{name}: moved to the quarantine whole ({segment.size} bytes, no intact "
                         "batch in it)")
