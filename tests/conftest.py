@@ -27,6 +27,7 @@ run never passes by skipping (``helpers.needs``).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,15 @@ from helpers.mounts import Mounter
 from helpers.needs import fixture_path, require_fuse, require_modules, unavailable
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def pytest_configure(config):
+    # A SIGTERM (a CI timeout, ``kill``) ends the run as Ctrl-C does: pytest then runs every
+    # fixture's teardown, so brokers, S3Proxy, Spark clusters and mounts are stopped too
+    # (by default a SIGTERM ends the process at once and leaves them running).
+    signal.signal(signal.SIGTERM, _interrupted)
     config.addinivalue_line("markers", "fuse: drives a real FUSE mount (needs /dev/fuse and fusermount3)")
     config.addinivalue_line("markers", "needs_fixture(*paths): reads these paths under tests/fixtures")
     config.addinivalue_line("markers", "needs_modules(*names): imports these modules of the test extras")
