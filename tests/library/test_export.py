@@ -116,22 +116,31 @@ sys.exit(main(["export", *sys.argv[1:]]))
 """
 
 
-@needs_fixtures
-def test_a_killed_export_leaves_whole_files_and_its_rerun_repeats_nothing(tmp_path):
-    out = tmp_path / "out"
-    args = [str(KAFKA_WRITTEN), str(out), "--topic", "plain", "--topic", "codecs",
-            "--rows-per-file", "1000"]
-    run = subprocess.Popen([sys.executable, "-c", PAUSING_EXPORT, *args], env=kfs_env(),
+def killed_while_writing(args, env, look):
+    """``kfs export ARGS`` in a child paused while a Parquet file is part written (after its
+    first file), killed there with SIGKILL; what ``look()`` saw during the pause."""
+    run = subprocess.Popen([sys.executable, "-c", PAUSING_EXPORT, *args], env=env,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         event = run.stdout.readline()  # the event: part of a file is written
-        partial = [(p, p.stat().st_size) for p in out.rglob(".*.parquet.tmp")]
+        seen = look()
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait()
         run.stdin.close()
         run.stdout.close()
     assert event == "written\n" and run.returncode == -signal.SIGKILL
+    return seen
+
+
+@needs_fixtures
+def test_a_killed_export_leaves_whole_files_and_its_rerun_repeats_nothing(tmp_path):
+    out = tmp_path / "out"
+    args = [str(KAFKA_WRITTEN), str(out), "--topic", "plain", "--topic", "codecs",
+            "--rows-per-file", "1000"]
+    partial = killed_while_writing(args, kfs_env(),
+                                   lambda: [(p, p.stat().st_size)
+                                            for p in out.rglob(".*.parquet.tmp")])
     assert len(partial) == 1 and partial[0][1] > 0, partial
     check_whole(out)
     before = exported(out).num_rows

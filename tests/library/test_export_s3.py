@@ -4,12 +4,9 @@ under ``s3://bucket/prefix``, reached with the credentials and endpoint the rest
 killed mid-way leaves only whole objects and its rerun repeats nothing; a missing bucket and a
 refused secret are clear errors that never show the secret."""
 
-import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -20,7 +17,7 @@ from helpers.paths import KAFKA_WRITTEN
 from kfs.tools.export import export
 from storage import LogManager
 
-from test_export import PAUSING_EXPORT
+from test_export import killed_while_writing
 from test_read import as_tuples, expected
 
 needs_fixtures = pytest.mark.needs_fixture("kafka-written")
@@ -138,18 +135,9 @@ def test_a_killed_export_to_s3_leaves_whole_objects_and_its_rerun_repeats_nothin
     bucket = s3.new_bucket()
     args = [str(KAFKA_WRITTEN), f"s3://{bucket}/out", "--topic", "plain", "--topic", "codecs",
             "--rows-per-file", "1000"]
-    run = subprocess.Popen([sys.executable, "-c", PAUSING_EXPORT, *args],
-                           env={**kfs_env(), **s3.env()}, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
-    try:
-        event = run.stdout.readline()  # part of the 2nd file is written (to its scratch file)
-        during = objects(s3, bucket)
-    finally:
-        run.send_signal(signal.SIGKILL)
-        run.wait()
-        run.stdin.close()
-        run.stdout.close()
-    assert event == "written\n" and run.returncode == -signal.SIGKILL
+    # (paused while part of the 2nd file is written, to its scratch file)
+    during = killed_while_writing(args, {**kfs_env(), **s3.env()},
+                                  lambda: objects(s3, bucket))
     assert len(during) == 1, during  # the 1st file, whole; nothing of the 2nd
     check_whole(s3, bucket)
     assert objects(s3, bucket) == during
