@@ -141,14 +141,13 @@ def _checkpoints(log_dir: Path) -> list[Path]:
     return sorted((log_dir / METADATA).glob("*.checkpoint"))
 
 
-@pytest.fixture(scope="module")
-def broker_logs(tmp_path_factory) -> Path:
-    """The log directory of a broker that took every kind of metadata change, wrote a snapshot
+def metadata_broker_logs(root: Path, share_group: bool = True) -> Path:
+    """The log directory (under ``root``) of a broker that took every kind of metadata change
+    (:func:`metadata_changes`, and with ``share_group`` a share group's), wrote a snapshot
     after them, and was then stopped cleanly."""
     missing = kafka_missing()
     if missing:
         unavailable(missing)
-    root = tmp_path_factory.mktemp("cluster-metadata")
     broker = KafkaBroker(root / "logs", root / "broker", overrides={
         "metadata.log.max.record.bytes.between.snapshots": "4096",
         "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS",
@@ -159,7 +158,8 @@ def broker_logs(tmp_path_factory) -> Path:
     try:
         broker.start()
         metadata_changes(broker)
-        _share_group(broker)
+        if share_group:
+            _share_group(broker)
         end = _metadata_end(root / "logs")
         wait_until(lambda: any(int(p.name[:20]) >= end for p in _checkpoints(root / "logs")),
                    f"a metadata snapshot past offset {end}")
@@ -167,6 +167,11 @@ def broker_logs(tmp_path_factory) -> Path:
         broker.tear_down()
     assert (root / "logs" / ".kafka_cleanshutdown").exists(), broker.log_tail()
     return root / "logs"
+
+
+@pytest.fixture(scope="module")
+def broker_logs(tmp_path_factory) -> Path:
+    return metadata_broker_logs(tmp_path_factory.mktemp("cluster-metadata"))
 
 
 def _files(log_dir: Path, partition: str, suffix: str) -> list[Path]:

@@ -25,11 +25,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.kafka import JAVA_OPTS, KafkaBroker, classpath, kafka_missing
-from helpers.needs import unavailable
+from helpers.kafka import JAVA_OPTS, classpath
 from helpers.shell import sh
 from helpers.waits import wait_until
-from test_kafka_cluster_metadata_dump import metadata_changes
+from test_kafka_cluster_metadata_dump import metadata_broker_logs
 from test_kafka_dump_log import kafka_dump_log, lines
 
 from storage.coordinator.cluster_metadata import snapshot_id
@@ -38,7 +37,6 @@ pytestmark = pytest.mark.kafka
 
 METADATA = "__cluster_metadata-0"
 SHELL = "org.apache.kafka.shell.MetadataShell"
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SUBTREES = ("acls", "clientQuotas", "cluster", "configs", "delegationToken", "producerIds",
             "provenance", "scram", "topics")
 SHELL_RUNS = 5  # runs of the shell until one printed the whole image (see the docstring)
@@ -48,21 +46,7 @@ SHELL_RUNS = 5  # runs of the shell until one printed the whole image (see the d
 def broker_logs(tmp_path_factory) -> Path:
     """The log directory of a broker that took every common kind of metadata change and wrote
     snapshots along the way, stopped cleanly."""
-    missing = kafka_missing()
-    if missing:
-        unavailable(missing)
-    root = tmp_path_factory.mktemp("metadata-image")
-    broker = KafkaBroker(root / "logs", root / "broker", overrides={
-        "metadata.log.max.record.bytes.between.snapshots": "4096",
-        "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"})
-    try:
-        broker.start()
-        metadata_changes(broker)
-        wait_until(lambda: _snapshots(root / "logs"), "a metadata snapshot")
-    finally:
-        broker.tear_down()
-    assert (root / "logs" / ".kafka_cleanshutdown").exists(), broker.log_tail()
-    return root / "logs"
+    return metadata_broker_logs(tmp_path_factory.mktemp("metadata-image"), share_group=False)
 
 
 def _snapshots(log_dir: Path) -> list[Path]:
