@@ -27,6 +27,7 @@ from storage.coordinator.cluster_metadata import (
     read_metadata_record,
     snapshot_id,
 )
+from storage.dir_watch import DirectoryWatch
 from storage.errors import KafkaStorageError
 from storage.log_files import LOG_SUFFIX, offset_from_file_name
 from storage.log_reader import LogReader
@@ -351,6 +352,10 @@ class MetadataImageReplay:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self._lock = threading.Lock()
+        # (a catch-up with nothing new costs a stat of the directory and of one segment: it
+        # runs at every request for a node of the image)
+        self._watch = DirectoryWatch(self.directory)
+        self._listed: dict[int, Path] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -368,8 +373,10 @@ class MetadataImageReplay:
         is gone."""
         with self._lock:
             segments = self._segments()
-            if self._segment is not None and self._segment not in segments:
-                self._reset()
+            if self._segment is not None and (
+                    self._segment not in segments
+                    or segments[self._segment].stat().st_size < self._position):
+                self._reset()  # (its segment deleted, or cut back by a truncation)
             if self._segment is None:
                 self._load_snapshot()
                 first = min(segments, default=self._next_offset)
@@ -389,9 +396,13 @@ class MetadataImageReplay:
             return self.image
 
     def _segments(self) -> dict[int, Path]:
-        if not self.directory.is_dir():
-            raise FileNotFoundError(f"{self.directory} is gone")
-        return {offset_from_file_name(p.name): p for p in self.directory.glob(f"*{LOG_SUFFIX}")}
+        """The ``.log`` segments by base offset, listed again only when the directory may
+        have changed (``storage.dir_watch``). Raises FileNotFoundError when it is gone."""
+        names = self._watch.names()
+        if names is not None:
+            self._listed = {offset_from_file_name(n): self.directory / n for n in names
+                            if n.endswith(LOG_SUFFIX)}
+        return self._listed
 
     def _load_snapshot(self) -> None:
         """The newest snapshot's records, as the image to go on from."""
@@ -408,6 +419,8 @@ class MetadataImageReplay:
         self._next_offset = end_offset
 
     def _read_segment(self, path: Path) -> None:
+        if path.stat().st_size <= self._position:
+            return  # (nothing appended since the last read)
         for (position, provenance), records in _batches(path, self._position,
                                                         self._next_offset):
             self._position = position

@@ -186,3 +186,17 @@ def test_partition_changes_merge_as_kafka_merges_them():
     (-1, "1969-12-31T23:59:59.999Z[UTC]")])
 def test_times_print_as_javas_iso_zoned_date_time(ms, text):
     assert java_zoned_time(ms) == text
+
+
+def test_a_log_cut_back_is_replayed_afresh(metadata_dir):
+    """A segment cut shorter under the replay (a KRaft follower truncating its uncommitted
+    tail to the leader's): the image is replayed from the start, not kept past the cut."""
+    data = (FIXTURE / SEGMENT).read_bytes()
+    segment = metadata_dir / SEGMENT
+    segment.write_bytes(data[:len(data) // 2])
+    half = tree(MetadataImageReplay(metadata_dir).catch_up())
+    segment.write_bytes(data)
+    replay = MetadataImageReplay(metadata_dir)
+    assert tree(replay.catch_up()) != half
+    segment.write_bytes(data[:len(data) // 2])
+    assert tree(replay.catch_up()) == half
