@@ -72,11 +72,33 @@ class ClusterQuery:
         self.latest = self.client.offsets(self.partitions, "latest", opts.isolation_level)
 
     def offsets(self, bound: Bound, starting: bool) -> dict[tuple[str, int], int]:
-        """The offset ``bound`` names in each partition. Raises ValueError (bounds not naming
-        every partition read, no offset for a starting timestamp under strategy "error")."""
+        """The offset ``bound`` names in each partition (as ``kfs.reading.offsets
+        .resolve_offset``, the cluster answering; timestamps in one ``ListOffsets``). Raises
+        ValueError (bounds not naming every partition read, no offset for a starting
+        timestamp under strategy "error")."""
         check_covers(bound, self.partitions, "startingOffsets" if starting else "endingOffsets")
-        return {tp: _resolve(self.client, bound, tp, self.earliest, self.latest, self.opts,
-                             starting) for tp in self.partitions}
+        if bound.kind in ("earliest", "latest"):
+            return dict(self.earliest if bound.kind == "earliest" else self.latest)
+        if bound.kind == "offsets":
+            return {tp: {EARLIEST: self.earliest[tp], LATEST: self.latest[tp]}.get(o, o)
+                    for tp, o in ((tp, bound.per_partition[tp]) for tp in self.partitions)}
+        timestamps = {tp: bound.timestamp if bound.kind == "timestamp"
+                      else bound.per_partition[tp] for tp in self.partitions}
+        found = self.client.offsets_for_times(timestamps, self.opts.isolation_level)
+        return {tp: self._at_time(tp, found[tp], timestamps[tp], starting)
+                for tp in self.partitions}
+
+    def _at_time(self, tp: tuple[str, int], found: int | None, timestamp: int,
+                 starting: bool) -> int:
+        """The offset a timestamp found, or where none was (no record that late): the latest
+        offset, or for a starting bound under strategy "error" ValueError."""
+        if found is not None and found < self.latest[tp]:
+            return found
+        if starting and self.opts.by_timestamp_strategy == "error":
+            raise ValueError(f"No offset matched from request of topic-partition "
+                             f"{tp[0]}-{tp[1]} and timestamp {timestamp} "
+                             "(startingOffsetsByTimestampStrategy=error)")
+        return self.latest[tp]
 
     def ranges(self, begin: dict[tuple[str, int], int], end: dict[tuple[str, int], int],
                max_bytes: int | None) -> list[OffsetRange]:
@@ -140,27 +162,6 @@ def _remote_location(opts: SourceOptions) -> str | None:
     """remote.path, or the place remote.config's properties name; None: neither."""
     config, _ = opts.store.remote_storage()
     return opts.remote_path or (config.location if config is not None else None)
-
-
-def _resolve(client: ClusterClient, bound: Bound, tp: tuple[str, int], earliest: dict,
-             latest: dict, opts: SourceOptions, starting: bool) -> int:
-    """The offset ``bound`` names for ``tp`` (as ``kfs.reading.offsets.resolve_offset``, the
-    cluster answering: ``ListOffsets`` for a timestamp)."""
-    if bound.kind == "earliest":
-        return earliest[tp]
-    if bound.kind == "latest":
-        return latest[tp]
-    if bound.kind == "offsets":
-        offset = bound.per_partition[tp]
-        return {EARLIEST: earliest[tp], LATEST: latest[tp]}.get(offset, offset)
-    timestamp = bound.timestamp if bound.kind == "timestamp" else bound.per_partition[tp]
-    found = client.offsets([tp], "timestamp", opts.isolation_level, timestamp)[tp]
-    if found is not None and found < latest[tp]:
-        return found
-    if starting and opts.by_timestamp_strategy == "error":
-        raise ValueError(f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} "
-                         f"and timestamp {timestamp} (startingOffsetsByTimestampStrategy=error)")
-    return latest[tp]
 
 
 def _check_range(tp: tuple[str, int], start: int, end: int, log_start: int, log_end: int,

@@ -135,27 +135,39 @@ class ClusterClient:
                 for name, d in sorted(described.items()) for p in d.partitions]
 
     def offsets(self, partitions: Iterable[tuple[str, int]], which: str,
-                isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                timestamp: int | None = None) -> dict[tuple[str, int], int | None]:
-        """Offsets of ``partitions`` (``ListOffsets``): ``which`` "earliest" (the log start
-        offset, remote tier included), "latest" (the high watermark; the last stable offset at
-        read_committed) or "timestamp" (the first offset whose timestamp is >= ``timestamp``,
-        epoch ms; None when no record is that late)."""
-        from confluent_kafka import IsolationLevel as Level
-        from confluent_kafka import TopicPartition
+                isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+                ) -> dict[tuple[str, int], int]:
+        """Offsets of ``partitions`` in one ``ListOffsets``: ``which`` "earliest" (the log
+        start offset, remote tier included) or "latest" (the high watermark; the last stable
+        offset at read_committed)."""
         from confluent_kafka.admin import OffsetSpec
 
-        spec = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest}.get(which)
-        spec = spec() if spec is not None else OffsetSpec.for_timestamp(timestamp)
-        asked = {TopicPartition(t, p): spec for t, p in partitions}
-        if not asked:
+        spec = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest}[which]()
+        return self._list_offsets({tp: spec for tp in partitions}, isolation)
+
+    def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int],
+                          isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+                          ) -> dict[tuple[str, int], int | None]:
+        """The first offset whose timestamp is >= each partition's timestamp (epoch ms), in
+        one ``ListOffsets``; None where no record is that late."""
+        from confluent_kafka.admin import OffsetSpec
+
+        found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts)
+                                    for tp, ts in timestamps.items()}, isolation)
+        return {tp: None if offset < 0 else offset for tp, offset in found.items()}
+
+    def _list_offsets(self, specs: Mapping[tuple[str, int], object],
+                      isolation: IsolationLevel) -> dict[tuple[str, int], int]:
+        from confluent_kafka import IsolationLevel as Level
+        from confluent_kafka import TopicPartition
+
+        if not specs:
             return {}
         level = Level.READ_COMMITTED if isolation.read_committed else Level.READ_UNCOMMITTED
+        asked = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
         answers = self._wait(self._admin.list_offsets(asked, isolation_level=level),
                              "ListOffsets")
-        return {(tp.topic, tp.partition): (None if r.offset < 0 and which == "timestamp"
-                                           else r.offset)
-                for tp, r in answers.items()}
+        return {(tp.topic, tp.partition): r.offset for tp, r in answers.items()}
 
 
 def _reason(e: BaseException) -> str:

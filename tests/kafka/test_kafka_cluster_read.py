@@ -219,6 +219,18 @@ def test_metadata_partitions_as_the_brokers_choose_them(live):
     assert seen == {(TOPIC, p) for p in range(PARTITIONS)}
 
 
+def test_a_starting_timestamp_is_asked_of_the_cluster(live, s3_env):
+    """``startingTimestamp``: each partition starts at its first record whose timestamp is at
+    least it (the brokers' ListOffsets, one request for every partition), as the consumer's
+    records say."""
+    want = consumed(live.cluster, "read_uncommitted")
+    middle = want[0][len(want[0]) // 2][1]
+    got = library_records(live, "read_uncommitted", startingTimestamp=middle)
+    assert got == {p: [r for r in rows if r[0] >= next(x[0] for x in rows if x[1] >= middle)]
+                   for p, rows in want.items()}
+    assert all(got.values())
+
+
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_spark_on_the_standalone_cluster_reads_the_cluster_as_the_consumer_does(
         live, s3_cluster, isolation):
