@@ -33,7 +33,7 @@ from storage.directory import open_remote_tier
 from storage.errors import UnknownTopicOrPartitionError
 from storage.protocols import LogDirectory
 
-from .columns import ROWS_PER_ARROW_BATCH, _Constants, read_log_range, to_spark
+from .columns import ROWS_PER_ARROW_BATCH, in_spark_schema, read_log_range
 from .offsets import (
     EARLIEST,
     LATEST,
@@ -216,10 +216,9 @@ def read_cluster_range(opts: SourceOptions, rng: OffsetRange, include_headers: b
     segments' metadata (no broker asked). Raises ClusterError, DataLossError (a remote
     segment deleted since planning), CorruptRecordError."""
     if rng.via_brokers:
-        constants = _Constants(rng.topic, rng.partition)
-        for columns in read_tail(opts.kafka, rng.topic, rng.partition, rng.start, rng.end,
-                                 opts.isolation_level, include_headers, rows_per_batch):
-            yield to_spark(columns, constants)
+        yield from in_spark_schema(read_tail(opts.kafka, rng.topic, rng.partition, rng.start,
+                                             rng.end, opts.isolation_level, include_headers,
+                                             rows_per_batch), rng.topic, rng.partition)
         return
     first = rng.remote_segments[0]
     directory = first.local_tiered_storage_path("").name

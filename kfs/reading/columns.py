@@ -10,7 +10,7 @@ object is made.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,9 +71,17 @@ def read_log_range(log: PartitionLog, rng: OffsetRange, include_headers: bool,
                 f"offsets {start}..{log.log_start_offset - 1} of {log.name} were deleted "
                 "before they were read; set failOnDataLoss=false to skip them")
         start = log.log_start_offset
-    constants = _Constants(rng.topic, rng.partition)
-    for columns in log.reader.read_columns(start, rng.end, isolation, include_headers,
-                                           rows_per_batch):
+    yield from in_spark_schema(log.reader.read_columns(start, rng.end, isolation,
+                                                       include_headers, rows_per_batch),
+                               rng.topic, rng.partition)
+
+
+def in_spark_schema(batches: Iterable[pa.RecordBatch], topic: str,
+                    partition: int) -> Iterator[pa.RecordBatch]:
+    """The engine's record columns of ``topic``-``partition`` (from the log's reader, or
+    fetched through the brokers) in Spark's Kafka schema (:func:`to_spark`)."""
+    constants = _Constants(topic, partition)
+    for columns in batches:
         yield to_spark(columns, constants)
 
 

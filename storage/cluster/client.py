@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import uuid
 from collections.abc import Iterable, Mapping
 
 from storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
@@ -174,13 +173,3 @@ def _reason(e: BaseException) -> str:
     """librdkafka's reason, one line."""
     text = str(e.args[0]) if e.args else str(e)
     return " ".join(text.split())
-
-
-def topic_id_bytes(topic_id: str) -> bytes:
-    """The 16 bytes of a topic id spelled as ``Uuid.toString()`` (base64url, no padding), or
-    as a standard UUID string (confluent-kafka's ``Uuid.__str__``)."""
-    import base64
-
-    if len(topic_id) == 22:
-        return base64.urlsafe_b64decode(topic_id + "==")
-    return uuid.UUID(topic_id).bytes

@@ -10,9 +10,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping
 
+from storage.coordinator.schema import uuid_bytes
 from storage.remote.metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataCache
 
-from .client import ClusterClient, PartitionInfo, topic_id_bytes
+from .client import ClusterClient, PartitionInfo
 from .fetch import fetch
 
 __all__ = ["metadata_partition", "read_remote_log_metadata"]
@@ -57,7 +58,7 @@ def metadata_partition(topic_id: str, partition: int, partitions: int) -> int:
     (``RemoteLogMetadataTopicPartitioner.metadataPartition``: murmur2 of the big-endian
     ``Objects.hash(leastSignificantBits, mostSignificantBits, partition)``, made positive,
     modulo the metadata topic's partition count)."""
-    most, least = struct.unpack(">qq", topic_id_bytes(topic_id))
+    most, least = struct.unpack(">qq", uuid_bytes(topic_id))
     h = 1
     for part in (_long_hash(least), _long_hash(most), partition):
         h = _java_int(31 * h + part)

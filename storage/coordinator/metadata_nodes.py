@@ -24,7 +24,6 @@ open, is not listed.
 
 from __future__ import annotations
 
-import base64
 import datetime
 import struct
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from typing import Any
 
 from storage.coordinator.dumplog import java_json
 from storage.coordinator.metadata_image import Broker, Controller, MetadataImage, Partition
+from storage.coordinator.schema import uuid_bytes
 
 __all__ = ["node", "ROOT_NAMES"]
 
@@ -288,7 +288,7 @@ def _supported(features: list[dict[str, Any]]) -> str:
 
 def _uuid_order(uuid: str) -> tuple[int, int]:
     """``Uuid.compareTo``: the two halves as signed longs."""
-    return struct.unpack(">qq", base64.urlsafe_b64decode(uuid + "=="))
+    return struct.unpack(">qq", uuid_bytes(uuid))
 
 
 def _broker_text(b: Broker) -> str:

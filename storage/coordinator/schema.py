@@ -60,6 +60,11 @@ def uuid_string(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def uuid_bytes(text: str) -> bytes:
+    """The 16 bytes of a Uuid spelled as ``Uuid.toString()`` (``Uuid.fromString``)."""
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 # -- versions -----------------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from storage.coordinator.api_message import FrameError, read_frame
 from storage.coordinator.records import MESSAGES
-from storage.coordinator.schema import Message, MessageFormatError, load_message
+from storage.coordinator.schema import Message, MessageFormatError, load_message, uuid_bytes
 from storage.errors import InvalidTopicError
 from storage.log_files import LOG_SUFFIX, filename_prefix
 from storage.log_reader import LogReader
@@ -149,15 +149,11 @@ class RemoteLogSegmentId:
     @property
     def uuid(self) -> uuid.UUID:
         """The segment id as a UUID (Kafka prints it base64url)."""
-        return uuid.UUID(bytes=_uuid_bytes(self.id))
+        return uuid.UUID(bytes=uuid_bytes(self.id))
 
     def java_string(self) -> str:
         return (f"RemoteLogSegmentId{{topicIdPartition={self.topic_id_partition.java_string()}, "
                 f"id={self.id}}}")
-
-
-def _uuid_bytes(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 @dataclasses.dataclass(frozen=True)
