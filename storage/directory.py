@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # (pyarrow loads only when an object store is opened)
     from .segment_source import SegmentSource
 
 __all__ = ["Location", "ReadOnlyStoreError", "StoreOptions", "check_file", "check_writable",
-           "open_log_directory", "open_remote_tier", "open_segment_source", "open_store",
-           "read_file"]
+           "open_cluster_directory", "open_log_directory", "open_remote_tier",
+           "open_segment_source", "open_store", "read_file"]
 
 
 class ReadOnlyStoreError(KafkaStorageError):
@@ -152,6 +152,30 @@ def open_log_directory(location: str | os.PathLike | Location, *, read_only: boo
         return local
     return _with_remote_tier(local, where, tier, options, partitions, fail_on_data_loss,
                              check_root, explicit)
+
+
+def open_cluster_directory(settings: Mapping[str, str], *,
+                           remote: str | os.PathLike | Location | None = None,
+                           options: StoreOptions = DEFAULT_OPTIONS,
+                           isolation=None, fail_on_data_loss: bool = True) -> LogDirectory:
+    """Every partition of a live cluster, read-only (``storage.cluster.directory``): its
+    remote tier at ``remote`` (or where ``options.remote_config`` says) read straight from the
+    object store, only the offsets after it through the brokers, fetched at ``isolation``
+    (``storage.isolation.IsolationLevel``, default read_uncommitted). ``settings``: a Java
+    client's settings (``bootstrap.servers`` and the rest, as Spark's Kafka source takes its
+    ``kafka.`` options). Without a remote tier every offset comes through the brokers.
+
+    Raises ``storage.cluster.client.ClusterError`` (the cluster did not answer), ValueError
+    (bad settings), and as :func:`open_remote_tier`."""
+    from .cluster.directory import ClusterLogDirectory
+    from .isolation import IsolationLevel
+
+    config, _ = options.remote_storage()
+    tier = remote if remote is not None else (config.location if config is not None else None)
+    opener = None if tier is None else (
+        lambda live: open_remote_tier(tier, options, None, live, explicit=remote is not None))
+    return ClusterLogDirectory(settings, opener, isolation or IsolationLevel.READ_UNCOMMITTED,
+                               fail_on_data_loss)
 
 
 def check_writable(location: str | os.PathLike | Location) -> Location:

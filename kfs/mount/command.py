@@ -39,8 +39,8 @@ def add_parser(sub) -> None:
             "MOUNTPOINT` (or `fusermount3 -u`, or SIGTERM); --log-file says where it logs."
         ),
     )
-    mount.add_argument("backing_dir", metavar="BACKING_DIR")
-    mount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    mount.add_argument("backing_dir", metavar="BACKING_DIR", nargs="?")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT", nargs="?")
     mount.add_argument("-f", "--foreground", action="store_true",
                        help="serve in the foreground (Ctrl-C or fusermount3 -u ends it)")
     mount.add_argument("--read-only", action="store_true",
@@ -72,6 +72,17 @@ def add_parser(sub) -> None:
                                "broker log directory BACKING_DIR: each partition serves its remote "
                                "segments below the local log, then the local log (as Spark's "
                                "remote.path)")
+    mount.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                       help="with --read-only, instead of BACKING_DIR: the live cluster at "
+                            "HOST:PORT (a comma-separated list, as Kafka's tools take it): "
+                            "every partition of its topics, each its remote tier "
+                            "(--remote-path or --remote-config) straight from the object "
+                            "store, the offsets after it through the brokers; MOUNTPOINT is "
+                            "then the only argument")
+    mount.add_argument("--command-config", metavar="FILE",
+                       help="with --bootstrap-server: the client's properties "
+                            "(security.protocol, sasl.mechanism, sasl.jaas.config, ...), as "
+                            "Kafka's tools take them: secrets stay out of the command line")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.add_argument("--backing-fd", type=int, help=argparse.SUPPRESS)  # (daemon.py)
     mount.set_defaults(func=cmd_mount)
@@ -96,6 +107,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         separator = parse_separator(args.key_separator)
     except ValueError as exc:
         raise CliError(f"--key-separator: {exc}") from None
+    _check_positionals(args)
     if args.backing_fd is not None:  # (the serving process of a URI: argv has it redacted)
         args.backing_dir, args.remote_path = daemon.read_backing_location(args.backing_fd)
     try:
@@ -108,6 +120,31 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if args.foreground:
         return daemon.serve(backing, mountpoint, args, separator)
     return daemon.launch_background(backing, mountpoint, args)
+
+
+def cluster_location(bootstrap_servers: str) -> str:
+    """How a mount of the cluster at ``bootstrap_servers`` is named (its fsname, its log)."""
+    return f"kafka://{bootstrap_servers}"
+
+
+def _check_positionals(args: argparse.Namespace) -> None:
+    """BACKING_DIR and MOUNTPOINT, or MOUNTPOINT alone with --bootstrap-server (the cluster
+    then stands for BACKING_DIR); CliError otherwise."""
+    if args.bootstrap_server is None:
+        if args.command_config is not None:
+            raise CliError("--command-config is for a cluster's mount (--bootstrap-server)")
+        if args.mountpoint is None:
+            raise CliError("the following arguments are required: BACKING_DIR MOUNTPOINT")
+        return
+    if args.mountpoint is not None:
+        raise CliError("--bootstrap-server mounts a live cluster: give MOUNTPOINT alone, "
+                       "not a BACKING_DIR")
+    if args.backing_dir is None:
+        raise CliError("the following arguments are required: MOUNTPOINT")
+    if not args.read_only:
+        raise CliError("a live cluster is mounted --read-only (kfs reads a cluster, it does "
+                       "not produce to it)")
+    args.mountpoint, args.backing_dir = args.backing_dir, cluster_location(args.bootstrap_server)
 
 
 def _checked_paths(args: argparse.Namespace) -> tuple[str, str]:

@@ -51,13 +51,17 @@ def _child_command(backing: str, mountpoint: str, args: argparse.Namespace, read
         backing = Location.parse(backing).display
         remote_path = remote_path and Location.parse(remote_path).display
     remote_config = args.remote_config and os.path.abspath(args.remote_config)  # (cwd is /)
+    command_config = args.command_config and os.path.abspath(args.command_config)
     for option, value in (("remote-path", remote_path), ("endpoint", args.endpoint),
-                          ("region", args.region), ("remote-config", remote_config)):
+                          ("region", args.region), ("remote-config", remote_config),
+                          ("bootstrap-server", args.bootstrap_server),
+                          ("command-config", command_config)):
         if value:
             cmd.append(f"--{option}={value}")
     if args.log_file:
         cmd.append(f"--log-file={os.path.abspath(args.log_file)}")
-    return cmd + ["--", backing, mountpoint]
+    # (a cluster's mount: MOUNTPOINT alone, the cluster standing for the backing directory)
+    return cmd + ["--", *(() if args.bootstrap_server else (backing,)), mountpoint]
 
 
 def read_backing_location(fd: int) -> tuple[str, str | None]:
@@ -306,23 +310,21 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
         import pyfuse3
         import trio
 
-        from storage.directory import open_log_directory
-
         from .operations import KafkaFs
     except ImportError as exc:
         reporter.failed(f"cannot load kfs: {exc}")
         raise CliError(f"cannot load kfs: {exc}") from None
 
     try:
-        mgr = open_log_directory(backing, read_only=args.read_only, remote=args.remote_path,
-                                 options=store_options(args))
+        mgr = _open_backing(backing, args)
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported as one line
         log.debug("opening %s failed", backing, exc_info=True)
         display = Location.parse(backing).display
         said = str(exc)
         if not said.startswith(display):  # (an object store's error names its URI already)
             said = f"{display}: {said}"
-        message = f"cannot open backing directory {said}"
+        what = "the cluster" if args.bootstrap_server else "backing directory"
+        message = f"cannot open {what} {said}"
         reporter.failed(message)
         raise CliError(message) from None
 
@@ -374,6 +376,27 @@ def serve(backing: str, mountpoint: str, args: argparse.Namespace, separator: by
                 + (f" (see {args.log_file})" if args.log_file else ""))
         log.info("unmounted %s", mountpoint)
     return 1 if failed else 0
+
+
+def _open_backing(backing: str, args: argparse.Namespace):
+    """The log directory the mount serves: ``backing``, or the live cluster of
+    ``--bootstrap-server`` (its client settings from ``--command-config``)."""
+    from storage.directory import open_cluster_directory, open_log_directory
+
+    if args.bootstrap_server is None:
+        return open_log_directory(backing, read_only=args.read_only, remote=args.remote_path,
+                                  options=store_options(args))
+    settings = {}
+    if args.command_config is not None:
+        from storage.config import read_properties
+
+        if not os.path.isfile(args.command_config):
+            raise FileNotFoundError(f"--command-config {args.command_config}: no such file")
+        settings = read_properties(args.command_config)
+    settings["bootstrap.servers"] = args.bootstrap_server
+    return open_cluster_directory(settings, remote=args.remote_path,
+                                  options=store_options(args),
+                                  isolation=IsolationLevel.parse(args.isolation_level))
 
 
 async def _serve_loop(pyfuse3, ready: Callable[[], None], writer) -> None:

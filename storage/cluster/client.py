@@ -63,7 +63,8 @@ def _jaas_login(jaas: str) -> dict[str, str]:
     """``sasl.username``/``sasl.password`` of a PLAIN or SCRAM ``sasl.jaas.config`` (the
     ``username="..." password="..."`` of its login module)."""
     module = jaas.split(None, 1)[0] if jaas.strip() else ""
-    options = dict(_JAAS_OPTION.findall(jaas))
+    # (a quoted value's backslash escapes a character, as Java's StreamTokenizer reads it)
+    options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(jaas)}
     if not module.endswith(_LOGIN_MODULES) or not {"username", "password"} <= set(options):
         raise ValueError("option kafka.sasl.jaas.config: kfs takes a PlainLoginModule or "
                          "ScramLoginModule with username and password (or give "

@@ -58,9 +58,15 @@ class Mounter:
         self.mounts: list[Mount] = []
         self._count = 0
 
-    def __call__(self, backing: Path | str | None = None, *options: str, mountpoint: Path | None = None) -> Mount:
+    def __call__(self, backing: Path | str | None = None, *options: str, mountpoint: Path | None = None,
+                 cluster: str | None = None) -> Mount:
+        """Mount ``backing`` (a directory, made when missing, or a URI), or with ``cluster``
+        the live cluster at those bootstrap servers (``--read-only --bootstrap-server``)."""
         self._count += 1
         uri = isinstance(backing, str) and "://" in backing  # (an object store's, as given)
+        if cluster is not None:
+            backing, uri = f"kafka://{cluster}", True
+            options = ("--read-only", f"--bootstrap-server={cluster}", *options)
         if not uri:
             backing = Path(backing) if backing is not None else self.tmp_path / "data"
         mountpoint = mountpoint or self.tmp_path / f"mnt{self._count}"
@@ -68,7 +74,8 @@ class Mounter:
         log = self.tmp_path / f"kfs{self._count}.log"
         if not uri and not backing.exists() and "--read-only" not in options:
             options = ("--create", *options)  # (a test's new backing directory)
-        cmd = kfs_command("mount", "--log-level=debug", f"--log-file={log}", *options, str(backing), str(mountpoint))
+        where = () if cluster is not None else (str(backing),)
+        cmd = kfs_command("mount", "--log-level=debug", f"--log-file={log}", *options, *where, str(mountpoint))
         proc = subprocess.run(cmd, cwd=REPO, env=kfs_env(), capture_output=True, timeout=150)
         pids = daemon_pids(mountpoint)
         mount = Mount(mountpoint, backing, log, pids[0] if pids else None, options, is_mounted(mountpoint),

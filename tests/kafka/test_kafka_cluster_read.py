@@ -19,9 +19,13 @@ is the peer.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 import subprocess
 import types
+from pathlib import Path
 
 import pytest
 from helpers.kafka import (
@@ -32,10 +36,12 @@ from helpers.kafka import (
     flushed,
     kafka_missing,
 )
-from helpers.kfs import kfs_env
+from helpers.java_server import free_port
+from helpers.kfs import kfs_command, kfs_env
+from helpers.mounts import Mounter
 from helpers.needs import unavailable
 from helpers.paths import REPO
-from helpers.waits import DEADLINE_S, wait_until, within
+from helpers.waits import DEADLINE_S, Lines, wait_until, within
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900),
               pytest.mark.needs_modules("pyspark", "pyarrow", "confluent_kafka")]
@@ -353,6 +359,129 @@ def _remote_bases(live, partition: int) -> list[int]:
     root = live.bucket_dir / "kafka-tiered-storage"
     return sorted(int(p.name[:20]) for d in root.glob(f"{TOPIC}-{partition}-*")
                   for p in d.glob("*.log"))
+
+
+# -- the mount of a live cluster ---------------------------------------------------------------
+
+
+def _bytes(value) -> bytes | None:
+    """A records.jsonl field's bytes (a UTF-8 string, ``{"base64": ...}`` or null)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    return base64.b64decode(value["base64"]) if isinstance(value, dict) else value.encode()
+
+
+def jsonl_records(path: Path) -> list[tuple]:
+    """The records ``cat`` reads from a mount's ``records.jsonl``, in the consumer's shape."""
+    text = subprocess.run(["cat", str(path)], capture_output=True, check=True).stdout
+    out = []
+    for line in text.decode().splitlines():
+        r = json.loads(line)
+        flat = r["headers"]
+        headers = tuple((flat[i], _bytes(flat[i + 1])) for i in range(0, len(flat), 2))
+        out.append((r["offset"], r["ts"], 0 if r["tstype"] == "create" else 1,
+                    _bytes(r["key"]), _bytes(r["payload"]), headers))
+    return out
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_the_mount_of_the_cluster_serves_what_the_consumer_reads(live, s3_env, tmp_path,
+                                                                 isolation):
+    """``kfs mount --read-only --bootstrap-server HOST:PORT --remote-path s3://… MNT``: every
+    partition of the cluster's topics; each partition's ``records.jsonl`` (read by ``cat``) is
+    the consumer's records at the mount's isolation level, ``by-offset`` serves the first
+    offset (from the bucket) and the last (through the brokers), and only the offsets after
+    the remote tier were fetched through the brokers (the mount's log says where each tail
+    started)."""
+    mounter = Mounter(tmp_path)
+    try:
+        mount = mounter(None, f"--remote-path={live.remote}", f"--isolation-level={isolation}",
+                        cluster=live.cluster.bootstrap)
+        names = os.listdir(mount.path)
+        assert {f"{TOPIC}-{p}" for p in range(PARTITIONS)} <= set(names)
+        want = consumed(live.cluster, isolation)
+        for p in range(PARTITIONS):
+            partition = mount.path / f"{TOPIC}-{p}"
+            assert jsonl_records(partition / "records.jsonl") == want[p]
+            for record in (want[p][0], want[p][-1]):
+                assert (partition / "by-offset" / str(record[0])).read_bytes() == (record[4]
+                                                                                    or b"")
+            started = re.search(rf"{TOPIC}-{p}: offsets (\d+)\.\.(\d+) from the remote tier, "
+                                rf"(\d+)\.\. through the brokers", mount.log_text())
+            assert started, mount.log_text()[-3000:]
+            first, last, tail = map(int, started.groups())
+            assert first <= want[p][0][0] and tail == last + 1
+            assert tail - first > 2 * (want[p][-1][0] - tail)  # most of it from the bucket
+    finally:
+        mounter.close_all()
+
+
+@pytest.mark.fuse
+def test_the_mount_of_the_cluster_follows_new_records_and_topics(live, s3_env, tmp_path):
+    """On the mount of a live cluster, ``tail -f values`` shows records produced after it
+    started, ``by-offset`` serves them, and a topic created after the mount is listed and
+    read."""
+    mounter = Mounter(tmp_path)
+    tail = None
+    try:
+        mount = mounter(None, f"--remote-path={live.remote}", cluster=live.cluster.bootstrap)
+        before = consume_all(live.cluster, TOPIC, 0, "read_uncommitted")[-1][4]
+        tail = subprocess.Popen(["tail", "-n", "1", "-f", str(mount.path / f"{TOPIC}-0" /
+                                                              "values")],
+                                stdout=subprocess.PIPE)
+        # each line waited for on tail's pipe, not on a clock (the deadline ends a hung test)
+        lines = Lines(tail.stdout, "tail -f", tail)
+        assert lines.readline() == (before or b"null") + b"\n"  # (it follows from here)
+        producer = _producer(live.cluster)
+        new = [b"followed-%d" % i for i in range(3)]
+        for value in new:
+            producer.produce(TOPIC, partition=0, value=value)
+        flushed(producer)
+        assert [lines.readline() for _ in new] == [value + b"\n" for value in new]
+        last = consume_all(live.cluster, TOPIC, 0, "read_uncommitted")[-1]
+        assert (mount.path / f"{TOPIC}-0" / "by-offset" / str(last[0])).read_bytes() == new[-1]
+
+        live.cluster.create_topic("late", 1)
+        producer.produce("late", partition=0, value=b"after the mount")
+        flushed(producer)
+        wait_until(lambda: "late-0" in os.listdir(mount.path), "late-0 listed")
+        assert (mount.path / "late-0" / "values").read_bytes() == b"after the mount\n"
+    finally:
+        if tail is not None:
+            tail.kill()
+            tail.wait()
+        mounter.close_all()
+
+
+@pytest.mark.fuse
+def test_the_mount_of_a_cluster_refuses_clearly_and_keeps_secrets(live, tmp_path):
+    """A cluster is mounted read-only; its client settings come from ``--command-config``
+    (so a password is never in a process's arguments); a cluster that does not answer fails
+    the mount with one line naming it, and no secret in what is printed or logged."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(kfs_command("mount", f"--bootstrap-server={live.cluster.bootstrap}",
+                                      str(mnt)), env=kfs_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stderr) == (1, "kfs: error: a live cluster is mounted "
+                                                 "--read-only (kfs reads a cluster, it does "
+                                                 "not produce to it)\n")
+    secret = "s3cret-of-the-cluster"
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                      "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule"
+                      f' required username="alice" password="{secret}";\n'
+                      "default.api.timeout.ms=3000\n")
+    log = tmp_path / "mount.log"
+    done = subprocess.run(kfs_command("mount", "--read-only", f"--log-file={log}",
+                                      f"--bootstrap-server=127.0.0.1:{free_port()}",
+                                      f"--command-config={config}", str(mnt)),
+                          env=kfs_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and not os.path.ismount(mnt)
+    assert done.stderr.startswith("kfs: error: cannot open the cluster kafka://127.0.0.1:")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert secret not in done.stderr + log.read_text()
 
 
 def test_still_equal_after_remote_retention(live, s3_env):
