@@ -1092,6 +1092,18 @@ def tiered_ends(broker: Broker, topic: str) -> list[tuple[int, int]]:
             read_metadata_log_dir(broker.log_dir).live_by_name(topic, 0)]
 
 
+def tiered_log_bytes(broker: Broker, topic: str) -> int:
+    """The .log bytes of ``topic``-0 in either tier, each segment once."""
+    sizes = {int(p.name[:20]): p.stat().st_size
+             for p in broker.remote_root.glob(f"{topic}-0-*/*.log")}
+    for base in broker.local_segment_offsets(topic):
+        try:
+            sizes[base] = (broker.log_dir / f"{topic}-0" / f"{base:020d}.log").stat().st_size
+        except FileNotFoundError:
+            pass
+    return sum(sizes.values())
+
+
 def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
     from pyspark.sql import SparkSession
 
@@ -1108,19 +1120,10 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
                                    "segment.bytes": str(seg),
                                    "local.retention.bytes": str(2 * seg)})
 
-    def produced() -> int:  # .log bytes in either tier, each segment once
-        sizes = {int(p.name[:20]): p.stat().st_size
-                 for p in broker.remote_root.glob(f"{topic}-0-*/*.log")}
-        for base in broker.local_segment_offsets(topic):
-            try:
-                sizes[base] = (broker.log_dir / f"{topic}-0" / f"{base:020d}.log").stat().st_size
-            except FileNotFoundError:
-                pass
-        return sum(sizes.values())
-
     t = time.perf_counter()
     first_ms = int(time.time() * 1000)
-    n = produce_until(broker, topic, args.size, lambda i: b"key-%d" % i, size_of=produced)
+    n = produce_until(broker, topic, args.size, lambda i: b"key-%d" % i,
+                      size_of=lambda: tiered_log_bytes(broker, topic))
     last_ms = int(time.time() * 1000)
     produced_s = time.perf_counter() - t
     t = time.perf_counter()
@@ -1295,6 +1298,119 @@ def cmd_tiered(args, tmp: Path, failures: Failures) -> None:
 
 # --------------------------------------------------------------------------- main
 
+# --------------------------------------------------------------------------- stream
+
+def cmd_stream(args, tmp: Path, failures: Failures) -> None:
+    """Two streaming queries at once over one tiered topic, Spark's Kafka source and
+    ``format("kfs")`` over the cluster (``kafka.bootstrap.servers`` + ``remote.path``), both
+    from latest with the default trigger and a ``foreachBatch`` sink; records produced one at
+    a time (the next once both queries saw the last, after a random pause so that a record
+    comes at any phase of the queries' polling): each one's latency, from the producer's call
+    to the sink holding it."""
+    import random
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    topic = "live"
+    jars = spark_kafka_jars_told(args)
+    s3_base = tmp / "s3"
+    rsm = s3_base / TIERED_BUCKET / "rsm"
+    broker = Broker(tmp / "kafka-logs", tmp / "broker", remote_storage_dir=rsm).start()
+    seg = args.segment_bytes
+    broker.create_topic(topic, 1, {**kafka_broker.TIERED_TOPIC_CONFIG, "segment.bytes": str(seg),
+                                   "local.retention.bytes": str(2 * seg)})
+    n = produce_until(broker, topic, args.size, lambda i: b"key-%d" % i,
+                      size_of=lambda: tiered_log_bytes(broker, topic))
+    remote, local = wait_all_but_last_tiered(broker, topic, 3)
+    print(f"topic {topic}-0: {n:,} records of history, {len(remote)} segments remote, "
+          f"{len(local)} local; the broker keeps running")
+    server = S3Server(s3_base, tmp / "s3proxy")
+    spark = None
+    queries = []
+    seen: dict[str, dict[bytes, int]] = {"kafka": {}, "kfs": {}}
+    arrived = threading.Condition()
+
+    def sink(name: str):
+        def on_batch(frame, batch_id) -> None:
+            values = [bytes(r.value) for r in frame.select("value").collect()]
+            now = time.monotonic_ns()
+            with arrived:
+                for v in values:
+                    seen[name][v] = now
+                arrived.notify_all()
+        return on_batch
+
+    latencies: dict[str, list[float]] = {"kafka": [], "kfs": []}
+    try:
+        server.start()
+        os.environ.update(server.env())
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            q for q in (str(REPO), os.environ.get("PYTHONPATH")) if q)
+        spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
+                 .config("spark.sql.session.timeZone", "UTC").config("spark.jars", ",".join(jars))
+                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        sources = {
+            "kafka": spark.readStream.format("kafka"),
+            "kfs": spark.readStream.format("kfs").option("remote.path",
+                                                         f"s3://{TIERED_BUCKET}/rsm"),
+        }
+        for name, reader in sources.items():
+            frame = (reader.option("kafka.bootstrap.servers", broker.bootstrap)
+                     .option("subscribe", topic).option("startingOffsets", "latest").load())
+            queries.append(frame.writeStream.foreachBatch(sink(name))
+                           .option("checkpointLocation", str(tmp / f"checkpoint-{name}"))
+                           .start())
+        deadline = time.monotonic() + 300
+        while any(q.lastProgress is None for q in queries):  # (both past their first batch)
+            if time.monotonic() > deadline:
+                raise TimeoutError("the streaming queries did not start")
+            time.sleep(0.1)
+        p = producer(broker)
+        for i in range(args.samples + args.warmup):
+            time.sleep(random.uniform(0, args.pause))
+            value = b"sample-%d" % i
+            sent = time.monotonic_ns()
+            p.produce(topic, value)
+            p.flush(60)
+            with arrived:
+                if not arrived.wait_for(lambda: all(value in s for s in seen.values()), 120):
+                    raise TimeoutError(f"{value!r} did not reach both queries: "
+                                       f"{[name for name, s in seen.items() if value in s]}")
+            if i >= args.warmup:
+                for name in latencies:
+                    latencies[name].append((seen[name][value] - sent) / 1e6)
+            log(f"sample {i + 1}/{args.samples + args.warmup}: kafka "
+                f"{(seen['kafka'][value] - sent) / 1e6:.0f} ms, kfs "
+                f"{(seen['kfs'][value] - sent) / 1e6:.0f} ms")
+        for q in queries:
+            failures.check(q.exception() is None, f"query failed: {q.exception()}")
+    finally:
+        for q in queries:
+            q.stop()
+        if spark is not None:
+            spark.stop()
+        server.stop()
+        broker.stop()
+
+    def pct(xs: list[float], q: float) -> float:
+        return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
+
+    table = Table(f"a record produced to a streaming query's foreachBatch, {args.samples} "
+                  f"records after {args.warmup} to warm up, {args.master}, default trigger",
+                  ("what", "median ms", "p90 ms", "kfs / it"))
+    k = med(latencies["kfs"])
+    table.add('kfs   format("kfs"), kafka.bootstrap.servers + remote.path', f"{k:.0f}",
+              f"{pct(latencies['kfs'], 0.9):.0f}", "")
+    table.add('Kafka format("kafka")', f"{med(latencies['kafka']):.0f}",
+              f"{pct(latencies['kafka'], 0.9):.0f}", f"{k / med(latencies['kafka']):.2f}x")
+    table.print()
+    print(f"kfs's median latency / Kafka's: {k / med(latencies['kafka']):.2f}x (target <= 1x: "
+          f"{'met' if k <= med(latencies['kafka']) else 'NOT met'})")
+
+
 def main() -> int:
     def common(p: argparse.ArgumentParser, default) -> None:
         # before or after the sub-command; the sub-command's copies only set what is given
@@ -1343,6 +1459,19 @@ def main() -> int:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--spark-kafka-version", help="spark-sql-kafka-0-10 release (default: "
                    f"pyspark's own, else {SPARK_KAFKA_FALLBACK})")
+    p = sub.add_parser("stream", parents=[shared],
+                       help="a record's latency to a streaming query: Spark's Kafka source "
+                            "against format('kfs') over the cluster")
+    p.add_argument("--size", type=parse_size, default=32 << 20,
+                   help="the topic's history, .log bytes (default 32M)")
+    p.add_argument("--segment-bytes", type=parse_size, default=4 << 20)
+    p.add_argument("--samples", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--pause", type=float, default=0.5,
+                   help="at most this many seconds between samples, at random (default 0.5)")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--spark-kafka-version", help="spark-sql-kafka-0-10 release (default: "
+                   f"pyspark's own, else {SPARK_KAFKA_FALLBACK})")
     args = parser.parse_args()
     if why := kafka_broker.kafka_missing():
         print(f"bench_kafka_peer: {why}", file=sys.stderr)
@@ -1361,7 +1490,8 @@ def main() -> int:
     failures = Failures()
     try:
         {"spark": cmd_spark, "compact": cmd_compact, "recovery": cmd_recovery,
-         "coordinator": cmd_coordinator, "tiered": cmd_tiered}[args.cmd](args, tmp, failures)
+         "coordinator": cmd_coordinator, "tiered": cmd_tiered,
+         "stream": cmd_stream}[args.cmd](args, tmp, failures)
     finally:
         Broker.stop_all()
         if not args.keep:

@@ -63,9 +63,12 @@ class ClusterQuery:
     their latest offsets (the high watermark; the last stable offset at read_committed).
     Raises UnknownTopicOrPartitionError, ClusterError."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, client: ClusterClient | None = None) -> None:
+        """``client``: the cluster's client to ask (a stream's, kept for its life), else one
+        of the query's own."""
         self.opts = opts
-        self.client = ClusterClient(opts.kafka)
+        self.client = client or ClusterClient(opts.kafka)
+        self.remote_ends: dict[tuple[str, int], int] = {}  # (see ranges)
         self.infos = _partitions(self.client, opts)
         self.partitions = [(p.topic, p.partition) for p in self.infos]
         self.earliest = self.client.offsets(self.partitions, "earliest")
@@ -101,17 +104,22 @@ class ClusterQuery:
         return self.latest[tp]
 
     def ranges(self, begin: dict[tuple[str, int], int], end: dict[tuple[str, int], int],
-               max_bytes: int | None) -> list[OffsetRange]:
+               max_bytes: int | None, remote_tier: bool = True) -> list[OffsetRange]:
         """The ranges reading ``[begin, end)`` of each partition in ``end`` (a partition not in
         ``begin`` from its log start): from the bucket what the live remote segments hold,
-        the rest through the brokers. Raises ValueError, DataLossError as a batch query's
-        bounds do."""
+        the rest through the brokers; without ``remote_tier`` all through the brokers (a
+        stream's batch after the remote tier: no ``__remote_log_metadata`` read). Sets
+        :attr:`remote_ends`: where each partition's remote tier ends (its live segments').
+        Raises ValueError, DataLossError as a batch query's bounds do."""
         wanted = [p for p in self.infos if (p.topic, p.partition) in end]
-        remote, live = _remote_tier(self.client, self.opts, wanted)
+        remote, live = _remote_tier(self.client, self.opts, wanted) if remote_tier else (None, {})
         ranges: list[OffsetRange] = []
         try:
             for p in wanted:
                 tp = (p.topic, p.partition)
+                name = f"{p.topic}-{p.partition}"
+                if remote is not None and name in remote.partition_names():
+                    self.remote_ends[tp] = remote.get(name).log_end_offset
                 start = _check_range(tp, begin.get(tp, self.earliest[tp]), end[tp],
                                      self.earliest[tp], self.latest[tp], self.opts)
                 if start < end[tp]:

@@ -239,7 +239,7 @@ class KfsStreamReader(DataSourceStreamReader):
 
     def reportLatestOffset(self) -> dict:
         if self._cluster is not None:
-            return _as_json(self._cluster.latest({})[1])
+            return _as_json(self._cluster.reported_latest())
         manager = open_matching(self.opts)
         try:
             return _as_json({tp: latest_offset(log, self.opts.isolation_level)
