@@ -300,8 +300,6 @@ def main() -> int:
     p.add_argument("--no-spark", dest="spark", action="store_false")
     p.add_argument("--no-peer", dest="peer", action="store_false",
                    help="no broker: kfs's Spark figure alone")
-    p.add_argument("--spark-kafka-version", help="spark-sql-kafka-0-10 release (default: "
-                   "pyspark's, else the newest on Maven Central)")
     args = p.parse_args()
     if (missing := s3proxy_missing()) is not None:
         print(f"bench_aiven: {missing}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """The first query of a fresh Spark session, as ``spark-submit`` runs one (a new Python process,
 its own driver JVM): ``spark.read.format("kfs")`` reading a topic from ``s3://`` (S3Proxy on
-loopback) against Spark's Kafka source (``spark-sql-kafka-0-10``, fetched as
-``bench_kafka_peer.py`` does) reading the same records from a broker (Kafka 4.1.1 on loopback).
+loopback) against Spark's Kafka source (``spark-sql-kafka-0-10``, fetched by
+``scripts/setup.sh test`` as ``bench_kafka_peer.py`` uses it) reading the same records from a broker (Kafka 4.1.1 on loopback).
 
     .venv/bin/python benchmarks/bench_first_query.py [--records 200000] [--rounds 3]
 
@@ -105,7 +105,6 @@ def main() -> int:
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--spark-kafka-version")
     p.add_argument("--child", choices=("kfs", "kafka"), help=argparse.SUPPRESS)
     p.add_argument("--source", help=argparse.SUPPRESS)
     p.add_argument("--jars", default="", help=argparse.SUPPRESS)

@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 extras="${1:-}"
 debs=(fuse3 libfuse3-dev pkg-config gcc attr libssl-dev libisal-dev)
 [ "$extras" = test ] && debs+=(xxd jq less rsync)
-# Kafka's own jars (the tests' broker and tools) and S3Proxy (their S3 server) come from Maven
-# Central through Maven.
+# Kafka's own jars (the tests' broker and tools), Spark's Kafka source (the peer of format("kfs"))
+# and S3Proxy (their S3 server) come from Maven Central through Maven.
 [ "$extras" = test ] && ! command -v mvn >/dev/null 2>&1 && debs+=(maven)
 # Spark runs on a JVM: install one only when no java is on the PATH.
 if [ "$extras" = test ] || [ "$extras" = spark ]; then
@@ -125,7 +125,9 @@ fetch_jars() {
   fi
 }
 if [ "$extras" = test ]; then
-  # the tests' Kafka peer, the pinned release; the tests' S3 API server, one self-contained jar
+  # the tests' Kafka peer, the pinned release; Spark's Kafka source, the peer of a Spark read;
+  # the tests' S3 API server, one self-contained jar
   fetch_jars kafka "Kafka's jars" "about 55 MB, and the first time Maven's own plugins: a minute or two"
+  fetch_jars spark-kafka "Spark's Kafka source" "about 70 MB, most of it Hadoop's client, which pyspark ships too"
   fetch_jars s3proxy "S3Proxy's jar" "one jar of about 50 MB"
 fi

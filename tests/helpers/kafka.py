@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -80,6 +81,30 @@ def kafka_missing() -> str | None:
 
 def classpath() -> str:
     return f"{KAFKA_LIB}/*"
+
+
+SPARK_KAFKA_LIB = REPO / ".cache" / "spark-kafka" / "lib"
+_VERSIONED_JAR = re.compile(r"-\d[\w.\-]*\.jar$")  # an artifact's version and suffix
+
+
+def spark_kafka_missing() -> str | None:
+    """Why Spark's Kafka source cannot be handed to Spark here, or None."""
+    if not any(SPARK_KAFKA_LIB.glob("spark-sql-kafka-0-10_*.jar")):
+        return f"Spark's Kafka source is not in {SPARK_KAFKA_LIB} (run scripts/setup.sh test)"
+    return None
+
+
+def spark_kafka_jars() -> list[str]:
+    """The paths of Spark's Kafka source's jars (the connector, kafka-clients, ...) less the
+    artifacts the installed pyspark ships already (Hadoop's client, Scala, the codecs, slf4j:
+    two versions of one on a class path clash), sorted: what ``spark.jars`` or ``ADD JAR``
+    takes."""
+    import pyspark
+
+    shipped = {_VERSIONED_JAR.sub("", p.name)
+               for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [str(p) for p in sorted(SPARK_KAFKA_LIB.glob("*.jar"))
+            if _VERSIONED_JAR.sub("", p.name) not in shipped]
 
 
 def run_tool(main_class: str, *args: str, timeout: float = 300, check: bool = True,

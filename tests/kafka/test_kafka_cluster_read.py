@@ -14,7 +14,8 @@ kfs reads it as the Python library (``kfs.read(None, **{"kafka.bootstrap.servers
 "remote.path": "s3://..."})``) and as Spark ``format("kfs")`` on the standalone cluster (a master
 and two workers, the bucket's credentials as ``spark.executorEnv.AWS_*``), at both isolation
 levels; the consumer (confluent-kafka, from each partition's log start to its high watermark)
-is the peer.
+is the peer, and on the Spark cluster Spark's own Kafka source (``format("kafka")``, its jars
+from ``scripts/spark-kafka/pom.xml``) running the same job.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from helpers.kafka import (
     consume_all,
     flushed,
     kafka_missing,
+    spark_kafka_jars,
+    spark_kafka_missing,
 )
 from helpers.java_server import free_port
 from helpers.kfs import kfs_command, kfs_env
@@ -262,6 +265,74 @@ def test_spark_on_the_standalone_cluster_reads_the_cluster_as_the_consumer_does(
     got, tasks = s3_cluster.tasks_by_executor(read)
     assert got == want
     assert len(tasks) == 2 and all(tasks.values()), tasks  # read on both workers
+
+
+@pytest.fixture(scope="module")
+def kafka_source(s3_cluster):
+    """``s3_cluster``'s session with Spark's own Kafka source (``format("kafka")``) added by
+    ``ADD JAR`` (what ``spark.jars`` holds in a job's build): the executors fetch the jars from
+    the driver, and the driver's lookup finds the source in the session's class loader.
+    ``spark.jars`` on the build would reach only the executors here: the driver JVM was
+    started before the session, with no settings (``start_spark_jvm``). This thread's class
+    loader is put back after the module. unavailable() when the jars were not fetched."""
+    missing = spark_kafka_missing()
+    if missing:
+        unavailable(missing)
+    session = s3_cluster.session
+    thread = session._jvm.java.lang.Thread.currentThread()
+    loader = thread.getContextClassLoader()  # (ADD JAR sets the session's on this thread)
+    try:
+        for jar in spark_kafka_jars():
+            session.sql(f"ADD JAR '{jar}'")
+        yield session
+    finally:
+        thread.setContextClassLoader(loader)
+
+
+# what the module's topic holds, per partition: counted in Spark SQL over a read's rows
+SHAPE = ["count(*) AS records", "count_if(key IS NULL) AS null_keys",
+         "count_if(value IS NULL) AS null_values",
+         "count_if(exists(headers, h -> h.value IS NULL)) AS null_header_values",
+         "count_if(CAST(value AS STRING) LIKE 'committed-%') AS committed",
+         "count_if(CAST(value AS STRING) LIKE 'aborted-%') AS aborted"]
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_spark_on_the_standalone_cluster_reads_as_spark_kafka_source_does(
+        live, kafka_source, isolation):
+    """The same job twice on the standalone cluster, no broker's directory on any node:
+    ``format("kafka")`` with Spark's options (Spark's own source: everything through the
+    brokers) and ``format("kfs")`` with the same options and ``remote.path``. Same schema;
+    the same rows, each as many times (topic, partition, offset, key, value, timestamp,
+    timestampType, headers): none differs; and they hold what the module produced (null
+    keys, values and header values, the committed transaction, the aborted one only at
+    read_uncommitted)."""
+    from pyspark.sql import functions as F
+
+    options = {"kafka.bootstrap.servers": live.cluster.bootstrap, "subscribe": TOPIC,
+               "startingOffsets": "earliest", "endingOffsets": "latest",
+               "includeHeaders": "true", "kafka.isolation.level": isolation}
+
+    def job(source: str, **more):
+        reader = kafka_source.read.format(source)
+        for key, value in {**options, **more}.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+    kafka, kfs = job("kafka"), job("kfs", **{"remote.path": live.remote})
+    assert kfs.schema == kafka.schema
+    # each distinct row's count in Kafka's read less kfs's: 0 for every row when they agree
+    differ = (kafka.withColumn("side", F.lit(1)).unionByName(kfs.withColumn("side", F.lit(-1)))
+              .groupBy(*kafka.columns).agg(F.sum("side").alias("surplus"))
+              .where("surplus != 0").select("partition", "offset", "surplus"))
+    assert differ.limit(10).collect() == []
+    shape = {r.partition: r for r in kfs.groupBy("partition").agg(
+        *[F.expr(e) for e in SHAPE]).collect()}
+    assert sorted(shape) == list(range(PARTITIONS))
+    for r in shape.values():
+        assert r.records >= RECORDS_PER_PARTITION, r
+        assert r.null_keys and r.null_values and r.null_header_values and r.committed, r
+        assert bool(r.aborted) == (isolation == "read_uncommitted"), r
 
 
 def test_records_produced_while_reading_end_where_the_read_was_planned(live, s3_env):
