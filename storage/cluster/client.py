@@ -85,7 +85,8 @@ def api_timeout_s(config: Mapping[str, str]) -> float:
 
 class ClusterClient:
     """Admin requests to the cluster at ``config["bootstrap.servers"]``. Raises ClusterError
-    when the cluster does not answer within TIMEOUT_S."""
+    when the cluster does not answer within TIMEOUT_S, saying why when librdkafka said it (an
+    authentication that failed, a broker refusing connections)."""
 
     def __init__(self, config: Mapping[str, str]) -> None:
         from confluent_kafka.admin import AdminClient
@@ -93,26 +94,38 @@ class ClusterClient:
         self.timeout_s = api_timeout_s(config)
         self.config = client_config(config)
         self.bootstrap = self.config["bootstrap.servers"]
+        self._last_error: str | None = None
         try:
-            self._admin = AdminClient(dict(self.config))
+            self._admin = AdminClient({**self.config, "error_cb": self._errored})
         except Exception as e:  # KafkaException: a setting librdkafka does not take
             raise ValueError(f"the cluster's client settings (kafka.* options): {_reason(e)}"
                              ) from None
+
+    def _errored(self, error) -> None:
+        """librdkafka's error callback: the latest error kept for a request that gets no
+        answer (a wrong password only ends in the request's timeout)."""
+        self._last_error = error.str()
+
+    def _failed(self, what: str, e: BaseException) -> ClusterError:
+        """One line: the request, librdkafka's reason (or the timeout) and its last error."""
+        self._admin.poll(0)  # (serves the error callbacks queued meanwhile)
+        reason = _reason(e) or f"no answer within {self.timeout_s:g} s"
+        if self._last_error and self._last_error not in reason:
+            reason += f"; last error: {' '.join(self._last_error.split())}"
+        return ClusterError(f"the cluster at {self.bootstrap} did not answer {what}: {reason}")
 
     def _wait(self, futures, what: str) -> dict:
         try:
             return {key: future.result(self.timeout_s) for key, future in futures.items()}
         except Exception as e:  # KafkaException and its kin: librdkafka's reason
-            raise ClusterError(f"the cluster at {self.bootstrap} did not answer {what}: "
-                               f"{_reason(e)}") from None
+            raise self._failed(what, e) from None
 
     def topic_names(self) -> list[str]:
         """Every topic's name, internal ones included."""
         try:
             metadata = self._admin.list_topics(timeout=self.timeout_s)
         except Exception as e:
-            raise ClusterError(f"the cluster at {self.bootstrap} did not answer a metadata "
-                               f"request: {_reason(e)}") from None
+            raise self._failed("a metadata request", e) from None
         return sorted(metadata.topics)
 
     def partitions(self, topics: Iterable[str]) -> list[PartitionInfo]:
