@@ -298,23 +298,64 @@ class KafkaBroker(JavaServer):
                                f"{self.log_tail()}") from None
 
 
+def _answered(futures, timeout: float = 60) -> bool:
+    """Whether an admin request's ``futures`` all succeeded; False when librdkafka dropped the
+    request with the connection it was on (seen: a new client replaces its bootstrap
+    connections once it knows the brokers' ids, failing a request sent meanwhile with
+    ``_DESTROY_BROKER``) or it failed with a retriable error; any other error raised."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        for future in futures.values():
+            future.result(timeout)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() == KafkaError._DESTROY_BROKER or error.retriable():
+            return False
+        raise
+    return True
+
+
+def sasl_listener(broker: KafkaBroker, port: int, scram: str) -> dict[str, str]:
+    """``server.properties`` settings of ``broker`` adding a SASL_PLAINTEXT listener on
+    ``127.0.0.1:port`` for the SCRAM mechanism ``scram`` (its users: the cluster's SCRAM
+    credentials) beside its PLAINTEXT and CONTROLLER listeners, which inter-broker,
+    controller and ``__remote_log_metadata`` traffic keep using."""
+    plain = f"PLAINTEXT://127.0.0.1:{broker.port}"
+    return {
+        "listeners": f"{plain},SASL_PLAINTEXT://127.0.0.1:{port},"
+                     f"CONTROLLER://127.0.0.1:{broker.controller_port}",
+        "advertised.listeners": f"{plain},SASL_PLAINTEXT://127.0.0.1:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": scram,
+        f"listener.name.sasl_plaintext.{scram.lower()}.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    }
+
+
 class KafkaCluster:
     """``nodes`` combined broker+controller processes of one KRaft cluster (node ids 1..n, all
     voters), on loopback, each a :class:`KafkaBroker` over ``root/node<i>``: replication
     factor and ``min.insync.replicas`` as a production cluster sets them (3 and 2), the
     internal topics replicated alike. With ``remote_storage_dir``, tiered storage on every
     node into that one directory (LocalTieredStorage: the shared bucket), and
-    ``__remote_log_metadata`` of ``metadata_partitions`` partitions. ``start()`` launches them
-    together (a quorum forms only when a majority runs) and returns once each answers;
-    ``tear_down()`` stops every one, even after a failure."""
+    ``__remote_log_metadata`` of ``metadata_partitions`` partitions. With ``scram`` (a SCRAM
+    mechanism, ``SCRAM-SHA-512``), each node also has a SASL_PLAINTEXT listener of it
+    (:func:`sasl_listener`, :attr:`sasl_bootstrap`; users by :meth:`add_scram_user`).
+    ``start()`` launches them together (a quorum forms only when a majority runs) and returns
+    once each answers; ``tear_down()`` stops every one, even after a failure."""
 
     STOP_TOGETHER_S = 30.0
 
     def __init__(self, root: Path, nodes: int = 3, remote_storage_dir: Path | None = None,
-                 metadata_partitions: int = 3, overrides: dict[str, str] | None = None):
+                 metadata_partitions: int = 3, overrides: dict[str, str] | None = None,
+                 scram: str | None = None):
         self.brokers = [KafkaBroker(root / f"node{i}" / "logs", root / f"node{i}",
                                     remote_storage_dir=remote_storage_dir)
                         for i in range(1, nodes + 1)]
+        self.scram = scram
+        self.sasl_ports = [free_port() for _ in self.brokers] if scram else []
         voters = ",".join(f"{i}@127.0.0.1:{b.controller_port}"
                           for i, b in enumerate(self.brokers, 1))
         replicas, isr = str(min(nodes, 3)), str(min(nodes, 2))
@@ -328,11 +369,53 @@ class KafkaCluster:
                 "transaction.state.log.min.isr": isr,
                 "rlmm.config.remote.log.metadata.topic.replication.factor": replicas,
                 "rlmm.config.remote.log.metadata.topic.num.partitions": str(metadata_partitions),
+                **(sasl_listener(broker, self.sasl_ports[i - 1], scram) if scram else {}),
                 **(overrides or {})}
 
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """Every node's SASL_PLAINTEXT listener (``HOST:PORT,...``): a client bootstrapped
+        there is told only those addresses (the brokers advertise the listener asked)."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.sasl_ports)
+
+    def add_scram_user(self, user: str, password: str, iterations: int = 4096) -> None:
+        """``user``'s SCRAM credential of the cluster's mechanism, made through the admin
+        client (PLAINTEXT); returns once every node's SASL listener authenticates it (each
+        broker learns it from the metadata log, a moment after the controller took it)."""
+        from confluent_kafka.admin import (
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        mechanism = ScramMechanism[self.scram.replace("-", "_")]
+        upsert = UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(mechanism, iterations), password.encode())
+        admin = self.admin()  # (kept: a dropped client fails its futures)
+        wait_until(lambda: _answered(admin.alter_user_scram_credentials([upsert])),
+                   f"{user}'s SCRAM credential upserted")
+        for port in self.sasl_ports:
+            wait_until(lambda: self._authenticates(port, user, password),
+                       f"{user} authenticated on 127.0.0.1:{port}")
+
+    def _authenticates(self, port: int, user: str, password: str) -> bool:
+        """Whether the SASL listener on ``port`` answers a metadata request of ``user`` (a
+        new client each time: librdkafka backs off after a failed authentication)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        client = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0,
+                              "security.protocol": "SASL_PLAINTEXT",
+                              "sasl.mechanism": self.scram, "sasl.username": user,
+                              "sasl.password": password})
+        try:
+            return bool(client.list_topics(timeout=2).brokers)
+        except KafkaException:
+            return False
 
     def start(self) -> KafkaCluster:
         with concurrent.futures.ThreadPoolExecutor(len(self.brokers)) as pool:
