@@ -6,22 +6,29 @@
 # (comparisons flipped, constants +-1, and/or, +/-, return None, negated conditions, ...) and
 # runs, for each, the tests of that module's line below that reach the mutated function; a
 # mutant no test fails "survived". Prints each module's score (killed / all mutants) and its
-# survivors; `.venv/bin/mutmut show NAME` in build/mutation/MODULE shows one as a diff.
+# survivors; `.venv/bin/python -m mutmut show NAME` in build/mutation/MODULE shows one as a
+# diff.
 # Not in CI (minutes per module): run it before an engine change lands. mutmut is installed
 # into .venv on first use; it is no dependency of kfs.
+#
+# MUTATION_CHILDREN=N sets how many mutants run at once (default 2, the machine's cores; 1 on a
+# machine someone else is using).
 #
 # Each module runs in its own copy of the checkout (build/mutation/MODULE, mutmut's mutants/
 # under it), so the working tree is never mutated and a killed run leaves nothing behind.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py="$root/.venv/bin/python"
+# mutmut through the interpreter, not .venv/bin/mutmut: that script's first line names the
+# interpreter path it was installed through, which a worktree's linked .venv does not keep
+mutmut=("$py" -m mutmut)
+children="${MUTATION_CHILDREN:-2}"
 work="$root/build/mutation"
 
 # module -> the test files that exercise it (no FUSE, no broker: those are too slow per mutant).
-# Not listed yet: the larger modules (log, segment, cleaner, log_loader, log_manager,
-# producer_state, ...: add each with its tests when an engine change touches it), offset_map
-# (a re-export of the compiled map) and isolation (an Enum: mutmut finds no test reaching its
-# methods).
+# Not listed yet: the larger modules (log, segment, cleaner, log_loader, log_manager, ...: add
+# each with its tests when an engine change touches it), offset_map (a re-export of the
+# compiled map) and isolation (an Enum: mutmut finds no test reaching its methods).
 declare -A MODULE_TESTS=(
   [abstract_index]="tests/unit/test_index.py tests/engine/test_log.py"
   [batch_planning]="tests/unit/test_batch_planning.py tests/engine/test_log.py"
@@ -79,12 +86,12 @@ for module in "${modules[@]}"; do
     echo "    no:cacheprovider"
   } > "$copy/setup.cfg"
   echo "== storage/$module.py (tests: $tests)"
-  (cd "$copy" && CI=true "$root/.venv/bin/mutmut" run --max-children 2 >"$copy/run.log" 2>&1) || {
+  (cd "$copy" && CI=true "${mutmut[@]}" run --max-children "$children" >"$copy/run.log" 2>&1) || {
     echo "mutation: mutmut failed on $module (see $copy/run.log)" >&2; status=1; continue; }
-  (cd "$copy" && "$root/.venv/bin/mutmut" results --all true) > "$copy/results.txt" 2>&1 || true
-  (cd "$copy" && "$py" - "$root/.venv/bin/mutmut" results.txt "$module") <<'PY'
+  (cd "$copy" && "${mutmut[@]}" results --all true) > "$copy/results.txt" 2>&1 || true
+  (cd "$copy" && "$py" - "$py" results.txt "$module") <<'PY'
 import re, subprocess, sys
-mutmut, results, module = sys.argv[1:]
+py, results, module = sys.argv[1:]
 rows = [re.match(r"\s*(\S+): (.+)", line) for line in open(results).read().splitlines()]
 rows = [(m[1], m[2].strip()) for m in rows if m]
 # a mutant that hangs or crashes the tests was noticed as much as one that fails them
@@ -95,7 +102,7 @@ for name, state in rows:
     if state in noticed:
         continue
     # the survivor as its changed lines: "- original" / "+ mutant"
-    diff = subprocess.run([mutmut, "show", name], capture_output=True, text=True).stdout
+    diff = subprocess.run([py, "-m", "mutmut", "show", name], capture_output=True, text=True).stdout
     changed = [line for line in diff.splitlines()
                if line[:1] in "-+" and not line.startswith(("---", "+++"))]
     print(f"  {state}: {name.split('.')[-1]}")
