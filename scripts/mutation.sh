@@ -43,6 +43,7 @@ declare -A MODULE_TESTS=(
   [log_segments]="tests/engine/test_log_follow.py tests/engine/test_log.py"
   [offset_index]="tests/unit/test_index.py tests/engine/test_log.py"
   [open_files]="tests/unit/test_open_files.py tests/engine/test_pools.py tests/engine/test_log.py"
+  [producer_state]="tests/unit/test_producer_state.py tests/engine/test_transactions.py tests/engine/test_log.py tests/engine/test_transaction_timeout.py"
   [quarantine]="tests/unit/test_quarantine.py tests/tools/test_repair.py"
   [read_committed]="tests/engine/test_transactions.py"
   [record_cache]="tests/unit/test_record_cache.py tests/engine/test_log.py"
