@@ -35,6 +35,7 @@ declare -A MODULE_TESTS=(
   [batch_planning]="tests/unit/test_batch_planning.py tests/engine/test_log.py"
   [checkpoint]="tests/engine/test_checkpoint.py"
   [clock]="tests/engine/test_log.py tests/engine/test_log_follow.py"
+  [config]="tests/unit/test_log_config.py tests/engine/test_log.py tests/engine/test_directory.py"
   [damage]="tests/unit/test_damage.py tests/tools/test_repair.py tests/engine/test_log.py"
   [dir_watch]="tests/engine/test_log_follow.py"
   [file_lock]="tests/unit/test_file_lock.py tests/engine/test_crash.py::test_a_second_writer_is_refused_and_readers_may_share"
