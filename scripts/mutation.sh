@@ -6,36 +6,47 @@
 # (comparisons flipped, constants +-1, and/or, +/-, return None, negated conditions, ...) and
 # runs, for each, the tests of that module's line below that reach the mutated function; a
 # mutant no test fails "survived". Prints each module's score (killed / all mutants) and its
-# survivors; `.venv/bin/mutmut show NAME` in build/mutation/MODULE shows one as a diff.
+# survivors; `.venv/bin/python -m mutmut show NAME` in build/mutation/MODULE shows one as a
+# diff.
 # Not in CI (minutes per module): run it before an engine change lands. mutmut is installed
 # into .venv on first use; it is no dependency of kfs.
+#
+# MUTATION_CHILDREN=N sets how many mutants run at once (default 2, the machine's cores; 1 on a
+# machine someone else is using).
 #
 # Each module runs in its own copy of the checkout (build/mutation/MODULE, mutmut's mutants/
 # under it), so the working tree is never mutated and a killed run leaves nothing behind.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py="$root/.venv/bin/python"
+# mutmut through the interpreter, not .venv/bin/mutmut: that script's first line names the
+# interpreter path it was installed through, which a worktree's linked .venv does not keep
+mutmut=("$py" -m mutmut)
+children="${MUTATION_CHILDREN:-2}"
 work="$root/build/mutation"
 
-# module -> the test files that exercise it (no FUSE, no broker: those are too slow per mutant).
-# Not listed yet: the larger modules (log, segment, cleaner, log_loader, log_manager,
-# producer_state, ...: add each with its tests when an engine change touches it), offset_map
-# (a re-export of the compiled map) and isolation (an Enum: mutmut finds no test reaching its
-# methods).
+# module -> the test files that exercise it (no FUSE, no broker: those are too slow per mutant;
+# no test whose child process imports storage/: mutmut's mutants fail to load outside its run).
+# Not listed yet: the larger modules (log, segment, cleaner, log_manager, ...: add
+# each with its tests when an engine change touches it), offset_map (a re-export of the
+# compiled map) and isolation (an Enum: mutmut finds no test reaching its methods).
 declare -A MODULE_TESTS=(
   [abstract_index]="tests/unit/test_index.py tests/engine/test_log.py"
   [batch_planning]="tests/unit/test_batch_planning.py tests/engine/test_log.py"
   [checkpoint]="tests/engine/test_checkpoint.py"
   [clock]="tests/engine/test_log.py tests/engine/test_log_follow.py"
+  [config]="tests/unit/test_log_config.py tests/engine/test_log.py tests/engine/test_directory.py"
   [damage]="tests/unit/test_damage.py tests/tools/test_repair.py tests/engine/test_log.py"
   [dir_watch]="tests/engine/test_log_follow.py"
   [file_lock]="tests/unit/test_file_lock.py tests/engine/test_crash.py::test_a_second_writer_is_refused_and_readers_may_share"
   [leader_epoch_cache]="tests/engine/test_checkpoint.py tests/engine/test_log.py"
   [log_files]="tests/unit/test_log_files.py tests/engine/test_log.py"
+  [log_loader]="tests/unit/test_log_loader.py tests/engine/test_crash.py --deselect=tests/engine/test_crash.py::test_kill9_loop_every_acknowledged_record_survives --deselect=tests/engine/test_crash.py::test_kill9_releases_the_lock tests/engine/test_log.py tests/engine/test_checkpoint.py tests/engine/test_log_follow.py"
   [log_retention]="tests/unit/test_log_retention.py tests/tools/test_retention.py"
   [log_segments]="tests/engine/test_log_follow.py tests/engine/test_log.py"
   [offset_index]="tests/unit/test_index.py tests/engine/test_log.py"
   [open_files]="tests/unit/test_open_files.py tests/engine/test_pools.py tests/engine/test_log.py"
+  [producer_state]="tests/unit/test_producer_state.py tests/engine/test_transactions.py tests/engine/test_log.py tests/engine/test_transaction_timeout.py"
   [quarantine]="tests/unit/test_quarantine.py tests/tools/test_repair.py"
   [read_committed]="tests/engine/test_transactions.py"
   [record_cache]="tests/unit/test_record_cache.py tests/engine/test_log.py"
@@ -79,12 +90,12 @@ for module in "${modules[@]}"; do
     echo "    no:cacheprovider"
   } > "$copy/setup.cfg"
   echo "== storage/$module.py (tests: $tests)"
-  (cd "$copy" && CI=true "$root/.venv/bin/mutmut" run --max-children 2 >"$copy/run.log" 2>&1) || {
+  (cd "$copy" && CI=true "${mutmut[@]}" run --max-children "$children" >"$copy/run.log" 2>&1) || {
     echo "mutation: mutmut failed on $module (see $copy/run.log)" >&2; status=1; continue; }
-  (cd "$copy" && "$root/.venv/bin/mutmut" results --all true) > "$copy/results.txt" 2>&1 || true
-  (cd "$copy" && "$py" - "$root/.venv/bin/mutmut" results.txt "$module") <<'PY'
+  (cd "$copy" && "${mutmut[@]}" results --all true) > "$copy/results.txt" 2>&1 || true
+  (cd "$copy" && "$py" - "$py" results.txt "$module") <<'PY'
 import re, subprocess, sys
-mutmut, results, module = sys.argv[1:]
+py, results, module = sys.argv[1:]
 rows = [re.match(r"\s*(\S+): (.+)", line) for line in open(results).read().splitlines()]
 rows = [(m[1], m[2].strip()) for m in rows if m]
 # a mutant that hangs or crashes the tests was noticed as much as one that fails them
@@ -95,7 +106,7 @@ for name, state in rows:
     if state in noticed:
         continue
     # the survivor as its changed lines: "- original" / "+ mutant"
-    diff = subprocess.run([mutmut, "show", name], capture_output=True, text=True).stdout
+    diff = subprocess.run([py, "-m", "mutmut", "show", name], capture_output=True, text=True).stdout
     changed = [line for line in diff.splitlines()
                if line[:1] in "-+" and not line.startswith(("---", "+++"))]
     print(f"  {state}: {name.split('.')[-1]}")

@@ -173,13 +173,12 @@ def load(directory: Path, config: LogConfig, writable: bool, *, had_clean_shutdo
 def _recover(segments: list[LogSegment], config: LogConfig, needs_recovery: set[int],
              had_clean_shutdown: bool, recovery_point: int, epochs: LeaderEpochFileCache,
              recovered: dict[int, list[int]], quarantine: Quarantine | None,
-             salvage: bool = False, cuts: list[str] | None = None) -> list[LogSegment]:
+             salvage: bool, cuts: list[str]) -> list[LogSegment]:
     """Recover the segments that need it (``LogLoader.recoverLog``): after an unclean shutdown
     every segment from the one holding the recovery point; always those with bad indexes and an
     active segment whose last batch is torn. When an unflushed segment loses bytes, the segments
     after it go too: they were written after data that is now gone (into ``quarantine`` when
     given, as are the cut bytes). Each cut is described in ``cuts``."""
-    cuts = [] if cuts is None else cuts
     bases = [s.base_offset for s in segments]
     unflushed = set()
     if not had_clean_shutdown and segments:
@@ -217,15 +216,14 @@ def _torn_at_end(segment: LogSegment) -> bool:
         return False
 
 
-def _keeper(segment: LogSegment, quarantine: Quarantine | None, later: bool,
-            salvage: bool = False, cuts: list[str] | None = None):
+def _keeper(segment: LogSegment, quarantine: Quarantine | None, later: bool, salvage: bool,
+            cuts: list[str]):
     """The ``before_cut`` of ``segment.recover``: keep every tail it cuts in ``quarantine``,
     a corrupt batch and what follows it as well as a torn write (Kafka deletes them; kfs has
     no replica to fetch them from, and a torn write costs little to keep), logged and
     described in ``cuts``; without a quarantine the cut is only logged and described. With
     ``salvage``, damage that intact batches or ``later`` segments follow raises
     IntactDataAfterDamageError instead."""
-    cuts = [] if cuts is None else cuts
 
     def keep(position: int, next_offset: int, problem: str | None) -> None:
         resume = None if quarantine is None else next_intact_batch(segment, position + 1,
@@ -255,11 +253,10 @@ def _keeper(segment: LogSegment, quarantine: Quarantine | None, later: bool,
 
 
 def _remove_segment(segment: LogSegment, lost_by: LogSegment, quarantine: Quarantine | None,
-                    cuts: list[str] | None = None) -> None:
+                    cuts: list[str]) -> None:
     """Take ``segment`` out of the log after ``lost_by`` lost data: into ``quarantine`` when
     given (its .log; the indexes are derived from it), else deleted as Kafka does; described
     in ``cuts``."""
-    cuts = [] if cuts is None else cuts
     line = (f"recovery took out {segment.log_path.name} ({segment.size} bytes, offsets from "
             f"{segment.base_offset}): it follows data lost by {lost_by.log_path.name}")
     if quarantine is None:

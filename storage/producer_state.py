@@ -144,11 +144,10 @@ class TxnMetadata:
 
     __slots__ = ("producer_id", "first_offset", "last_offset", "start_ms")
 
-    def __init__(self, producer_id: int, first_offset: int, start_ms: int,
-                 last_offset: int | None = None):
+    def __init__(self, producer_id: int, first_offset: int, start_ms: int):
         self.producer_id = producer_id
         self.first_offset = first_offset
-        self.last_offset = last_offset
+        self.last_offset: int | None = None  # set by complete_txn
         self.start_ms = start_ms
 
     def __repr__(self) -> str:
@@ -235,13 +234,11 @@ class ProducerStateEntry:
         self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
 
-    def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
+    def maybe_update_producer_epoch(self, producer_epoch: int) -> None:
         """Adopt ``producer_epoch`` if it differs, dropping the retained batches."""
-        if self.producer_epoch == producer_epoch:
-            return False
-        self.batch_metadata.clear()
-        self.producer_epoch = producer_epoch
-        return True
+        if self.producer_epoch != producer_epoch:
+            self.batch_metadata.clear()
+            self.producer_epoch = producer_epoch
 
     def update(self, next_entry: ProducerStateEntry) -> None:
         """Take over ``next_entry``'s epoch, batches, coordinator epoch, open transaction and

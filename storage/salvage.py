@@ -11,7 +11,10 @@ a consumer fetches on from the next batch; a segment's base offset may lie below
 batch): offsets still only increase, so no offset is ever reused or reordered. A segment left
 without an intact batch is moved to the quarantine whole (unless it is the last one, which
 stays, empty, to keep the log end offset); a segment whose base offset lies below the end of
-the one before is renamed to its first kept offset.
+the one before is renamed to its first kept offset. A segment that was empty already (no byte
+to cut, as compaction can leave one) stays where it is, as Kafka's recovery keeps it:
+``LogSegment.recover`` truncates nothing there, and ``LogLoader.recoverLog`` deletes segments
+only after one that lost bytes.
 
 Salvage rewrites only ``.log`` files (through Kafka's ``.cleaned`` suffix, so a crash half-way
 leaves the old file, and a loader deletes the half-written one); the indexes, ``.txnindex``
@@ -46,7 +49,8 @@ _COPY_BLOCK = 1 << 20
 class SegmentPlan:
     """What salvage does to one segment's ``.log`` (``path``, ``size`` bytes): cut ``cuts``,
     keep the ``intact`` byte runs (offsets ``first_offset``..``last_offset``); ``new_base``
-    when it is renamed; ``remove`` when nothing intact is left and it goes whole."""
+    when it is renamed; ``remove`` when it has bytes, none of them intact, and goes whole (an
+    empty segment is never removed: it has nothing to cut)."""
 
     path: Path
     base: int
@@ -116,7 +120,7 @@ def plan_partition(directory: Path) -> PartitionPlan:
                            found.first_offset, found.last_offset)
         overlaps = next_offset is not None and base < next_offset
         if found.first_offset is None:
-            plan.remove = i < len(bases) - 1 or overlaps
+            plan.remove = bool(found.cuts) and (i < len(bases) - 1 or overlaps)
         elif overlaps:
             plan.new_base = found.first_offset
         if found.first_offset is not None:
@@ -136,7 +140,7 @@ def salvage_partition(plan: PartitionPlan, quarantine: Quarantine) -> list[str]:
             continue
         name = f"{plan.directory.name}/{segment.path.name}"
         if segment.remove:
-            # (a segment removed has cuts: one without, empty, is not `changed`)
+            # (a segment removed has cuts: an empty one is never removed)
             quarantine.keep_file(segment.path, reason="; ".join(c.reason for c in segment.cuts),
                                  first_offset=segment.cuts[0].first_offset,
                                  records=_records(segment.cuts))

@@ -29,6 +29,7 @@ from helpers.damage import (
 )
 from helpers.kfs import kfs_command, kfs_env, kfs_verify
 from helpers.paths import REPO
+from kfs.tools.verify import describe_plan, plan_repair
 from helpers.waits import Lines
 
 from storage import LogManager
@@ -189,6 +190,33 @@ def test_repair_of_a_clean_directory_asks_nothing_and_keeps_nothing(tmp_path):
     res = kfs_verify("--repair", backing)
     assert res.returncode == 0 and "repair" not in res.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_an_empty_segment_before_the_last_is_no_damage_and_no_repair_moves_it(tmp_path):
+    """Kafka keeps an empty segment (compaction can leave one): a healthy directory holding
+    one needs no repair, and a repair of another segment's damage leaves it where it is."""
+    backing = tmp_path / "data"
+    mgr = LogManager(backing)
+    log = mgr.create("t-0")
+    log.append([b"a", b"b"])
+    log.roll()
+    log.append([b"c", b"d"])
+    log.roll()
+    log.append([b"e"])
+    mgr.close()
+    part = backing / "t-0"
+    empty = part / "00000000000000000002.log"
+    for suffix in (".log", ".index", ".timeindex"):  # as if compaction emptied it
+        empty.with_suffix(suffix).write_bytes(b"")
+    res = kfs_verify("--repair", backing)
+    assert res.returncode == 0 and "repair" not in res.stdout, res.stdout + res.stderr
+    flip_bit(part / "00000000000000000000.log", 70)
+    plan = plan_repair([part])
+    assert "t-0/00000000000000000002.log" not in "\n".join(describe_plan(plan))
+    assert plan.cut_bytes > 0
+    done = kfs_verify("--repair", "--yes", backing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert empty.exists() and empty.read_bytes() == b""
 
 
 # -- recovery after an unclean shutdown ----------------------------------------------------

@@ -152,3 +152,19 @@ def test_nothing_is_kept_after_a_cut_with_no_intact_batch_after_it(tmp_path):
     (cut,) = plan.segments[0].cuts
     assert plan.kept_after(plan.segments[0], cut) is None
     assert plan.lost_offsets(plan.segments[0], cut) == (0, None)
+
+
+def test_an_empty_segment_before_the_last_stays_as_kafkas_recovery_keeps_it(tmp_path):
+    """A segment with no byte at all (compaction can leave one) has nothing to cut: it is not
+    removed, as LogLoader.recoverLog keeps it (LogSegment.recover truncates nothing there)."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    write(part, 0, [0, 2, 4], corrupt={2})
+    write(part, 6, [])
+    write(part, 8, [8])
+    plan = plan_partition(part)
+    assert [(s.remove, s.changed) for s in plan.segments] == [(False, True), (False, False),
+                                                              (False, False)]
+    salvage_partition(plan, quarantine(tmp_path))
+    assert log_file(part, 6).read_bytes() == b"" and offset_index_file(part, 6).exists()
+    assert not plan_partition(part).changed
