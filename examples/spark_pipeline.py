@@ -5,7 +5,7 @@ totals per user computed with Spark SQL, written back as Kafka records (key = us
     .venv/bin/python examples/spark_pipeline.py BACKING_DIR [--master local[*]]
 
 The same job on a cluster, with BACKING_DIR on storage every executor mounts at the same path
-and kfs installed in a Python at the same path on every node (the README's Spark section):
+and kfs installed in a Python at the same path on every node (docs/spark.md, "On a cluster"):
 
     export PYSPARK_PYTHON=/opt/kfs/.venv/bin/python
     /opt/kfs/.venv/bin/spark-submit --master spark://HOST:7077 examples/spark_pipeline.py /shared/kfs

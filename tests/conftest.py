@@ -233,7 +233,7 @@ def spark_standalone(tmp_path_factory):
 def s3_cluster(spark_standalone, s3_server):
     """A ``helpers.spark_cluster.SparkCluster`` of ``spark_standalone`` whose session was built
     with ``s3_server``'s AWS_* variables as ``spark.executorEnv.*`` and the ``kfs`` format
-    registered after the build (the credentials given as a user gives them, README); this
+    registered after the build (the credentials given as a user gives them, docs/spark.md); this
     process's environment (and the driver JVM's) has none of them while the module runs. One
     per test module, as ``spark_cluster`` (a module cannot use both)."""
     import time
@@ -260,7 +260,7 @@ def s3_cluster(spark_standalone, s3_server):
 @pytest.fixture(scope="module")
 def spark_cluster(spark_standalone):
     """A ``helpers.spark_cluster.SparkCluster``: ``.session``, a SparkSession submitted to
-    ``spark_standalone``'s master as the README tells a user (the executors run this
+    ``spark_standalone``'s master as docs/spark.md tells a user (the executors run this
     interpreter and import this checkout), returned once an executor of each worker registered;
     ``.tasks_by_executor(action)``: ``(action(), {executor id: tasks it ran})``;
     ``.executor_workers()``: ``{executor id: worker number}``. One per test module (a process

@@ -1,7 +1,7 @@
 """A Spark standalone cluster on loopback, as the tests' cluster: a master and workers as
 separate processes (``spark-class org.apache.spark.deploy.master.Master`` / ``…worker.Worker``
 of the installed pyspark), each worker with its own work directory, one core and a little
-memory, and a SparkSession submitted to it the way the README tells a user
+memory, and a SparkSession submitted to it the way docs/spark.md tells a user
 (``master("spark://127.0.0.1:PORT")``, the executors' Python in ``PYSPARK_PYTHON``, their
 PYTHONPATH in ``spark.executorEnv.PYTHONPATH``).
 

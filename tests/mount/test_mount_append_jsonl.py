@@ -254,7 +254,7 @@ def test_a_bulk_copy_refused_midway_names_the_line_from_the_open_and_resumes(tmp
     before the one holding that line are stored, that write and the rest are not. The log
     names the line counted from the open (not within the refused write), the last line stored
     and its offset, and the line to resume from; fixing the line and appending from there
-    (the README's recipe) leaves every line stored once, in order."""
+    (docs/writing.md's recipe) leaves every line stored once, in order."""
     m = mount(tmp_path / "data")
     part = m.path / "p-0"
     os.mkdir(part)
@@ -273,7 +273,7 @@ def test_a_bulk_copy_refused_midway_names_the_line_from_the_open_and_resumes(tmp
             f"{len(stored) + 1}-") in text, text
     assert (f"stored from this open file: up to line {len(stored)}, the last stored offset "
             f"{len(stored) - 1}; to resume, append again from line {len(stored) + 1}") in text
-    # the README's recipe: fix the line, append from the line the log names
+    # docs/writing.md's recipe: fix the line, append from the line the log names
     sh(f"sed -i '12346s/.*/{{\"key\":\"k12346\",\"payload\":\"fixed\"}}/' {source} && "
        f"tail -n +{len(stored) + 1} {source} >> p-0/append.jsonl", m.path)
     got = lines(part / "records.jsonl")

@@ -7,7 +7,7 @@ every step compares what the mount serves with an in-memory model of the partiti
 
 The model holds what was acknowledged: the lines of a ``write()`` that returned (a trailing
 partial line: when its ``close()`` returned), the batches of an accepted ``append-batches``
-write. A refused write stores nothing (README: "Each write() is stored all-or-nothing").
+write. A refused write stores nothing (docs/writing.md: "Each write() is stored all-or-nothing").
 
 Retention runs in the mount's background, so the model does not predict the log start offset:
 it reads it (``user.kafka.logStartOffset``) and checks that it only moves forward and only as

@@ -1,6 +1,6 @@
 """``format("kfs")`` on a Spark standalone cluster (a master and two one-core workers as
 separate processes, ``spark_standalone``), the job submitted to ``spark://127.0.0.1:PORT`` both
-ways the README tells a user: ``spark-submit`` of a script, and a SparkSession of that master
+ways docs/spark.md tells a user: ``spark-submit`` of a script, and a SparkSession of that master
 (``spark_cluster``). A read of the Kafka-written fixtures, cut into many input partitions, runs
 tasks on both workers' executors and gives the rows the engine reads from the same directory.
 

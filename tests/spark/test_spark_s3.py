@@ -2,7 +2,7 @@
 ``s3_server`` fixture), with credentials and endpoint given the way a user gives them: the
 standard AWS_* variables in the executors' environment, never a data source option.
 
-The session is built as the README tells a user: ``spark.executorEnv.AWS_ACCESS_KEY_ID`` (and
+The session is built as docs/spark.md tells a user: ``spark.executorEnv.AWS_ACCESS_KEY_ID`` (and
 the secret, endpoint and region) set when building it, then ``kfs.spark.register``. A
 registered Python data source hands ``SparkContext.environment`` (the ``spark.executorEnv.*``
 settings) to every Python process that runs it: the driver's planning processes and the

@@ -1,4 +1,4 @@
-"""The layering the README's layout section states: the engine (storage/) imports none of the
+"""The layering docs/internals.md's layout section states: the engine (storage/) imports none of the
 programs over it, and of those three wings (kfs/mount, kfs/tools, kfs/spark) none imports
 another; what two of them share lives in kfs/ itself (kfs/mount_table.py, kfs/args.py)."""
 
