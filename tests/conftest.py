@@ -169,6 +169,25 @@ def s3_server(tmp_path_factory):
         server.tear_down()
 
 
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory):
+    """A GCS JSON API server on loopback (``tests/helpers/gcs.py``: gcp-storage-emulator, in
+    memory, no credentials asked), one per test run: ``.endpoint``, ``.new_bucket()``,
+    ``.upload(directory, bucket)``, ``.filesystem()``. Always stopped in teardown.
+    unavailable() when the emulator is not installed (scripts/setup.sh test)."""
+    require_modules("pyarrow")
+    from helpers.gcs import GcsServer, gcs_emulator_missing
+
+    missing = gcs_emulator_missing()
+    if missing:
+        unavailable(missing)
+    server = GcsServer(tmp_path_factory.mktemp("gcs"))
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 1 MiB tmpfs: a real disk that fills up (unavailable() where mounting one is not

@@ -91,7 +91,7 @@ class ObjectStore:
         if uri.startswith("s3://"):
             _skip_response_checksums()
         try:
-            fs, root = pafs.FileSystem.from_uri(_with_s3_options(uri, endpoint, region))
+            fs, root = _filesystem(_with_store_options(uri, endpoint, region))
         except (OSError, ValueError, TypeError) as e:
             raise ObjectStoreError(explained(redact(uri), scrub(e, uri))) from None
         return cls(fs, root, uri)
@@ -254,20 +254,37 @@ def explained(where: str, error: BaseException | str, store: str | None = None) 
     return f"{where}: {_PYARROW_WHERE.sub('', text)}"
 
 
-def _with_s3_options(uri: str, endpoint: str | None, region: str | None) -> str:
-    """``uri`` with ``endpoint`` (``http[s]://host:port``) and ``region`` in its query string,
-    as pyarrow's ``FileSystem.from_uri`` takes them (``endpoint_override``, ``scheme``,
-    ``region``), over what the URI or the environment says; other schemes as given."""
-    if not uri.startswith("s3://") or not (endpoint or region):
+def _with_store_options(uri: str, endpoint: str | None, region: str | None) -> str:
+    """``uri`` with ``endpoint`` (``http[s]://host:port``; S3 and GCS) and ``region`` (S3) in
+    its query string, as pyarrow's ``FileSystem.from_uri`` takes them (``endpoint_override``,
+    ``scheme``, ``region``), over what the URI or the environment says; other schemes as
+    given."""
+    s3, gcs = uri.startswith("s3://"), uri.startswith("gs://")
+    if not (s3 and (endpoint or region) or gcs and endpoint):
         return uri
     head, _, query = uri.partition("?")
     options = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
-    if region:
+    if region and s3:
         options["region"] = region
     if endpoint:
         scheme, _, host = endpoint.rpartition("://")
         options.update(endpoint_override=host or endpoint, scheme=scheme or "https")
     return f"{head}?{urllib.parse.urlencode(options)}"
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's file system and path for ``uri`` (``FileSystem.from_uri``), and for a
+    ``gs://`` URI with ``anonymous=true`` in its query (which ``from_uri`` does not take) a
+    ``GcsFileSystem`` that looks up no credentials, with the URI's endpoint and scheme: Aiven's
+    GCS backend without credentials, as the plugin is pointed at a GCS emulator."""
+    head, _, query = uri.partition("?")
+    options = dict(urllib.parse.parse_qsl(query))
+    if not head.startswith("gs://") or options.pop("anonymous", "false").lower() != "true":
+        return pafs.FileSystem.from_uri(uri)
+    unknown = set(options) - {"endpoint_override", "scheme"}
+    if unknown:
+        raise ValueError(f"unexpected query parameter {sorted(unknown)[0]!r} beside anonymous")
+    return pafs.GcsFileSystem(anonymous=True, **options), head[len("gs://"):].rstrip("/")
 
 
 def _skip_response_checksums() -> None:

@@ -9,8 +9,10 @@ backends' configs, each under the broker's ``rsm.config.`` prefix):
 * ``storage.backend.class``: ``…filesystem.FileSystemStorage`` (``storage.root``, a local
   directory), ``…s3.S3Storage`` (``s3.bucket.name``, ``s3.region``, ``s3.endpoint.url``;
   ``s3.path.style.access.enabled``: pyarrow's S3 client addresses buckets by path unless told
-  otherwise), ``…gcs.GcsStorage`` (``gcs.bucket.name``), ``…azure.AzureBlobStorage``
-  (``azure.container.name``, ``azure.account.name``);
+  otherwise), ``…gcs.GcsStorage`` (``gcs.bucket.name``, ``gcs.endpoint.url``;
+  ``gcs.credentials.default=false`` with neither ``gcs.credentials.path`` nor
+  ``gcs.credentials.json`` is the plugin's anonymous client, what a GCS emulator takes),
+  ``…azure.AzureBlobStorage`` (``azure.container.name``, ``azure.account.name``);
 * ``key.prefix``: prepended verbatim to every object key;
 * ``encryption.key.pairs`` (ids, comma-separated) and each
   ``encryption.key.pairs.<id>.private.key.file``.
@@ -23,11 +25,14 @@ read here keeps or shows a secret, whatever the file holds.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.errors import InvalidConfigError
+
+log = logging.getLogger(__name__)
 
 RSM_CLASS = "remote.log.storage.manager.class.name"
 RSM_PREFIX = "rsm.config."
@@ -44,8 +49,8 @@ _PLACEHOLDER = "<run>/"
 class RemoteStorageConfig:
     """A broker's remote tier as its properties configure it. ``layout``: ``aiven`` or
     ``local-tiered``; ``location``: where the objects are (a local path or a URI), None when
-    the file does not say (LocalTieredStorage's root is its own ``dir`` key); ``endpoint``,
-    ``region``: an S3 backend's; ``key_prefix``: Aiven's ``key.prefix``; ``private_key_files``:
+    the file does not say (LocalTieredStorage's root is its own ``dir`` key); ``endpoint``:
+    an S3 or GCS backend's (``http[s]://host:port``), ``region`` an S3 backend's; ``key_prefix``: Aiven's ``key.prefix``; ``private_key_files``:
     the key ring, ``{key pair id: private key file}``."""
 
     layout: str
@@ -115,7 +120,7 @@ def _backend(rsm: dict[str, str], base: Path, where: str
         bucket = _required(rsm, "s3.bucket.name", where)
         return f"s3://{bucket}", rsm.get("s3.endpoint.url") or None, rsm.get("s3.region") or None
     if kind == "GcsStorage":
-        return f"gs://{_required(rsm, 'gcs.bucket.name', where)}", None, None
+        return _gcs_location(rsm, where), rsm.get("gcs.endpoint.url") or None, None
     if kind == "AzureBlobStorage":
         container = _required(rsm, "azure.container.name", where)
         account = rsm.get("azure.account.name")
@@ -124,6 +129,22 @@ def _backend(rsm: dict[str, str], base: Path, where: str
     raise InvalidConfigError(f"{where}: {RSM_PREFIX}storage.backend.class is "
                              f"{backend or 'not set'}: not a storage backend kfs reads "
                              "(FileSystemStorage, S3Storage, GcsStorage, AzureBlobStorage)")
+
+
+def _gcs_location(rsm: dict[str, str], where: str) -> str:
+    """The GCS backend's bucket as a URI; ``?anonymous=true`` where the plugin's
+    ``CredentialsBuilder`` makes no credentials (``gcs.credentials.default=false``, no path,
+    no JSON). A credentials file or JSON the broker names is not read (kfs takes GCS
+    credentials from the standard chain, ``GOOGLE_APPLICATION_CREDENTIALS``): said once."""
+    location = f"gs://{_required(rsm, 'gcs.bucket.name', where)}"
+    named = [k for k in ("gcs.credentials.path", "gcs.credentials.json") if rsm.get(k)]
+    if named:
+        log.warning("%s: %s%s not read: kfs takes GCS credentials from the standard chain "
+                    "(GOOGLE_APPLICATION_CREDENTIALS names the file)", where, RSM_PREFIX,
+                    named[0])
+    elif rsm.get("gcs.credentials.default", "true").lower() == "false":
+        location += "?anonymous=true"
+    return location
 
 
 def _required(rsm: dict[str, str], name: str, where: str) -> str:

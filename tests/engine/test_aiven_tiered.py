@@ -229,6 +229,66 @@ def test_a_bucket_with_the_key_prefix_reads_as_the_consumer_read_it(run, s3_serv
 
 
 @needs_fixtures
+@pytest.mark.parametrize("run", RUNS)
+def test_a_gcs_bucket_without_credentials_reads_as_the_consumer_read_it(run, gcs_server,
+                                                                        tmp_path):
+    bucket = gcs_server.new_bucket("aiven")
+    gcs_server.upload(AIVEN_TIERED / run / "remote", bucket)
+    props = gcs_properties(AIVEN_TIERED / run, tmp_path / "server.properties", gcs_server,
+                           bucket, "rsm.config.gcs.credentials.default=false")
+    directory = open_log_directory(AIVEN_TIERED / run / "logdir",
+                                   options=StoreOptions(remote_config=str(props)))
+    try:
+        remote = directory.get("plain-0").remote
+        assert remote.store.uri == f"gs://{bucket}?anonymous=true"
+        for isolation in ISOLATIONS:
+            for topic in TOPICS:
+                assert topic_records(directory, topic, isolation) == \
+                    expected(run, topic, ISOLATIONS[isolation]), (run, topic, isolation)
+    finally:
+        directory.close()
+
+
+def test_a_gcs_backend_takes_credentials_from_the_standard_chain(tmp_path, caplog):
+    server = type("Server", (), {"endpoint": "https://gcs.example:443"})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "broker.properties").write_text(
+        "remote.log.storage.manager.class.name=io.aiven.kafka.tieredstorage.RemoteStorageManager\n")
+    anonymous = load_remote_config(gcs_properties(
+        run, tmp_path / "a.properties", server, "tiers", "rsm.config.gcs.credentials.default=false"))
+    assert (anonymous.location, anonymous.endpoint) == \
+        ("gs://tiers?anonymous=true", "https://gcs.example:443")
+    assert load_remote_config(gcs_properties(run, tmp_path / "d.properties", server,
+                                             "tiers")).location == "gs://tiers"
+    assert not caplog.records
+    named = load_remote_config(gcs_properties(
+        run, tmp_path / "p.properties", server, "tiers",
+        "rsm.config.gcs.credentials.default=false",
+        "rsm.config.gcs.credentials.json={\"private_key\": \"s3cr3t-never-shown\"}"))
+    assert named.location == "gs://tiers"  # the standard chain's credentials, not anonymous
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "rsm.config.gcs.credentials.json not read" in said and "s3cr3t" not in said
+    assert "s3cr3t" not in repr(named)
+
+
+def gcs_properties(run_dir, target, gcs, bucket, *extra):
+    """``run_dir``'s broker properties with the plugin's GCS backend: ``bucket`` of ``gcs``
+    (its endpoint as ``gcs.endpoint.url``), and ``extra`` lines."""
+    lines = [line for line in (run_dir / "broker.properties").read_text().splitlines()
+             if not line.startswith(("rsm.config.storage.", "rsm.config.encryption.key.pairs."))]
+    lines += ["rsm.config.storage.backend.class="
+              "io.aiven.kafka.tieredstorage.storage.gcs.GcsStorage",
+              f"rsm.config.gcs.bucket.name={bucket}", f"rsm.config.gcs.endpoint.url={gcs.endpoint}",
+              *extra]
+    if (run_dir / "keys").exists():
+        lines.append(f"rsm.config.encryption.key.pairs.key1.private.key.file="
+                     f"{run_dir / 'keys' / 'private.pem'}")
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@needs_fixtures
 def test_the_plugins_root_as_the_location_reads_the_remote_tier_alone():
     run = AIVEN_TIERED / "B"
     options = StoreOptions(remote_config=str(run / "broker.properties"))
