@@ -8,8 +8,10 @@ backends' configs, each under the broker's ``rsm.config.`` prefix):
 
 * ``storage.backend.class``: ``…filesystem.FileSystemStorage`` (``storage.root``, a local
   directory), ``…s3.S3Storage`` (``s3.bucket.name``, ``s3.region``, ``s3.endpoint.url``;
-  ``s3.path.style.access.enabled``: pyarrow's S3 client addresses buckets by path unless told
-  otherwise), ``…gcs.GcsStorage`` (``gcs.bucket.name``, ``gcs.endpoint.url``;
+  buckets are addressed as pyarrow's S3 client does, virtual-hosted on AWS and by path at an
+  ``s3.endpoint.url``, what ``s3.path.style.access.enabled=true`` asks of the plugin there:
+  ``false`` with an endpoint, which pyarrow's URI cannot ask, is said once),
+  ``…gcs.GcsStorage`` (``gcs.bucket.name``, ``gcs.endpoint.url``;
   ``gcs.credentials.default=false`` with neither ``gcs.credentials.path`` nor
   ``gcs.credentials.json`` is the plugin's anonymous client, what a GCS emulator takes),
   ``…azure.AzureBlobStorage`` (``azure.container.name``, ``azure.account.name``);
@@ -50,8 +52,9 @@ class RemoteStorageConfig:
     """A broker's remote tier as its properties configure it. ``layout``: ``aiven`` or
     ``local-tiered``; ``location``: where the objects are (a local path or a URI), None when
     the file does not say (LocalTieredStorage's root is its own ``dir`` key); ``endpoint``:
-    an S3 or GCS backend's (``http[s]://host:port``), ``region`` an S3 backend's; ``key_prefix``: Aiven's ``key.prefix``; ``private_key_files``:
-    the key ring, ``{key pair id: private key file}``."""
+    an S3 or GCS backend's (``http[s]://host:port``), ``region`` an S3 backend's;
+    ``key_prefix``: Aiven's ``key.prefix``; ``private_key_files``: the key ring, ``{key pair
+    id: private key file}``."""
 
     layout: str
     location: str | None = None
@@ -118,6 +121,10 @@ def _backend(rsm: dict[str, str], base: Path, where: str
         return (_local(root, base) if root else None), None, None
     if kind == "S3Storage":
         bucket = _required(rsm, "s3.bucket.name", where)
+        if rsm.get("s3.endpoint.url") and \
+                rsm.get("s3.path.style.access.enabled", "").lower() == "false":
+            log.warning("%s: %ss3.path.style.access.enabled=false not followed: kfs addresses "
+                        "the bucket at s3.endpoint.url by path", where, RSM_PREFIX)
         return f"s3://{bucket}", rsm.get("s3.endpoint.url") or None, rsm.get("s3.region") or None
     if kind == "GcsStorage":
         return _gcs_location(rsm, where), rsm.get("gcs.endpoint.url") or None, None

@@ -135,6 +135,20 @@ def test_an_s3_backend_is_a_bucket_and_its_secret_is_never_shown(tmp_path):
     assert "s3cr3t" not in repr(config) and "s3cr3t" not in repr(config.key_ring())
 
 
+def test_virtual_hosted_buckets_at_an_endpoint_are_said_not_followed(tmp_path, caplog):
+    props = tmp_path / "server.properties"
+    lines = ["remote.log.storage.manager.class.name="
+             "io.aiven.kafka.tieredstorage.RemoteStorageManager",
+             "rsm.config.storage.backend.class=io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
+             "rsm.config.s3.bucket.name=tiers", "rsm.config.s3.path.style.access.enabled=false"]
+    props.write_text("\n".join(lines) + "\n")
+    assert load_remote_config(props).location == "s3://tiers"  # AWS: virtual-hosted anyway
+    assert not caplog.records
+    props.write_text("\n".join(lines + ["rsm.config.s3.endpoint.url=http://127.0.0.1:9000"]))
+    load_remote_config(props)
+    assert "s3.path.style.access.enabled=false not followed" in caplog.records[0].getMessage()
+
+
 def test_another_remote_storage_manager_is_refused_by_name(tmp_path):
     props = tmp_path / "server.properties"
     props.write_text("remote.log.storage.manager.class.name=com.example.OtherRsm\n")
@@ -256,7 +270,8 @@ def test_a_gcs_backend_takes_credentials_from_the_standard_chain(tmp_path, caplo
     (run / "broker.properties").write_text(
         "remote.log.storage.manager.class.name=io.aiven.kafka.tieredstorage.RemoteStorageManager\n")
     anonymous = load_remote_config(gcs_properties(
-        run, tmp_path / "a.properties", server, "tiers", "rsm.config.gcs.credentials.default=false"))
+        run, tmp_path / "a.properties", server, "tiers",
+        "rsm.config.gcs.credentials.default=false"))
     assert (anonymous.location, anonymous.endpoint) == \
         ("gs://tiers?anonymous=true", "https://gcs.example:443")
     assert load_remote_config(gcs_properties(run, tmp_path / "d.properties", server,
