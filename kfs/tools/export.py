@@ -231,6 +231,7 @@ def _write_files(out, pieces, rng, parts: tuple[str, ...], shape: _Shape):
             yield done
     finally:
         if file is not None:
+            file.discard()
             out.abandon(file.path)
 
 
@@ -267,17 +268,25 @@ class _File:
     ``parts``/<name> (``date``: its date directory's, or None): batches gathered into row
     groups of up to ``ROW_GROUP_ROWS`` rows or ``ROW_GROUP_BYTES`` (one row group per batch
     would be many small ones: slower to write and to read, less compressed). ``next_offset``:
-    the offset after its last record."""
+    the offset after its last record.
+
+    A row group is written on a thread of its own while the next one is read and decoded
+    (pyarrow's writer releases the GIL): at most one row group in flight beside the one
+    gathering, and a write's error is raised at the next flush or at :meth:`close`."""
 
     ROW_GROUP_ROWS = 1 << 20  # pyarrow.parquet's default largest row group
     ROW_GROUP_BYTES = 64 << 20
 
     def __init__(self, pq, path: str, parts: tuple[str, ...], date: str | None, schema):
+        from concurrent.futures import ThreadPoolExecutor
+
         self.path, self.parts, self.date = path, parts, date
         self.writer = pq.ParquetWriter(path, schema)
         self.pending: list = []
         self.pending_rows = self.pending_bytes = self.rows = 0
         self.next_offset: int | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="kfs-export-write")
+        self._writing = None  # the row group being written (a Future)
 
     def add(self, batch) -> None:
         self.pending.append(batch)
@@ -292,13 +301,30 @@ class _File:
         if self.pending:
             import pyarrow as pa
 
-            self.writer.write_table(pa.Table.from_batches(self.pending),
-                                    row_group_size=self.pending_rows)
+            table = pa.Table.from_batches(self.pending)
+            self._wait()
+            self._writing = self._thread.submit(self.writer.write_table, table,
+                                                row_group_size=self.pending_rows)
             self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
 
+    def _wait(self) -> None:
+        """The row group in flight written (its error raised)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
     def close(self) -> None:
-        self.flush()
-        self.writer.close()
+        try:
+            self.flush()
+            self._wait()
+            self.writer.close()
+        finally:
+            self._thread.shutdown()
+
+    def discard(self) -> None:
+        """Nothing more written (a write in flight finished, its error dropped: the file is
+        being abandoned)."""
+        self._thread.shutdown(wait=True)
 
 
 def _commit(out, file: _File, rng, start: int, end: int):
