@@ -150,6 +150,19 @@ def library_records(live, isolation: str, **options) -> dict[int, list[tuple]]:
     return as_records(rows)
 
 
+def spark_records(frame) -> dict[int, list[tuple]]:
+    """A Spark read's rows (a DataFrame of the Kafka source's schema) as :func:`consumed`
+    gives the consumer's."""
+    def b(value):
+        return None if value is None else bytes(value)
+
+    rows = frame.selectExpr("partition", "offset", "unix_millis(timestamp) AS timestamp",
+                            "timestampType", "key", "value", "headers").collect()
+    return as_records([{**row.asDict(recursive=True), "key": b(row.key), "value": b(row.value),
+                        "headers": [{"key": h.key, "value": b(h.value)}
+                                    for h in row.headers or ()]} for row in rows])
+
+
 def check_shape(records: dict[int, list[tuple]], isolation: str) -> None:
     """The consumer's records hold what the module produced."""
     for rows in records.values():
@@ -253,14 +266,7 @@ def test_spark_on_the_standalone_cluster_reads_the_cluster_as_the_consumer_does(
               .option("subscribe", TOPIC).option("remote.path", live.remote)
               .option("includeHeaders", "true").option("kafka.isolation.level", isolation)
               .option("maxRecordsPerPartition", "3000").load())
-        rows = df.selectExpr("partition", "offset", "unix_millis(timestamp) AS timestamp",
-                             "timestampType", "key", "value", "headers").collect()
-        return as_records([{**row.asDict(recursive=True),
-                            "key": None if row.key is None else bytes(row.key),
-                            "value": None if row.value is None else bytes(row.value),
-                            "headers": [{"key": h.key, "value": None if h.value is None
-                                         else bytes(h.value)} for h in row.headers or ()]}
-                           for row in rows])
+        return spark_records(df)
 
     got, tasks = s3_cluster.tasks_by_executor(read)
     assert got == want
@@ -297,6 +303,37 @@ SHAPE = ["count(*) AS records", "count_if(key IS NULL) AS null_keys",
          "count_if(CAST(value AS STRING) LIKE 'aborted-%') AS aborted"]
 
 
+def same_job_both_sources(live, session, isolation: str = "read_uncommitted",
+                          ending: str = "latest"):
+    """The same job on ``session`` twice: ``format("kafka")`` with Spark's options (Spark's own
+    source: everything through the brokers) and ``format("kfs")`` with the same options and
+    ``remote.path``, from the earliest offsets to ``ending`` (``latest`` or Spark's JSON).
+    Asserts the same schema and the same rows, each as many times (topic, partition, offset,
+    key, value, timestamp, timestampType, headers); kfs's DataFrame."""
+    from pyspark.sql import functions as F
+
+    options = {"kafka.bootstrap.servers": live.cluster.bootstrap, "subscribe": TOPIC,
+               "startingOffsets": "earliest", "endingOffsets": ending,
+               "includeHeaders": "true", "kafka.isolation.level": isolation}
+
+    def job(source: str, **more):
+        reader = session.read.format(source)
+        for key, value in {**options, **more}.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+    kafka, kfs = job("kafka"), job("kfs", **{"remote.path": live.remote})
+    assert kfs.schema == kafka.schema
+    # each distinct row's count in Kafka's read less kfs's: 0 for every row when they agree
+    differ = (kafka.withColumn("side", F.lit(1)).unionByName(kfs.withColumn("side", F.lit(-1)))
+              .groupBy(*kafka.columns).agg(F.sum("side").alias("surplus"))
+              .where("surplus != 0").select("partition", "offset", "surplus"))
+    assert differ.limit(10).collect() == []
+    return kfs
+
+
+
+
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_spark_on_the_standalone_cluster_reads_as_spark_kafka_source_does(
         live, kafka_source, isolation):
@@ -309,23 +346,7 @@ def test_spark_on_the_standalone_cluster_reads_as_spark_kafka_source_does(
     read_uncommitted)."""
     from pyspark.sql import functions as F
 
-    options = {"kafka.bootstrap.servers": live.cluster.bootstrap, "subscribe": TOPIC,
-               "startingOffsets": "earliest", "endingOffsets": "latest",
-               "includeHeaders": "true", "kafka.isolation.level": isolation}
-
-    def job(source: str, **more):
-        reader = kafka_source.read.format(source)
-        for key, value in {**options, **more}.items():
-            reader = reader.option(key, value)
-        return reader.load()
-
-    kafka, kfs = job("kafka"), job("kfs", **{"remote.path": live.remote})
-    assert kfs.schema == kafka.schema
-    # each distinct row's count in Kafka's read less kfs's: 0 for every row when they agree
-    differ = (kafka.withColumn("side", F.lit(1)).unionByName(kfs.withColumn("side", F.lit(-1)))
-              .groupBy(*kafka.columns).agg(F.sum("side").alias("surplus"))
-              .where("surplus != 0").select("partition", "offset", "surplus"))
-    assert differ.limit(10).collect() == []
+    kfs = same_job_both_sources(live, kafka_source, isolation=isolation)
     shape = {r.partition: r for r in kfs.groupBy("partition").agg(
         *[F.expr(e) for e in SHAPE]).collect()}
     assert sorted(shape) == list(range(PARTITIONS))
@@ -349,6 +370,27 @@ def test_records_produced_while_reading_end_where_the_read_was_planned(live, s3_
     for row in table:
         row["timestamp"] = int(row["timestamp"].timestamp() * 1000)
     got = as_records(table)
+    want = consumed(live.cluster, "read_uncommitted")
+    assert got == {p: [r for r in rows if r[0] < ends[p]] for p, rows in want.items()}
+    assert all(len(want[p]) > len(got[p]) for p in range(PARTITIONS))  # more came meanwhile
+
+
+def test_spark_sources_agree_while_records_are_produced(live, kafka_source):
+    """Both Spark sources read to the same planned ends (the high watermarks when the job was
+    built, as Spark's JSON ``endingOffsets``) while a producer adds records: the same rows,
+    the consumer's below those ends, none of the records produced meanwhile."""
+    import threading
+
+    ends = {p: _watermarks(live, p)[1] for p in range(PARTITIONS)}
+    producing = threading.Thread(target=produce, args=(live.cluster, 300, 2 * 10**6))
+    producing.start()
+    try:
+        kfs = same_job_both_sources(live, kafka_source,
+                                    ending=json.dumps({TOPIC: {str(p): e
+                                                               for p, e in ends.items()}}))
+        got = spark_records(kfs)
+    finally:
+        producing.join()
     want = consumed(live.cluster, "read_uncommitted")
     assert got == {p: [r for r in rows if r[0] < ends[p]] for p, rows in want.items()}
     assert all(len(want[p]) > len(got[p]) for p in range(PARTITIONS))  # more came meanwhile
@@ -555,10 +597,11 @@ def test_the_mount_of_a_cluster_refuses_clearly_and_keeps_secrets(live, tmp_path
     assert secret not in done.stderr + log.read_text()
 
 
-def test_still_equal_after_remote_retention(live, s3_env):
+def test_still_equal_after_remote_retention(live, s3_env, kafka_source):
     """``retention.bytes`` lowered: the brokers delete the oldest remote segments and move the
     log start; once the bucket holds no segment wholly below it, kfs reads from the new log
-    start what the consumer reads."""
+    start what the consumer reads, as the library and on the Spark cluster, where Spark's
+    Kafka source reads the same rows."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     before = {p: consume_all(live.cluster, TOPIC, p, "read_uncommitted")[0][0]
@@ -582,6 +625,7 @@ def test_still_equal_after_remote_retention(live, s3_env):
     want = consumed(live.cluster, "read_uncommitted")
     assert all(want[p][0][0] > before[p] for p in range(PARTITIONS))
     assert library_records(live, "read_uncommitted") == want
+    assert spark_records(same_job_both_sources(live, kafka_source)) == want
 
 
 def _watermarks(live, partition: int) -> tuple[int, int]:
@@ -595,10 +639,11 @@ def _watermarks(live, partition: int) -> tuple[int, int]:
         consumer.close()
 
 
-def test_a_leader_gone_mid_read_changes_nothing(live, s3_env):
+def test_a_leader_gone_mid_read_changes_nothing(live, s3_env, kafka_source):
     """A read planned, then the leader of a partition stopped (its replicas take over): the
-    read completes with the consumer's records (the tail fetched from the new leader). Last
-    in the module: the cluster runs on two nodes after it."""
+    read completes with the consumer's records (the tail fetched from the new leader); on the
+    Spark cluster then, both Spark sources read the same rows, the consumer's. Last in the
+    module: the cluster runs on two nodes after it."""
     import kfs.library
 
     planned = kfs.library.plan(None, {"topics": TOPIC, "includeHeaders": True,
@@ -611,4 +656,6 @@ def test_a_leader_gone_mid_read_changes_nothing(live, s3_env):
     table = planned.reader(1000).read_all().to_pylist()
     for row in table:
         row["timestamp"] = int(row["timestamp"].timestamp() * 1000)
-    assert as_records(table) == consumed(live.cluster, "read_uncommitted")
+    want = consumed(live.cluster, "read_uncommitted")
+    assert as_records(table) == want
+    assert spark_records(same_job_both_sources(live, kafka_source)) == want
