@@ -40,6 +40,7 @@ declare -A MODULE_TESTS=(
   [dir_watch]="tests/engine/test_log_follow.py"
   [file_lock]="tests/unit/test_file_lock.py tests/engine/test_crash.py::test_a_second_writer_is_refused_and_readers_may_share"
   [leader_epoch_cache]="tests/engine/test_checkpoint.py tests/engine/test_log.py"
+  [log_cleaner]="tests/unit/test_log_cleaner.py tests/engine/test_cleaner.py --deselect=tests/engine/test_cleaner.py::test_a_crash_at_every_step_reopens_before_or_after"
   [log_files]="tests/unit/test_log_files.py tests/engine/test_log.py"
   [log_loader]="tests/unit/test_log_loader.py tests/engine/test_crash.py --deselect=tests/engine/test_crash.py::test_kill9_loop_every_acknowledged_record_survives --deselect=tests/engine/test_crash.py::test_kill9_releases_the_lock tests/engine/test_log.py tests/engine/test_checkpoint.py tests/engine/test_log_follow.py"
   [log_retention]="tests/unit/test_log_retention.py tests/tools/test_retention.py"
