@@ -229,11 +229,16 @@ def test_a_bucket_with_the_key_prefix_reads_as_the_consumer_read_it(run, s3_serv
     shutil.copytree(AIVEN_TIERED / run / "remote", s3_server.base_dir / bucket,
                     dirs_exist_ok=True)
     props = s3_properties(AIVEN_TIERED / run, tmp_path / "server.properties", s3_server, bucket)
+    assert_bucket_reads_as_consumed(run, props, f"s3://{bucket}")
+
+
+def assert_bucket_reads_as_consumed(run, props, uri):
+    """Run ``run``'s log directory with the remote tier ``props`` configure (the bucket at
+    ``uri``) reads every topic at both isolation levels as the consumer read it."""
     directory = open_log_directory(AIVEN_TIERED / run / "logdir",
                                    options=StoreOptions(remote_config=str(props)))
     try:
-        remote = directory.get("plain-0").remote
-        assert remote.store.uri == f"s3://{bucket}"
+        assert directory.get("plain-0").remote.store.uri == uri
         for isolation in ISOLATIONS:
             for topic in TOPICS:
                 assert topic_records(directory, topic, isolation) == \
@@ -250,17 +255,7 @@ def test_a_gcs_bucket_without_credentials_reads_as_the_consumer_read_it(run, gcs
     gcs_server.upload(AIVEN_TIERED / run / "remote", bucket)
     props = gcs_properties(AIVEN_TIERED / run, tmp_path / "server.properties", gcs_server,
                            bucket, "rsm.config.gcs.credentials.default=false")
-    directory = open_log_directory(AIVEN_TIERED / run / "logdir",
-                                   options=StoreOptions(remote_config=str(props)))
-    try:
-        remote = directory.get("plain-0").remote
-        assert remote.store.uri == f"gs://{bucket}?anonymous=true"
-        for isolation in ISOLATIONS:
-            for topic in TOPICS:
-                assert topic_records(directory, topic, isolation) == \
-                    expected(run, topic, ISOLATIONS[isolation]), (run, topic, isolation)
-    finally:
-        directory.close()
+    assert_bucket_reads_as_consumed(run, props, f"gs://{bucket}?anonymous=true")
 
 
 def test_a_gcs_backend_takes_credentials_from_the_standard_chain(tmp_path, caplog):

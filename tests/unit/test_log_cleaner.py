@@ -57,6 +57,15 @@ def segments(log, stamps: list[int], keys: int = 5) -> None:
     log.append([b"active"], [b"k0"], timestamps=[stamps[-1]])
 
 
+def dirty_log(backing, stamps: list[int], topic_props: str = ""):
+    """(the LogManager, its log ``c-0`` of :func:`segments` at ``stamps``, a
+    LogCleanerManager of that one log)."""
+    mgr = open_dir(backing, topic_props)
+    log = mgr.create("c-0")
+    segments(log, stamps)
+    return mgr, log, LogCleanerManager(backing, lambda: {"c-0": log})
+
+
 def checkpoint(backing) -> str:
     return (backing / CLEANER_OFFSET_CHECKPOINT).read_text()
 
@@ -127,10 +136,7 @@ def test_an_invalid_checkpoint_is_reset_to_the_log_start(backing, caplog):
 
 
 def test_an_invalid_checkpoint_entry_is_rewritten(backing):
-    mgr = open_dir(backing)
-    log = mgr.create("c-0")
-    segments(log, [NOW] * 3)
-    manager = LogCleanerManager(backing, lambda: {"c-0": log})
+    mgr, log, manager = dirty_log(backing, [NOW] * 3)
     manager.update_checkpoint("c-0", log.log_end_offset + 7)
     assert manager.offsets_to_clean(log, NOW).first_dirty_offset == 0
     assert manager.all_cleaner_checkpoints() == {"c-0": 0}
@@ -175,20 +181,15 @@ def test_an_empty_log_is_not_dirty(backing):
 
 
 def test_a_ratio_equal_to_the_minimum_is_not_enough(backing):
-    mgr = open_dir(backing, "min.cleanable.dirty.ratio=1.0\n")
-    log = mgr.create("c-0")
-    segments(log, [NOW] * 3)
-    manager = LogCleanerManager(backing, lambda: {"c-0": log})
+    mgr, log, manager = dirty_log(backing, [NOW] * 3, "min.cleanable.dirty.ratio=1.0\n")
     assert manager.log_to_clean(log, NOW).cleanable_ratio == 1.0
     assert manager.grab_filthiest_compacted_log(NOW) is None
     mgr.close()
 
 
 def test_overdue_by_one_millisecond_is_cleaned_whatever_the_ratio(backing):
-    mgr = open_dir(backing, f"min.cleanable.dirty.ratio=1.0\nmax.compaction.lag.ms={HOUR}\n")
-    log = mgr.create("c-0")
-    segments(log, [NOW - 2 * HOUR, NOW])
-    manager = LogCleanerManager(backing, lambda: {"c-0": log})
+    mgr, log, manager = dirty_log(backing, [NOW - 2 * HOUR, NOW],
+                                  f"min.cleanable.dirty.ratio=1.0\nmax.compaction.lag.ms={HOUR}\n")
     due = NOW - 2 * HOUR + HOUR  # the first segment's age reaches the lag
     assert manager.grab_filthiest_compacted_log(due) is None
     assert manager.grab_filthiest_compacted_log(due + 1).log is log
@@ -198,11 +199,9 @@ def test_overdue_by_one_millisecond_is_cleaned_whatever_the_ratio(backing):
 def test_overdue_with_nothing_cleanable_is_not_grabbed(backing):
     """Overdue by ``max.compaction.lag.ms`` but every dirty segment younger than
     ``min.compaction.lag.ms``: no cleanable bytes, nothing to do."""
-    mgr = open_dir(backing, f"min.cleanable.dirty.ratio=1.0\nmax.compaction.lag.ms=1\n"
-                            f"min.compaction.lag.ms={HOUR}\n")
-    log = mgr.create("c-0")
-    segments(log, [NOW - 10, NOW])
-    manager = LogCleanerManager(backing, lambda: {"c-0": log})
+    mgr, log, manager = dirty_log(backing, [NOW - 10, NOW],
+                                  "min.cleanable.dirty.ratio=1.0\nmax.compaction.lag.ms=1\n"
+                                  f"min.compaction.lag.ms={HOUR}\n")
     ltc = manager.log_to_clean(log, NOW)
     assert ltc.need_compaction_now and ltc.cleanable_bytes == 0
     assert manager.grab_filthiest_compacted_log(NOW) is None
@@ -210,10 +209,7 @@ def test_overdue_with_nothing_cleanable_is_not_grabbed(backing):
 
 
 def test_a_log_in_progress_is_not_grabbed_again(backing):
-    mgr = open_dir(backing)
-    log = mgr.create("c-0")
-    segments(log, [NOW] * 3)
-    manager = LogCleanerManager(backing, lambda: {"c-0": log})
+    mgr, log, manager = dirty_log(backing, [NOW] * 3)
     assert manager.grab_filthiest_compacted_log(NOW).log is log
     assert manager.grab_filthiest_compacted_log(NOW) is None  # in progress
     assert manager.begin("c-0") is False
