@@ -37,6 +37,7 @@ declare -A MODULE_TESTS=(
   [clock]="tests/engine/test_log.py tests/engine/test_log_follow.py"
   [config]="tests/unit/test_log_config.py tests/engine/test_log.py tests/engine/test_directory.py"
   [damage]="tests/unit/test_damage.py tests/tools/test_repair.py tests/engine/test_log.py"
+  [disk_calls]="tests/unit/test_disk_calls.py tests/engine/test_disk_faults.py --deselect=tests/engine/test_disk_faults.py::test_kfs_faults_arms_a_process_at_import tests/engine/test_checkpoint.py tests/unit/test_quarantine.py tests/engine/test_log.py"
   [dir_watch]="tests/engine/test_log_follow.py"
   [file_lock]="tests/unit/test_file_lock.py tests/engine/test_crash.py::test_a_second_writer_is_refused_and_readers_may_share"
   [leader_epoch_cache]="tests/engine/test_checkpoint.py tests/engine/test_log.py"
