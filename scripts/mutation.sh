@@ -43,6 +43,7 @@ declare -A MODULE_TESTS=(
   [leader_epoch_cache]="tests/engine/test_checkpoint.py tests/engine/test_log.py"
   [log_files]="tests/unit/test_log_files.py tests/engine/test_log.py"
   [log_loader]="tests/unit/test_log_loader.py tests/engine/test_crash.py --deselect=tests/engine/test_crash.py::test_kill9_loop_every_acknowledged_record_survives --deselect=tests/engine/test_crash.py::test_kill9_releases_the_lock tests/engine/test_log.py tests/engine/test_checkpoint.py tests/engine/test_log_follow.py"
+  [log_reader]="tests/unit/test_log_reader.py tests/unit/test_columns.py tests/engine/test_log.py tests/engine/test_log_follow.py tests/engine/test_transactions.py --deselect=tests/engine/test_transactions.py::test_kfs_dump_of_a_kafka_snapshot_gives_kafka_dump_log_lines tests/engine/test_stream.py tests/engine/test_fixtures.py tests/engine/test_remote_log.py"
   [log_retention]="tests/unit/test_log_retention.py tests/tools/test_retention.py"
   [log_segments]="tests/engine/test_log_follow.py tests/engine/test_log.py"
   [offset_index]="tests/unit/test_index.py tests/engine/test_log.py"
