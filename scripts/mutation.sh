@@ -34,6 +34,7 @@ declare -A MODULE_TESTS=(
   [abstract_index]="tests/unit/test_index.py tests/engine/test_log.py"
   [batch_planning]="tests/unit/test_batch_planning.py tests/engine/test_log.py"
   [checkpoint]="tests/engine/test_checkpoint.py"
+  [cleaner]="tests/tools/test_compaction_fixtures.py tests/engine/test_cleaner.py --deselect=tests/engine/test_cleaner.py::test_a_crash_at_every_step_reopens_before_or_after tests/unit/test_log_cleaner.py tests/engine/test_transactions.py tests/engine/test_disk_faults.py --deselect=tests/engine/test_disk_faults.py::test_kfs_faults_arms_a_process_at_import"
   [clock]="tests/engine/test_log.py tests/engine/test_log_follow.py"
   [config]="tests/unit/test_log_config.py tests/engine/test_log.py tests/engine/test_directory.py"
   [damage]="tests/unit/test_damage.py tests/tools/test_repair.py tests/engine/test_log.py"

@@ -12,15 +12,15 @@ segments kfs's cleaner writes are held to 4.1.1's rule (``kafka_41_indexes``, ov
 ``.log``: recompressed batches may differ in size), the untouched ones to the fixture's files."""
 
 import base64
+import contextlib
+import io
 import json
 import logging
 import shutil
-import subprocess
 
 import pytest
 
 from helpers.kafka_written import kafka_41_indexes
-from helpers.kfs import kfs_command, kfs_env
 from helpers.paths import KAFKA_CLEANED
 from storage import LogManager
 from storage.log_files import offset_from_file_name
@@ -55,11 +55,23 @@ def prepare(tmp_path, source: str):
     return backing
 
 
+def kfs(*argv: str) -> str:
+    """``kfs ARGV...`` run in this process (its stdout): the cleaner's code is then the code
+    the test runs, which mutation testing (scripts/mutation.sh) needs; the console script
+    itself is run as a process by tests/tools/test_cli_messages.py."""
+    from kfs.cli import main
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # (verify writes its bytes)
+    with contextlib.redirect_stdout(out):
+        status = main(list(argv))
+    out.flush()
+    text = out.buffer.getvalue().decode()
+    assert status == 0, text
+    return text
+
+
 def compact(backing, now: int) -> str:
-    res = subprocess.run(kfs_command("compact", str(backing), "--now-ms", str(now)),
-                         env=kfs_env(), capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return res.stdout
+    return kfs("compact", str(backing), "--now-ms", str(now))
 
 
 def batches(path):
@@ -161,9 +173,7 @@ def assert_reopens_without_recovery(backing, caplog):
 
 
 def verify(backing):
-    res = subprocess.run(kfs_command("verify", str(backing)), env=kfs_env(),
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
+    kfs("verify", str(backing))
 
 
 @needs_cleaned
