@@ -27,8 +27,10 @@ S3_BACKEND = "io.aiven.kafka.tieredstorage.storage.s3.S3Storage"
 
 
 def uuid_text() -> str:
-    """A Kafka Uuid as its text: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    """A random Kafka Uuid as its text (``storage.coordinator.schema.uuid_string``)."""
+    from storage.coordinator.schema import uuid_string
+
+    return uuid_string(os.urandom(16))
 
 
 def write_partition(backing: Path, topic: str, megabytes: int, segment_bytes: int,
