@@ -352,3 +352,16 @@ def test_a_remote_config_that_cannot_be_read_is_one_line(tmp_path):
     with pytest.raises(InvalidConfigError, match=r"the remote config \(the broker's properties\) "
                                                  r".*server.properties cannot be read: No such"):
         open_log_directory(tmp_path, options=options)
+
+
+@pytest.mark.parametrize("account, uri", [
+    ("rsm.config.azure.account.name=acct\n", "abfs://tiers@acct.dfs.core.windows.net"),
+    ("", "abfs://tiers")])
+def test_an_azure_backend_is_its_container(tmp_path, account, uri):
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "remote.log.storage.manager.class.name=io.aiven.kafka.tieredstorage.RemoteStorageManager\n"
+        "rsm.config.storage.backend.class="
+        "io.aiven.kafka.tieredstorage.storage.azure.AzureBlobStorage\n"
+        "rsm.config.azure.container.name=tiers\n" + account)
+    assert load_remote_config(props).location == uri
