@@ -624,18 +624,17 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         self.resize_indexes(self.config.segment_index_bytes)
-        if found is None:
-            self.resume_appends()  # (a segment that was not the active one may become it)
-            return 0
-        position = found[0]
-        truncated = self.size - position
-        with self._file as fd:
-            disk_calls.ftruncate(fd, position)
-        self.size = position
-        if position == 0:
+        truncated = 0
+        if found is not None:
+            position = found[0]
+            truncated = self.size - position
+            with self._file as fd:
+                disk_calls.ftruncate(fd, position)
+            self.size = position
+        if self.size == 0:  # empty, even before (Kafka): as if created now
             self.created_ms = self.clock.milliseconds()
             self._rolling_based_timestamp = None
-        self.resume_appends()
+        self.resume_appends()  # (a segment that was not the active one may become it)
         return truncated
 
     def resume_appends(self) -> None:

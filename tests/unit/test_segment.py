@@ -1,0 +1,189 @@
+"""One segment (storage.segment.LogSegment), modelled on Kafka's LogSegmentTest: appends and
+their index entries, offset and timestamp lookups, truncation, recovery of a damaged .log or
+index, roll rules at their bounds, and renames."""
+
+import pytest
+
+from storage.clock import FixedClock
+from storage.config import LogConfig
+from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.log_files import log_file
+from storage.offset_index import IndexOffsetOverflowError
+from storage.records import build_batch
+from storage.segment import LogSegment
+
+NOW = 1_700_000_000_000
+# LogSegmentTest's segment: an index entry after every 10 bytes, so one per batch
+CONFIG = LogConfig(index_interval_bytes=10, segment_index_bytes=1000)
+
+
+def records(offset, *values, timestamp=None):
+    """One batch of ``values`` from ``offset``, each stamped ``timestamp`` (default offset*10,
+    as LogSegmentTest's records)."""
+    return build_batch(offset, [v.encode() for v in values], None,
+                       offset * 10 if timestamp is None else timestamp)
+
+
+def append(segment, batch_bytes, last_offset, max_timestamp=-1, offset_of_max=-1):
+    segment.append(last_offset, max_timestamp, offset_of_max, batch_bytes)
+
+
+@pytest.fixture
+def segments(tmp_path):
+    """Opens segments in ``tmp_path``; closes them after the test."""
+    opened = []
+
+    def open_segment(base, config=CONFIG, writable=True, clock=None, **kwargs):
+        segment = LogSegment(tmp_path, base, config, writable, clock or FixedClock(NOW), **kwargs)
+        opened.append(segment)
+        return segment
+    yield open_segment
+    for segment in opened:
+        segment.close()
+
+
+def offsets_in(segment, position=0):
+    return [batch.last_offset for _, batch in segment.scan_batches(position)]
+
+
+# -- appends ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("base, largest", [
+    (0, -2**31), (0, 2**31), (1, 0), (100, 10), (2**31, 0), (2**31, 2**32),
+])
+def test_append_refuses_offsets_outside_the_segments_relative_range(segments, base, largest):
+    """testAppendForLogSegmentOffsetOverflowException: largest - base must be in
+    [0, Integer.MAX_VALUE]; nothing is written."""
+    segment = segments(base)
+    with pytest.raises(IndexOffsetOverflowError):
+        append(segment, records(0, "hello"), largest)
+    assert segment.size == 0 and log_file(segment.dir, base).stat().st_size == 0
+
+
+def test_next_offset_follows_the_last_batch(segments):
+    """testNextOffsetCalculation."""
+    segment = segments(40)
+    assert segment.read_next_offset() == 40
+    append(segment, records(50, "hello", "there", "you"), 52)
+    assert segment.read_next_offset() == 53
+
+
+# -- finding a batch by offset --------------------------------------------------------------
+
+def test_find_batch_on_an_empty_segment_is_none(segments):
+    """testReadOnEmptySegment."""
+    assert segments(40).find_batch(40) is None
+
+
+def test_find_batch_before_the_first_offset_is_the_first_batch(segments):
+    """testReadBeforeFirstOffset."""
+    segment = segments(40)
+    append(segment, records(50, "hello", "there", "little", "bee"), 53)
+    position, batch = segment.find_batch(41)
+    assert (position, batch.base_offset, batch.last_offset) == (0, 50, 53)
+
+
+def test_find_batch_after_the_last_offset_is_none(segments):
+    """testReadAfterLast."""
+    segment = segments(40)
+    append(segment, records(50, "hello", "there"), 51)
+    assert segment.find_batch(51)[1].last_offset == 51
+    assert segment.find_batch(52) is None
+
+
+def test_find_batch_in_a_gap_is_the_next_batch(segments):
+    """testReadFromGap: an offset no batch holds finds the first batch above it."""
+    segment = segments(40)
+    first = records(50, "hello", "there")
+    append(segment, first, 51)
+    append(segment, records(60, "alpha", "beta"), 61)
+    position, batch = segment.find_batch(55)
+    assert (position, batch.base_offset) == (len(first), 60)
+    assert [r.value for r in segment.read_records(position, batch)] == [b"alpha", b"beta"]
+
+
+# -- truncation -----------------------------------------------------------------------------
+
+def test_truncate_to_cuts_the_batch_holding_the_offset_and_after(segments):
+    """testTruncate: append two batches, cut the second, read the first alone, again and
+    again; the bytes removed are the second batch's."""
+    segment = segments(40)
+    offset = 40
+    for _ in range(30):
+        first, second = records(offset, "hello"), records(offset + 1, "hello")
+        append(segment, first, offset)
+        append(segment, second, offset + 1)
+        assert offsets_in(segment)[-2:] == [offset, offset + 1]
+        assert segment.truncate_to(offset + 1) == len(second)
+        assert offsets_in(segment)[-1] == offset and segment.read_next_offset() == offset + 1
+        offset += 1
+
+
+def test_truncate_to_an_offset_in_a_gap_cuts_the_batch_above_it(segments):
+    """shouldTruncateEvenIfOffsetPointsToAGapInTheLog."""
+    segment = segments(40)
+    append(segment, records(40, "first message"), 40)
+    append(segment, records(43, "message after gap"), 43)
+    segment.truncate_to(41)
+    assert offsets_in(segment) == [40]
+
+
+def test_truncate_to_past_the_end_removes_nothing(segments):
+    segment = segments(40)
+    batch = records(40, "hello", "there")
+    append(segment, batch, 41)
+    assert segment.truncate_to(42) == 0
+    assert segment.size == len(batch) and offsets_in(segment) == [41]
+
+
+def test_truncating_an_empty_segment_leaves_room_in_its_indexes(tmp_path, segments):
+    """testTruncateEmptySegment: a follower truncating to an empty segment must not roll it
+    for a full (trimmed) index, nor for time: only an offset its index cannot hold rolls it."""
+    clock = FixedClock(NOW)
+    segments(0, clock=clock).close()  # trims its indexes to 0 bytes
+    reopened = segments(0, clock=clock)
+    assert reopened.offset_index.size_in_bytes == 0 and reopened.time_index.size_in_bytes == 0
+    clock.ms += 500
+    reopened.truncate_to(57)
+    assert reopened.time_waited_for_roll(clock.ms, -1) == 0
+    assert not reopened.offset_index.is_full() and not reopened.time_index.is_full()
+    max_segment_ms = 300_000
+    config = LogConfig(segment_ms=max_segment_ms, index_interval_bytes=10, segment_index_bytes=1000)
+    reopened.config = config
+    assert not reopened.should_roll(1024, -1, 100, clock.ms)
+    clock.ms += max_segment_ms + 1
+    assert reopened.time_waited_for_roll(clock.ms, -1) == max_segment_ms + 1
+    assert not reopened.should_roll(1024, -1, 100, clock.ms)  # empty: never rolled for time
+    assert reopened.should_roll(1024, -1, 2**31 - 1 + 200, clock.ms)
+
+
+def test_truncating_the_whole_segment_restarts_its_roll_clock(segments):
+    """testTruncateFull: an empty segment after truncation is as if created now, and takes
+    the same offsets again."""
+    clock = FixedClock(NOW)
+    segment = segments(40, clock=clock)
+    append(segment, records(40, "hello", "there", timestamp=-1), 41)
+    clock.ms += 500
+    assert segment.time_waited_for_roll(clock.ms, -1) == 500
+    segment.truncate_to(0)
+    assert segment.size == 0 and segment.find_batch(0) is None
+    assert segment.time_waited_for_roll(clock.ms, -1) == 0
+    assert not segment.offset_index.is_full() and not segment.time_index.is_full()
+    append(segment, records(40, "hello", "there"), 41)
+    assert offsets_in(segment) == [41]
+
+
+def test_truncation_reloads_the_largest_timestamp_and_next_offset(tmp_path, segments):
+    """testReloadLargestTimestampAndNextOffsetAfterTruncation: an index entry every second
+    batch; after cutting to 41 no time-index entry remains and the largest timestamp is the
+    remaining batch's."""
+    size = len(records(0, "hello"))
+    segment = segments(40, LogConfig(index_interval_bytes=2 * size - 1, segment_index_bytes=1000))
+    for offset in range(40, 70):
+        append(segment, records(offset, "hello"), offset, offset * 10, offset)
+    assert segment.read_next_offset() == 70
+    assert segment.time_index.entries == 30 // 2 - 1
+    segment.truncate_to(41)
+    assert segment.time_index.entries == 0
+    assert segment.largest_timestamp == 400
+    assert segment.read_next_offset() == 41
