@@ -187,3 +187,80 @@ def test_truncation_reloads_the_largest_timestamp_and_next_offset(tmp_path, segm
     assert segment.time_index.entries == 0
     assert segment.largest_timestamp == 400
     assert segment.read_next_offset() == 41
+
+
+# -- timestamps -----------------------------------------------------------------------------
+
+def test_find_offset_by_timestamp(segments):
+    """testFindOffsetByTimestamp: a time-index entry every second batch; indexed and
+    un-indexed targets, before the first and past the last."""
+    size = len(records(0, "msg00"))
+    segment = segments(40, LogConfig(index_interval_bytes=2 * size - 1, segment_index_bytes=1000))
+    for offset in range(40, 50):
+        append(segment, records(offset, "msg%d" % offset), offset, offset * 10, offset)
+    assert segment.largest_timestamp == 490
+
+    def found(timestamp, starting_offset=0):
+        record = segment.find_offset_by_timestamp(timestamp, starting_offset)
+        return None if record is None else record.offset
+    assert (found(420), found(421)) == (42, 43)  # indexed
+    assert (found(430), found(431)) == (43, 44)  # not indexed
+    assert found(491) is None
+    assert found(401) == 41
+    assert found(399) == 40
+    assert found(399, 45) == 45  # and at or after the starting offset
+
+
+def test_first_batch_timestamp_is_the_first_batchs_max_timestamp(segments):
+    """testGetFirstBatchTimestamp (kfs says -1 where Kafka says Long.MAX_VALUE: none)."""
+    segment = segments(1)
+    assert segment.first_batch_timestamp() == -1
+    append(segment, build_batch(1, [b"one"], None, [1000]), 1, 1000, 1)
+    append(segment, build_batch(2, [b"two"], None, [2000]), 2, 2000, 2)
+    assert segment.first_batch_timestamp() == 1000
+
+
+def test_first_batch_timestamp_of_a_reopened_segment_is_read_from_its_log(segments):
+    segment = segments(1)
+    append(segment, build_batch(1, [b"a", b"b"], None, [1000, 3000]), 2, 3000, 2)
+    assert segments(1, writable=False).first_batch_timestamp() == 3000
+
+
+# -- renames --------------------------------------------------------------------------------
+
+def test_change_file_suffixes_renames_the_files_there_are(tmp_path, segments):
+    """testChangeFileSuffixes: every file of the segment gets the new suffix, the .log first;
+    a file not there (no transaction was aborted: no .txnindex) is not created."""
+    segment = segments(40)
+    append(segment, records(40, "hello"), 40)
+    steps = []
+    segment.change_file_suffixes(".deleted", steps.append)
+    names = ["00000000000000000040" + kind for kind in (".log", ".index", ".timeindex")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n + ".deleted" for n in names)
+    assert steps == ["renamed .log to .log.deleted", "renamed .index to .index.deleted",
+                     "renamed .timeindex to .timeindex.deleted"]
+    assert segment.log_path.name == names[0] + ".deleted"
+    assert segment.offset_index.path.name == names[1] + ".deleted"
+    assert segment.time_index.path.name == names[2] + ".deleted"
+    assert segment.txn_index.path.name == "00000000000000000040.txnindex.deleted"
+    assert segment.file_suffix == ".deleted" and offsets_in(segment) == [40]
+    segment.change_file_suffixes("")  # and back, from the segment's own suffix
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
+
+
+def test_a_cleaned_segment_is_named_by_its_suffix(tmp_path, segments):
+    """The cleaner writes ``<base>.log.cleaned`` and so on (``LogSegment.open(..., fileSuffix)``)."""
+    segment = segments(40, file_suffix=".cleaned")
+    append(segment, records(40, "hello"), 40)
+    assert segment.log_path.name == "00000000000000000040.log.cleaned"
+    assert (tmp_path / "00000000000000000040.index.cleaned").exists()
+    segment.rename_to_deleted()
+    assert segment.log_path.name == "00000000000000000040.log.deleted"
+    assert segment.is_file_on_disk()  # the same file under its new name
+
+
+def test_delete_removes_every_file(tmp_path):
+    segment = LogSegment(tmp_path, 40, CONFIG, True, FixedClock(NOW))
+    append(segment, records(40, "hello"), 40)
+    segment.delete()
+    assert list(tmp_path.iterdir()) == []
