@@ -9,7 +9,8 @@ from storage.config import LogConfig
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_files import log_file
 from storage.offset_index import IndexOffsetOverflowError
-from storage.records import build_batch
+from storage.records import batch_at, build_batch
+from storage.records.framing import RECORD_BATCH_OVERHEAD
 from storage.segment import LogSegment
 
 NOW = 1_700_000_000_000
@@ -264,3 +265,155 @@ def test_delete_removes_every_file(tmp_path):
     append(segment, records(40, "hello"), 40)
     segment.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+# -- recovery -------------------------------------------------------------------------------
+
+def test_recovery_fixes_a_corrupt_index(segments):
+    """testRecoveryFixesCorruptIndex / testRecoveryFixesCorruptTimeIndex: nonsense written
+    over both indexes; recovery rebuilds them from the .log, and every offset and timestamp
+    is found again."""
+    segment = segments(0, LogConfig(index_interval_bytes=10))  # room for 100 entries
+    for offset in range(100):
+        append(segment, records(offset, str(offset)), offset, offset * 10, offset)
+    for index in (segment.offset_index, segment.time_index):
+        index.flush()
+        with open(index.path, "r+b") as f:
+            f.seek(5)
+            f.write(bytes(range(7, 250)) * 4)
+    assert segment.recover() == 0
+    for offset in range(100):
+        assert segment.find_batch(offset)[1].last_offset == offset
+        assert segment.find_offset_by_timestamp(offset * 10, 0).offset == offset
+        if offset < 99:
+            assert segment.find_offset_by_timestamp(offset * 10 + 1, 0).offset == offset + 1
+
+
+def test_recovery_rebuilds_the_epoch_cache(tmp_path, segments):
+    """testRecoveryRebuildsEpochCache: each epoch from the first batch carrying it."""
+    segment = segments(100)
+    for base, epoch in [(104, 0), (106, 1), (108, 1), (110, 2)]:
+        append(segment, build_batch(base, [b"a", b"b"], None, 1000, partition_leader_epoch=epoch),
+               base + 1)
+    cache = LeaderEpochFileCache(tmp_path, True)
+    segment.recover(cache)
+    assert cache.entries == [(0, 104), (1, 106), (2, 110)]
+
+
+@pytest.mark.parametrize("tail", [1, 15, 61])
+def test_recovery_cuts_a_torn_tail_however_short(segments, tail):
+    """testRecoveryWithCorruptMessage's tail: bytes after the last whole batch, even one, are
+    cut, after ``before_cut`` is told where and that the batch is torn (no problem)."""
+    segment = segments(0)
+    for offset in range(3):
+        append(segment, records(offset, "v"), offset, offset * 10, offset)
+    size = segment.size
+    with open(segment.log_path, "ab") as f:
+        f.write(records(3, "v")[:tail])
+    cuts = []
+    assert segment.recover(before_cut=lambda *cut: cuts.append(cut)) == tail
+    assert cuts == [(size, 3, None)]
+    assert segment.size == size == segment.log_path.stat().st_size
+    assert segment.read_next_offset() == 3
+
+
+def test_recovery_of_records_stamped_zero_indexes_their_time(segments):
+    """Timestamp 0 is a time (-1 is none): the final time-index entry names it."""
+    segment = segments(0, LogConfig())  # one index entry per 4096 bytes: none from the batches
+    append(segment, records(0, "a", "b", timestamp=0), 1, 0, 0)
+    segment.recover()
+    assert segment.time_index.entries == 1 and segment.time_index.last_entry == (0, 1)
+    assert segment.max_timestamp_and_offset_so_far == (0, 1)
+
+
+def test_recovery_without_any_timestamp_leaves_the_time_index_empty(segments):
+    segment = segments(0, LogConfig())
+    append(segment, records(0, "a", "b", timestamp=-1), 1)
+    segment.recover()
+    assert segment.time_index.entries == 0
+    assert segment.largest_timestamp == segment.modified_ms()
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+def test_lookups_pass_nowait_to_every_read(segments, monkeypatch):
+    """A lookup on an event loop (``nowait=True``) must never wait for the disk in any of its
+    reads, and a plain one never asks not to."""
+    segment = segments(40, LogConfig(index_interval_bytes=10**6))  # no index entry: scans too
+    for offset in (40, 42, 44):
+        append(segment, records(offset, "a", "b"), offset + 1, offset * 10, offset)
+    asked = []
+    read_at = segment.source.read_at
+    monkeypatch.setattr(segment.source, "read_at",
+                        lambda position, size, nowait=False: asked.append(nowait)
+                        or read_at(position, size, nowait))
+    for nowait in (False, True):
+        asked.clear()
+        kwargs = {"nowait": True} if nowait else {}
+        position, batch = segment.find_batch(43, **kwargs)
+        header = batch_at(read_at(position, RECORD_BATCH_OVERHEAD))  # not the whole batch
+        assert not header.is_complete
+        assert segment.read_batch(position, header, **kwargs).records() == batch.records()
+        assert segment.find_offset_by_timestamp(420, 0, **kwargs).offset == 42
+        assert asked and set(asked) == {nowait}
+
+
+def test_read_into_stops_at_the_segment_size(segments):
+    segment = segments(0)
+    append(segment, records(0, "hello"), 0)
+    size = segment.size
+    with open(segment.log_path, "ab") as f:
+        f.write(b"x" * 100)  # another writer's bytes, not yet taken in
+    buffer = bytearray(1000)
+    assert bytes(segment.read_into(buffer, 10)) == segment.read_at(10, size - 10)
+    assert len(segment.read_into(buffer, size)) == 0
+    assert len(segment.read_into(bytearray(4), 0)) == 4
+
+
+def test_index_room_is_the_fuller_index_s_with_one_time_slot_spare(segments):
+    """Offset entries are 8 bytes, time entries 12, and the time index keeps a slot for its
+    final entry (``TimeIndex.isFull``: one early)."""
+    segment = segments(0, LogConfig(index_interval_bytes=10, segment_index_bytes=120))
+    assert segment.index_room() == min(120 // 8, 120 // 12 - 1)
+    for offset in range(3):
+        append(segment, records(offset, "v"), offset, offset * 10, offset)
+    # the first batch is not indexed (nothing was appended before it): 2 entries each
+    assert (segment.offset_index.entries, segment.time_index.entries) == (2, 2)
+    assert segment.index_room() == min(120 // 8 - 2, 120 // 12 - 2 - 1)
+    for offset in range(3, 10):
+        append(segment, records(offset, "v"), offset, offset * 10, offset)
+    assert segment.index_room() == 0 and segment.should_roll(1, 90, 10, NOW)
+
+
+# -- roll rules -------------------------------------------------------------------------------
+
+def test_should_roll_by_size_past_segment_bytes_only(segments):
+    batch = records(0, "hello")
+    segment = segments(0, LogConfig(segment_bytes=len(batch) + 100))
+    append(segment, batch, 0, 0, 0)
+    assert not segment.should_roll(100, 0, 1, NOW)  # exactly segment.bytes: fits
+    assert segment.should_roll(101, 0, 1, NOW)
+
+
+def test_should_roll_by_time_past_segment_ms_minus_jitter(segments):
+    segment = segments(0, LogConfig(segment_ms=1000))
+    append(segment, records(0, "hello", timestamp=5000), 0, 5000, 0)
+    assert segment.roll_jitter_ms == 0
+    assert not segment.should_roll(1, 6000, 1, NOW)  # exactly segment.ms waited
+    assert segment.should_roll(1, 6001, 1, NOW)
+    segment.roll_jitter_ms = 100
+    assert not segment.should_roll(1, 5900, 1, NOW)
+    assert segment.should_roll(1, 5901, 1, NOW)
+
+
+def test_roll_jitter_is_drawn_below_the_smaller_of_jitter_and_segment_ms(segments, monkeypatch):
+    drawn = []
+    monkeypatch.setattr("storage.segment.random.randrange", lambda n: drawn.append(n) or n - 1)
+    segment = segments(0, LogConfig(segment_ms=100, segment_jitter_ms=1000))
+    assert drawn == [100] and segment.roll_jitter_ms == 99
+
+
+def test_time_waited_counts_from_a_first_batch_stamped_zero(segments):
+    segment = segments(0, clock=FixedClock(NOW))
+    append(segment, records(0, "hello", timestamp=0), 0, 0, 0)
+    assert segment.time_waited_for_roll(NOW + 7, 500) == 500
