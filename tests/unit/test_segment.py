@@ -6,12 +6,15 @@ import pytest
 
 from storage.clock import FixedClock
 from storage.config import LogConfig
+from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_files import log_file
 from storage.offset_index import IndexOffsetOverflowError
 from storage.records import batch_at, build_batch
+from storage.records.control import ControlRecordType, build_control_batch
 from storage.records.framing import RECORD_BATCH_OVERHEAD
 from storage.segment import LogSegment
+from storage.transaction_index import AbortedTxn
 
 NOW = 1_700_000_000_000
 # LogSegmentTest's segment: an index entry after every 10 bytes, so one per batch
@@ -417,3 +420,157 @@ def test_time_waited_counts_from_a_first_batch_stamped_zero(segments):
     segment = segments(0, clock=FixedClock(NOW))
     append(segment, records(0, "hello", timestamp=0), 0, 0, 0)
     assert segment.time_waited_for_roll(NOW + 7, 500) == 500
+
+
+def test_truncate_to_drops_the_aborted_transactions_from_the_offset(segments):
+    segment = segments(0)
+    for offset in range(0, 6, 2):
+        append(segment, records(offset, "a", "b"), offset + 1)
+    segment.txn_index.append(AbortedTxn(7, 0, 1, 0))
+    segment.txn_index.append(AbortedTxn(8, 2, 5, 2))
+    segment.truncate_to(4)
+    assert [t.producer_id for t in segment.txn_index.all_aborted_txns()] == [7]
+
+
+def test_delete_of_a_segment_whose_log_is_gone(tmp_path):
+    segment = LogSegment(tmp_path, 0, CONFIG, True, FixedClock(NOW))
+    segment.log_path.unlink()
+    segment.delete()
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- following another writer -----------------------------------------------------------------
+
+def test_a_followed_segment_s_tail(segments):
+    """Nothing taken in yet: the tail is unchanged; an empty segment's whole batches end at 0."""
+    writer = segments(0)
+    reader = segments(0, writable=False)
+    assert reader.tail_unchanged() and reader.last_whole_batch_end() == 0
+    append(writer, records(0, "a"), 0)
+    assert reader.catch_up() == 1 and reader.tail_unchanged()
+    assert reader.catch_up() is None
+
+
+def test_resume_appends_keeps_the_earlier_batch_of_a_tied_largest_timestamp(tmp_path, segments):
+    """``loadLargestTimestamp``: the first batch with the largest timestamp names it."""
+    writer = LogSegment(tmp_path, 0, LogConfig(), True, FixedClock(NOW))
+    append(writer, records(0, "a", timestamp=500), 0, 500, 0)
+    append(writer, records(1, "b", timestamp=500), 1, 500, 0)
+    writer.close()
+    segment = segments(0, LogConfig())
+    segment.resume_appends()
+    assert segment.max_timestamp_and_offset_so_far == (500, 0)
+
+
+def test_producer_batches_are_those_with_a_producer_id_or_control(segments):
+    segment = segments(0)
+    parts = [records(0, "plain"),
+             build_batch(1, [b"p"], None, 10, producer_id=7, producer_epoch=0, base_sequence=0,
+                         is_transactional=True),
+             records(2, "plain"),
+             build_control_batch(3, 7, 0, ControlRecordType.ABORT, timestamp_ms=30)]
+    for offset, part in enumerate(parts):
+        append(segment, part, offset)
+    starts = [sum(len(p) for p in parts[:i]) for i in range(4)]
+    found = [(p, b.base_offset) for p, b in segment.producer_batches(0)]
+    assert found == [(starts[1], 1), (starts[3], 3)]
+    assert [p for p, _ in segment.producer_batches(starts[2])] == [starts[3]]
+    known = [(p, b.base_offset) for p, b in segment.producer_batches(starts[2], [starts[1], starts[3]])]
+    assert known == [(starts[3], 3)]
+
+
+def test_producer_batches_raise_kafka_s_error_for_bytes_that_are_not_batches(segments):
+    segment = segments(0)
+    append(segment, records(0, "plain"), 0)
+    with open(segment.log_path, "r+b") as f:
+        f.seek(16)
+        f.write(b"\x09")  # magic 9
+    with pytest.raises(InvalidRecordError, match="magic 9"):
+        list(segment.producer_batches(0))
+
+
+# -- legacy (v0/v1) entries -------------------------------------------------------------------
+
+def legacy_entries(count, value_size=10, base=0):
+    """``count`` uncompressed v1 entries from offset ``base`` (kafka-python, an independent
+    writer), stamped 1000 + 10 * offset; their bytes and start positions (and the end)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 30)
+    for offset in range(base, base + count):
+        builder.append(offset, 1000 + 10 * offset, None, b"%0*d" % (value_size, offset))
+    data = bytes(builder.build())
+    starts, position = [], 0
+    while position < len(data):
+        starts.append(position)
+        position += int.from_bytes(data[position + 8:position + 12], "big") + 12
+    return data, starts + [len(data)]
+
+
+def test_recovery_indexes_each_legacy_entry_as_a_shallow_batch(tmp_path, segments):
+    """Kafka's ``LogSegment.recover`` over v1 entries: each is a batch of its own, indexed by
+    its offset at its position once 10 bytes were passed (all but the first)."""
+    data, starts = legacy_entries(20)
+    log_file(tmp_path, 0).write_bytes(data)
+    segment = segments(0)
+    assert segment.recover() == 0 and segment.size == len(data)
+    offset_index = [segment.offset_index.entry(s) for s in range(segment.offset_index.entries)]
+    assert offset_index == [(o, starts[o]) for o in range(1, 20)]
+    time_index = [segment.time_index.entry(s) for s in range(segment.time_index.entries)]
+    assert time_index == [(1000 + 10 * o, o) for o in range(1, 20)]
+    assert segment.max_timestamp_and_offset_so_far == (1190, 19)
+
+
+def test_recovery_reads_a_legacy_entry_across_its_block(tmp_path, segments):
+    """Entries are checked a 1 MiB block at a time: the one crossing a block's end is read
+    whole."""
+    data, starts = legacy_entries(400, value_size=3000)
+    assert len(data) > 1 << 20
+    log_file(tmp_path, 0).write_bytes(data)
+    segment = segments(0, LogConfig(index_interval_bytes=10))
+    assert segment.recover() == 0
+    assert segment.offset_index.entries == 399 and segment.read_next_offset() == 400
+
+
+@pytest.mark.parametrize("damage", ["crc", "torn"])
+def test_recovery_cuts_at_a_damaged_legacy_entry(tmp_path, segments, damage):
+    data, starts = legacy_entries(5)
+    if damage == "crc":
+        data = bytearray(data)
+        data[starts[4] - 1] ^= 1  # the 4th entry's value
+        data = bytes(data)
+    else:
+        data = data[:starts[4] - 1]
+    log_file(tmp_path, 0).write_bytes(data)
+    segment = segments(0)
+    cuts = []
+    assert segment.recover(before_cut=lambda *cut: cuts.append(cut)) == len(data) - starts[3]
+    position, next_offset, problem = cuts[0]
+    assert (position, next_offset) == (starts[3], 3)
+    assert (problem is None) is (damage == "torn")
+    assert segment.size == starts[3] and segment.read_next_offset() == 3
+
+
+def test_an_append_may_end_at_2_gib_but_not_past_it(segments):
+    """A segment's positions are int32s: it may reach 2**31 - 1 bytes (a sparse file here)."""
+    batch = records(0, "hello")
+    segment = segments(0)
+    segment.size = 2**31 - len(batch)
+    with pytest.raises(ValueError, match=f"{segment.log_path} would exceed 2 GiB"):
+        append(segment, batch, 0)
+    assert segment.log_path.stat().st_size == 0
+    segment.size -= 1
+    append(segment, batch, 0)
+    assert segment.size == 2**31 - 1 == segment.log_path.stat().st_size
+
+
+def test_scan_batches_across_its_read_blocks(segments):
+    """Headers cut where a 32 KiB read block ends are read again from their start."""
+    segment = segments(0, LogConfig(index_interval_bytes=10**6))
+    starts, offset = [], 0
+    while segment.size < 100_000:
+        starts.append(segment.size)
+        append(segment, records(offset, "x" * (offset * 37 % 1500)), offset)
+        offset += 1
+    assert [p for p, _ in segment.scan_batches(0)] == starts
+    assert [p for p, _ in segment.scan_batches(starts[5], starts[-3])] == starts[5:-3]
+    assert [b.last_offset for _, b in segment.scan_batches(starts[-2])] == [offset - 2, offset - 1]
