@@ -74,7 +74,7 @@ class BatchBlocks:
     or the consumer's stop). ``segment`` is anything with ``size``, ``read_into`` and
     ``read_at`` as :class:`LogSegment` has them."""
 
-    def __init__(self, segment, position: int = 0, end: int | None = None,
+    def __init__(self, segment, position: int, end: int | None = None,
                  block_size: int = _RECOVER_BLOCK, buffer=None) -> None:
         self.segment = segment
         self.position = position

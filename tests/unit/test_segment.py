@@ -574,3 +574,20 @@ def test_scan_batches_across_its_read_blocks(segments):
     assert [p for p, _ in segment.scan_batches(0)] == starts
     assert [p for p, _ in segment.scan_batches(starts[5], starts[-3])] == starts[5:-3]
     assert [b.last_offset for _, b in segment.scan_batches(starts[-2])] == [offset - 2, offset - 1]
+
+
+def test_a_read_only_segment_never_creates_its_log(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        LogSegment(tmp_path, 0, CONFIG, False, FixedClock(NOW))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_segment_counts_index_bytes_from_zero(segments):
+    """``LogSegment.append``: an entry once more than ``index.interval.bytes`` were appended
+    since the last; with the interval one batch, the third batch is the first indexed."""
+    size = len(records(0, "v"))
+    segment = segments(0, LogConfig(index_interval_bytes=size))
+    for offset in range(3):
+        append(segment, records(offset, "v"), offset, offset * 10, offset)
+    assert [segment.offset_index.entry(s) for s in range(segment.offset_index.entries)] == [
+        (2, 2 * size)]
