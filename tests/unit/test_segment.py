@@ -339,12 +339,17 @@ def test_recovery_without_any_timestamp_leaves_the_time_index_empty(segments):
 
 # -- reads ------------------------------------------------------------------------------------
 
-def test_lookups_pass_nowait_to_every_read(segments, monkeypatch):
+@pytest.mark.parametrize("interval, value_size", [
+    (10, 1),  # every batch indexed: found by the index alone
+    (10**6, 1),  # none: found by a scan
+    (10**6, 40_000),  # batches larger than a scan's read block: read whole again
+])
+def test_lookups_pass_nowait_to_every_read(segments, monkeypatch, interval, value_size):
     """A lookup on an event loop (``nowait=True``) must never wait for the disk in any of its
     reads, and a plain one never asks not to."""
-    segment = segments(40, LogConfig(index_interval_bytes=10**6))  # no index entry: scans too
+    segment = segments(40, LogConfig(index_interval_bytes=interval))
     for offset in (40, 42, 44):
-        append(segment, records(offset, "a", "b"), offset + 1, offset * 10, offset)
+        append(segment, records(offset, "a" * value_size, "b"), offset + 1, offset * 10, offset)
     asked = []
     read_at = segment.source.read_at
     monkeypatch.setattr(segment.source, "read_at",
@@ -356,7 +361,8 @@ def test_lookups_pass_nowait_to_every_read(segments, monkeypatch):
         position, batch = segment.find_batch(43, **kwargs)
         header = batch_at(read_at(position, RECORD_BATCH_OVERHEAD))  # not the whole batch
         assert not header.is_complete
-        assert segment.read_batch(position, header, **kwargs).records() == batch.records()
+        read = segment.read_batch(position, header, **kwargs)
+        assert (read.base_offset, [r.value for r in read.records()]) == (42, [b"a" * value_size, b"b"])
         assert segment.find_offset_by_timestamp(420, 0, **kwargs).offset == 42
         assert asked and set(asked) == {nowait}
 
@@ -546,7 +552,7 @@ def test_recovery_cuts_at_a_damaged_legacy_entry(tmp_path, segments, damage):
     assert segment.recover(before_cut=lambda *cut: cuts.append(cut)) == len(data) - starts[3]
     position, next_offset, problem = cuts[0]
     assert (position, next_offset) == (starts[3], 3)
-    assert (problem is None) is (damage == "torn")
+    assert (problem is None) if damage == "torn" else "corrupt" in problem
     assert segment.size == starts[3] and segment.read_next_offset() == 3
 
 
@@ -591,3 +597,26 @@ def test_a_new_segment_counts_index_bytes_from_zero(segments):
         append(segment, records(offset, "v"), offset, offset * 10, offset)
     assert [segment.offset_index.entry(s) for s in range(segment.offset_index.entries)] == [
         (2, 2 * size)]
+
+
+@pytest.mark.parametrize("torn", [False, True])
+def test_recovery_of_legacy_entries_after_v2_batches_in_one_block(tmp_path, segments, torn):
+    """Entries written after v2 batches (a broker whose message format was lowered) are
+    checked inside the block the v2 batches came in: the one crossing the 1 MiB block's end is
+    read whole, and a torn one at the end is cut as torn."""
+    v2, offset = [], 0
+    while sum(map(len, v2)) < (1 << 20) - 2000:
+        v2.append(records(offset, "x" * 1000))
+        offset += 1
+    legacy, starts = legacy_entries(2, value_size=3000, base=offset)
+    data = b"".join(v2) + legacy
+    assert sum(map(len, v2)) + starts[1] > 1 << 20  # the first entry crosses the block's end
+    log_file(tmp_path, 0).write_bytes(data[:-1] if torn else data)
+    segment = segments(0, LogConfig(index_interval_bytes=10**6))
+    cuts = []
+    truncated = segment.recover(before_cut=lambda *cut: cuts.append(cut))
+    if torn:
+        assert truncated == starts[2] - starts[1] - 1
+        assert cuts == [(len(data) - starts[2] + starts[1], offset + 1, None)]
+    else:
+        assert truncated == 0 and segment.read_next_offset() == offset + 2
