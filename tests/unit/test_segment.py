@@ -620,3 +620,20 @@ def test_recovery_of_legacy_entries_after_v2_batches_in_one_block(tmp_path, segm
         assert cuts == [(len(data) - starts[2] + starts[1], offset + 1, None)]
     else:
         assert truncated == 0 and segment.read_next_offset() == offset + 2
+
+
+def test_recovery_says_what_it_found_and_cut(tmp_path, segments, caplog):
+    data, starts = legacy_entries(3)
+    log_file(tmp_path, 0).write_bytes(data)
+    segment = segments(0)
+    with caplog.at_level("WARNING", logger="storage.segment"):
+        segment.recover()
+        assert caplog.messages == []  # intact: nothing found, nothing cut
+        with open(segment.log_path, "r+b") as f:
+            f.seek(starts[2] + 16)
+            f.write(b"\x09")  # the third entry's magic
+        segment.recover()
+    path = segment.log_path
+    assert caplog.messages[0].startswith(f"found invalid data in {path} at byte {starts[2]}: ")
+    assert "magic" in caplog.messages[0]
+    assert caplog.messages[1] == f"truncating {path} from {starts[3]} to {starts[2]} bytes"
