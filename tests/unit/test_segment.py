@@ -478,8 +478,9 @@ def test_producer_batches_are_those_with_a_producer_id_or_control(segments):
     for offset, part in enumerate(parts):
         append(segment, part, offset)
     starts = [sum(len(p) for p in parts[:i]) for i in range(4)]
-    found = [(p, b.base_offset) for p, b in segment.producer_batches(0)]
-    assert found == [(starts[1], 1), (starts[3], 3)]
+    found = [(p, b.base_offset, b.size_in_bytes) for p, b in segment.producer_batches(0)]
+    assert found == [(starts[1], 1, len(parts[1])), (starts[3], 3, len(parts[3]))]
+    assert [r.value for _, b in segment.producer_batches(0) for r in b.records()][0] == b"p"
     assert [p for p, _ in segment.producer_batches(starts[2])] == [starts[3]]
     known = [(p, b.base_offset) for p, b in segment.producer_batches(starts[2], [starts[1], starts[3]])]
     assert known == [(starts[3], 3)]
@@ -637,3 +638,14 @@ def test_recovery_says_what_it_found_and_cut(tmp_path, segments, caplog):
     assert caplog.messages[0].startswith(f"found invalid data in {path} at byte {starts[2]}: ")
     assert "magic" in caplog.messages[0]
     assert caplog.messages[1] == f"truncating {path} from {starts[3]} to {starts[2]} bytes"
+
+
+def test_find_offset_by_timestamp_skips_control_batches(segments):
+    """No consumer sees a transaction marker: a marker stamped after the target is no answer."""
+    segment = segments(0)
+    append(segment, build_batch(0, [b"p"], None, 10, producer_id=7, producer_epoch=0,
+                                base_sequence=0, is_transactional=True), 0)
+    append(segment, build_control_batch(1, 7, 0, ControlRecordType.COMMIT, timestamp_ms=50), 1)
+    assert segment.find_offset_by_timestamp(20, 0) is None
+    append(segment, records(2, "after", timestamp=60), 2)
+    assert segment.find_offset_by_timestamp(20, 0).offset == 2
