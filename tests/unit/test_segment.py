@@ -649,3 +649,29 @@ def test_find_offset_by_timestamp_skips_control_batches(segments):
     assert segment.find_offset_by_timestamp(20, 0) is None
     append(segment, records(2, "after", timestamp=60), 2)
     assert segment.find_offset_by_timestamp(20, 0).offset == 2
+
+
+def test_recovery_of_a_legacy_entry_inside_a_v2_block(tmp_path, segments):
+    """The first entry after v2 batches is checked where it lies in their block."""
+    v2 = b"".join(records(offset, "v2") for offset in range(3))
+    legacy, starts = legacy_entries(2, base=3)
+    log_file(tmp_path, 0).write_bytes(v2 + legacy)
+    segment = segments(0)
+    assert segment.recover() == 0 and segment.read_next_offset() == 5
+    assert segment.offset_index.entry(segment.offset_index.entries - 2) == (3, len(v2))
+
+
+def test_resume_appends_drops_a_final_time_entry_past_the_last_indexed_batch(tmp_path, segments):
+    """A close's final time-index entry names a batch after the last offset-index entry; the
+    next writer drops it (it writes it again at its own close)."""
+    size = len(records(0, "v"))
+    config = LogConfig(index_interval_bytes=size)  # batches 0, 1 and 3 not indexed
+    writer = LogSegment(tmp_path, 0, config, True, FixedClock(NOW))
+    for offset in range(4):
+        append(writer, records(offset, "v"), offset, offset * 10, offset)
+    writer.close()  # the final entry: (30, 3)
+    segment = segments(0, config)
+    assert segment.time_index.last_entry == (30, 3)
+    segment.resume_appends()
+    assert segment.offset_index.last_offset == 2 and segment.time_index.last_entry == (20, 2)
+    assert segment.max_timestamp_and_offset_so_far == (30, 3)
