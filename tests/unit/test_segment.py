@@ -6,7 +6,7 @@ import pytest
 
 from storage.clock import FixedClock
 from storage.config import LogConfig
-from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.errors import InvalidRecordError
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_files import log_file
 from storage.offset_index import IndexOffsetOverflowError
