@@ -14,6 +14,7 @@ from storage import LogConfig
 from storage.clock import FixedClock
 from storage.errors import (
     KeySeparatorMissingError,
+    LogCleaningAbortedError,
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -471,3 +472,283 @@ def test_leader_epochs_and_producer_snapshots_are_written(tmp_path):
     assert (tmp_path / "t-0" / "00000000000000000001.snapshot").exists()
     log.close()
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text().split("\n")[2] == "2 0"
+
+
+def test_no_timestamp_passes_and_the_range_starts_at_0(tmp_path):
+    log = open_log(tmp_path / "t-0", message_timestamp_before_max_ms=0,
+                   message_timestamp_after_max_ms=0)
+    assert log.append_as_leader(build_batch(0, [b"a"], None, -1)) == (0, 0)  # NO_TIMESTAMP
+    log.close()
+    log = open_log(tmp_path / "u-0", message_timestamp_after_max_ms=500)
+    with pytest.raises(InvalidTimestampError, match=rf"should be within \[0, {NOW + 500}\] "):
+        log.append([b"a"], timestamps=[NOW + 501])
+    log.close()
+
+
+# -- transactions and producers -----------------------------------------------------------------
+
+def markers(log):
+    from storage.records.control import decode_control_record_key, decode_end_txn_marker_value
+
+    return [(decode_control_record_key(r.key).type, decode_end_txn_marker_value(r.value)[1],
+             r.offset, r.timestamp)
+            for b in iter_batches(log.segments.active.log_path.read_bytes())
+            if b.is_control_batch for r in b.records()]
+
+
+def test_abort_transaction_writes_the_coordinator_epoch_at_the_log_clock(tmp_path):
+    clock = FixedClock(NOW)
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(producer_batch(0, 2, is_transactional=True))
+    clock.ms = NOW + 7
+    assert log.abort_transaction(1, 0, coordinator_epoch=3) == 2
+    log.append_as_leader(producer_batch(2, is_transactional=True, pid=2))
+    assert log.abort_transaction(2, 0) == 4
+    assert markers(log) == [(ControlRecordType.ABORT, 3, 2, NOW + 7),
+                            (ControlRecordType.ABORT, 0, 4, NOW + 7)]
+    log.close()
+
+
+def test_timed_out_transactions_are_aborted_with_a_bumped_epoch(tmp_path):
+    """TransactionCoordinator.abortTimedOutTransactions at the given time, the producer fenced."""
+    clock = FixedClock(NOW)
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_as_leader(producer_batch(0, is_transactional=True, epoch=4))
+    assert log.abort_timed_out_transactions(1000, now=NOW + 1000) == []
+    clock.ms = NOW + 5000  # the given time, not the clock's, decides
+    assert log.abort_timed_out_transactions(1000, now=NOW + 1000) == []
+    aborted = log.abort_timed_out_transactions(1000, now=NOW + 1001)
+    assert [(t.producer_id, t.producer_epoch) for t in aborted] == [(1, 4)]
+    assert markers(log) == [(ControlRecordType.ABORT, 0, 1, NOW + 5000)]
+    assert log.producer_state.active_producers[1].producer_epoch == 5
+    log.close()
+
+
+def test_idle_producers_expire_at_the_given_time_or_the_clock(tmp_path):
+    clock = FixedClock(NOW)
+    log = open_log(tmp_path / "t-0", clock)
+    log.producer_state.producer_id_expiration_ms = 1000
+    log.append_as_leader(producer_batch(0))
+    log.remove_expired_producers(now=NOW + 999)
+    assert 1 in log.producer_state.active_producers
+    clock.ms = NOW + 999
+    log.remove_expired_producers(now=NOW + 1000)
+    assert 1 not in log.producer_state.active_producers
+    log.append_as_leader(producer_batch(0, pid=2))
+    log.remove_expired_producers()
+    assert 2 in log.producer_state.active_producers
+    clock.ms = NOW + 2000
+    log.remove_expired_producers()
+    assert 2 not in log.producer_state.active_producers
+    log.close()
+
+
+def test_last_records_of_active_producers_start_at_offset_0(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(producer_batch(0, epoch=2))
+    log.abort_transaction(9, 0)  # a producer with a marker and no data
+    assert log.last_records_of_active_producers() == {1: (0, 2), 9: (None, 0)}
+    log.close()
+
+
+# -- following another writer -------------------------------------------------------------------
+
+def test_catch_up_says_whether_anything_changed(tmp_path, caplog):
+    part = tmp_path / "t-0"
+    writer = open_log(part, segment_bytes=300)
+    writer.append([b"a"])
+    follower = Log(part, "t", 0, LogConfig(), writable=False, clock=FixedClock(NOW))
+    assert not writer.catch_up() and not follower.catch_up()
+    writer.append([b"b" * 200])
+    writer.append([b"c" * 200])  # rolls
+    with caplog.at_level(logging.INFO, logger="storage.log"):
+        assert follower.catch_up()
+    assert "t-0 follows its directory: segments 0..2, offsets 0..3" in caplog.messages
+    assert follower.log_end_offset == 3 and not follower.catch_up()
+    assert follower.catch_up(log_start_offset=1)  # DeleteRecords moved it (the checkpoint)
+    assert follower.log_start_offset == 1 and not follower.catch_up(log_start_offset=1)
+    assert follower.catch_up(log_start_offset=9) and follower.log_start_offset == 3
+    with open(writer.segments.active.log_path, "ab") as torn:
+        torn.write(b"\0" * 8 + b"\xff" * 60)  # not a batch
+    with caplog.at_level(logging.WARNING, logger="storage.log"):
+        assert not follower.catch_up()
+    assert any(m.startswith("t-0: new bytes that are not whole batches: ") for m in caplog.messages)
+    follower.close()
+    writer.close()
+
+
+# -- retention and swapping in ------------------------------------------------------------------
+
+def test_deleted_segments_go_after_file_delete_delay_ms(tmp_path, caplog):
+    clock = FixedClock(NOW)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300, retention_bytes=250,
+                   file_delete_delay_ms=1000)
+    assert log.delete_old_segments() == 0
+    for i in range(3):
+        log.append([b"v" * 200])
+    with caplog.at_level(logging.INFO, logger="storage.log"):
+        assert log.delete_old_segments() == 2
+    assert "deleting segment 0 of t-0 by retention" in caplog.messages
+    deleted = sorted(p.name for p in (tmp_path / "t-0").glob("*.log.deleted"))
+    assert deleted == ["00000000000000000000.log.deleted", "00000000000000000001.log.deleted"]
+    log.delete_due_files(NOW + 999)
+    assert len(list((tmp_path / "t-0").glob("*.log.deleted"))) == 2
+    clock.ms = NOW + 1000
+    log.delete_due_files(NOW + 999)  # the given time, not the clock's
+    assert len(list((tmp_path / "t-0").glob("*.log.deleted"))) == 2
+    log.delete_due_files(NOW + 1000)
+    assert list((tmp_path / "t-0").glob("*.deleted")) == []
+    log.close()
+
+
+def test_close_removes_the_files_still_waiting_for_their_delay(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=300, retention_bytes=250,
+                   file_delete_delay_ms=2**62)
+    for i in range(3):
+        log.append([b"v" * 200])
+    assert log.delete_old_segments() == 2 and list((tmp_path / "t-0").glob("*.deleted"))
+    log.close()
+    assert list((tmp_path / "t-0").glob("*.deleted")) == []
+
+
+def swap_in(log, old, step, replacing=None):
+    """The cleaner's side: ``old``'s batches copied into a ``.cleaned`` segment, swapped in for
+    ``replacing`` (default ``old``)."""
+    from storage.segment import LogSegment
+
+    cleaned = LogSegment(log.dir, old[0].base_offset, log.config, True, log.clock,
+                         file_suffix=".cleaned")
+    for segment in old:
+        data = segment.log_path.read_bytes()
+        cleaned.append(segment.read_next_offset() - 1, NOW, 0, data)
+    try:
+        return log.replace_segments(cleaned, old if replacing is None else replacing, step)
+    except LogCleaningAbortedError:
+        cleaned.delete()  # as the cleaner drops its output
+        raise
+
+
+KINDS = (".log", ".index", ".timeindex")  # (a segment without aborted transactions)
+
+
+def test_replace_segments_renames_in_kafkas_order_and_delays_the_delete(tmp_path):
+    clock = FixedClock(NOW)
+    log = open_log(tmp_path / "t-0", clock, file_delete_delay_ms=1000)
+    for i in range(3):
+        log.append([b"%d" % i], keys=[b"k"])
+        log.roll()
+    old = log.segments.all()[:2]
+    assert (tmp_path / "t-0" / "00000000000000000001.snapshot").exists()
+    with pytest.raises(LogCleaningAbortedError, match="^t-0 changed while it was cleaned$"):
+        swap_in(log, old, lambda _: None, replacing=old[::-1])
+    steps = []
+    new = swap_in(log, old, steps.append)
+    assert steps == [f"renamed {kind}.cleaned to {kind}.swap" for kind in KINDS] + [
+        "renamed segment 0 to .deleted", "renamed segment 1 to .deleted"] + [
+        f"renamed {kind}.swap to {kind}" for kind in KINDS] + ["swapped in"]
+    assert bases(log) == [0, 2, 3] and log.segments.all()[0] is new
+    assert [r.value for r in log.reader.records_from(0, 10)] == [b"0", b"1", b"2"]
+    assert new.log_path.name == "00000000000000000000.log" and new.log_path.exists()
+    # the producer snapshot of the segment that went goes with it; the kept base's stays
+    assert not (tmp_path / "t-0" / "00000000000000000001.snapshot").exists()
+    log.delete_due_files(NOW + 999)
+    assert len(list((tmp_path / "t-0").glob("*.log.deleted"))) == 2
+    log.delete_due_files(NOW + 1000)
+    assert list((tmp_path / "t-0").glob("*.deleted")) == []
+    with pytest.raises(LogCleaningAbortedError):  # they are gone now
+        swap_in(log, [new], steps.append, replacing=old)
+    log.close()
+
+
+# -- offline, damaged, read-only ----------------------------------------------------------------
+
+def test_a_failed_flush_takes_the_log_offline_and_says_why(tmp_path, monkeypatch, caplog):
+    import storage.log
+    from storage.errors import OfflineLogError
+
+    log = open_log(tmp_path / "t-0")
+    log.append([b"a"])
+
+    def eio(path):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(storage.log, "fsync_directory", eio)
+    with caplog.at_level(logging.ERROR, logger="storage.log"), pytest.raises(OSError):
+        log.flush()
+    assert log.offline == "[Errno 5] Input/output error"
+    assert caplog.messages == ["t-0 is offline for writes until the next mount recovers it "
+                               "(reads go on): [Errno 5] Input/output error"]
+    monkeypatch.undo()
+    with pytest.raises(OfflineLogError, match=r"^\[Errno 5\] t-0 is offline for writes after an I/O error "
+                                              r"\(\[Errno 5\] Input/output error\) until"):
+        log.append([b"b"])
+    with pytest.raises(OfflineLogError):
+        log.delete_old_segments()
+    log.flush_if_due(2**62)  # an offline log is not flushed: no error either
+    assert log.reader.read(0).value == b"a"
+    log.close()  # no error: an offline log's disk is known to fail
+
+
+def test_the_directory_is_fsynced_when_the_active_segment_starts_at_the_recovery_point(
+        tmp_path, monkeypatch):
+    import storage.log
+
+    log = open_log(tmp_path / "t-0")
+    log.append([b"a"])
+    log.flush()
+    log.roll()  # its .log name must survive a power loss too
+    log.append([b"b"])
+    synced = []
+    monkeypatch.setattr(storage.log, "fsync_directory", synced.append)
+    log.flush()
+    assert synced == [tmp_path / "t-0"]
+    log.close()
+
+
+def test_refusals_of_a_read_only_log_name_it(tmp_path):
+    from storage.errors import ReadOnlyLogError
+
+    open_log(tmp_path / "t-0").close()
+    log = Log(tmp_path / "t-0", "t", 0, LogConfig(), writable=False)
+    with pytest.raises(ReadOnlyLogError, match="^t-0 is read-only$"):
+        log.append([b"a"])
+    with pytest.raises(ReadOnlyLogError, match="^t-0 is read-only$"):
+        log.delete_old_segments()
+    log.close()
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
+        "00000000000000000000.index", "00000000000000000000.log",
+        "00000000000000000000.timeindex"]  # (what the writer's clean close left)
+
+
+def test_close_snapshots_producers_and_raises_the_first_error_after_closing_all(
+        tmp_path, monkeypatch):
+    from storage.segment import LogSegment
+
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(producer_batch(0))
+    log.roll()
+    log.append([b"b"])
+    closed = []
+
+    def fails(self):
+        closed.append(self.base_offset)
+        raise OSError(errno.ENOSPC, f"No space left on device ({self.base_offset})")
+
+    monkeypatch.setattr(LogSegment, "close", fails)
+    with pytest.raises(OSError, match=r"\(0\)$"):
+        log.close()
+    assert closed == [0, 1]
+    assert (tmp_path / "t-0" / "00000000000000000002.snapshot").exists()  # at the log end
+
+
+def test_a_damaged_log_refuses_appends_until_repaired(tmp_path):
+    from storage.errors import DamagedLogError
+
+    log = open_log(tmp_path / "t-0")
+    log.append([b"a"])
+    log.damage = "a torn batch at position 70"  # (what opening a damaged log sets)
+    with pytest.raises(DamagedLogError, match=r"^t-0 is damaged \(a torn batch at position 70\): "
+                                              r"appends are refused until `kfs verify --repair`$"):
+        log.append([b"b"])
+    log.close()
+    assert not (tmp_path / "t-0" / "00000000000000000001.snapshot").exists()  # nothing written
