@@ -67,10 +67,21 @@ def test_leader_batches_that_roll_are_appended_one_by_one(tmp_path, sync):
     assert log.recovery_point == (8 if sync else 0)
     assert [r.offset for r in log.reader.records_from(0, 100)] == list(range(8))
     assert log.producer_state.active_producers[1].last_seq == 7
+    assert log.epochs.entries == [(0, 0)]  # the leader's epoch from the append's first offset
     # the producer snapshot of the roll holds the batches before it
     assert (tmp_path / "t-0" / "00000000000000000004.snapshot").exists()
     # a retry of the last batch is found: its sequence range was applied batch by batch
     assert log.append_as_leader(producer_batch(6, 2)) == (6, 7) and log.log_end_offset == 8
+    log.close()
+
+
+def test_two_leader_batches_break_where_the_second_would_not_fit(tmp_path):
+    """Both fit an empty segment, but after the first the active one is full: a broker taking
+    one batch per request rolls between them, not before the first."""
+    log = open_log(tmp_path / "t-0", segment_bytes=600)
+    log.append_as_leader(producer_batch(0, 2))
+    assert log.append_as_leader(producer_batch(2, 2) + producer_batch(4, 2)) == (2, 5)
+    assert bases(log) == [0, 4]
     log.close()
 
 
@@ -116,6 +127,9 @@ def test_a_bytearray_is_stamped_in_place(tmp_path):
     buf = bytearray(producer_batch(0))
     log.append_as_leader(buf)
     assert RecordBatch(buf, 0).base_offset == 1  # the caller's buffer holds the stored batch
+    assert log.recovery_point == 0  # not flushed unless asked (sync) or flush.messages says so
+    log.append_as_leader(producer_batch(1), sync=True)
+    assert log.recovery_point == 3
     log.close()
 
 
@@ -344,6 +358,7 @@ def test_follower_batches_keep_their_epochs_and_producers(tmp_path):
     assert log.epochs.entries == [(3, 0), (5, 2)]
     assert log.leader_epoch == 5
     assert log.producer_state.active_producers[1].last_seq == 1
+    assert log.recovery_point == 0  # a follower's append is not flushed by itself
     log.close()
 
 
@@ -565,16 +580,30 @@ def test_catch_up_says_whether_anything_changed(tmp_path, caplog):
         assert follower.catch_up()
     assert "t-0 follows its directory: segments 0..2, offsets 0..3" in caplog.messages
     assert follower.log_end_offset == 3 and not follower.catch_up()
+    writer.append([b"d"])  # into the active segment: no file changes
+    assert follower.catch_up() and follower.log_end_offset == 4
     assert follower.catch_up(log_start_offset=1)  # DeleteRecords moved it (the checkpoint)
     assert follower.log_start_offset == 1 and not follower.catch_up(log_start_offset=1)
-    assert follower.catch_up(log_start_offset=9) and follower.log_start_offset == 3
+    assert follower.catch_up(log_start_offset=9) and follower.log_start_offset == 4
     with open(writer.segments.active.log_path, "ab") as torn:
         torn.write(b"\0" * 8 + b"\xff" * 60)  # not a batch
     with caplog.at_level(logging.WARNING, logger="storage.log"):
         assert not follower.catch_up()
-    assert any(m.startswith("t-0: new bytes that are not whole batches: ") for m in caplog.messages)
+    warned = [r for r in caplog.records if r.msg.startswith("%s: new bytes that are not whole")]
+    assert isinstance(warned[0].args[1], (CorruptRecordError, InvalidRecordError))
     follower.close()
     writer.close()
+
+
+def test_catch_up_of_a_directory_gone_changes_nothing(tmp_path):
+    import shutil
+
+    part = tmp_path / "t-0"
+    open_log(part).close()
+    follower = Log(part, "t", 0, LogConfig(), writable=False, clock=FixedClock(NOW))
+    shutil.rmtree(part)
+    assert not follower.catch_up()
+    follower.close()
 
 
 # -- retention and swapping in ------------------------------------------------------------------
@@ -752,3 +781,120 @@ def test_a_damaged_log_refuses_appends_until_repaired(tmp_path):
         log.append([b"b"])
     log.close()
     assert not (tmp_path / "t-0" / "00000000000000000001.snapshot").exists()  # nothing written
+
+
+def test_a_failed_retention_pass_takes_the_log_offline(tmp_path, monkeypatch):
+    from storage.segment import LogSegment
+
+    log = open_log(tmp_path / "t-0", segment_bytes=300, retention_bytes=250)
+    for i in range(3):
+        log.append([b"v" * 200])
+
+    def eio(self):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(LogSegment, "rename_to_deleted", eio)
+    with pytest.raises(OSError):
+        log.delete_old_segments()
+    assert log.offline == "[Errno 5] Input/output error"
+    monkeypatch.undo()
+    log.close()
+
+
+def test_close_raises_a_failed_producer_snapshot(tmp_path, monkeypatch):
+    log = open_log(tmp_path / "t-0")
+    log.append([b"a"])
+
+    def enospc():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(log.producer_state, "take_snapshot", enospc)
+    with pytest.raises(OSError, match="No space left on device"):
+        log.close()
+    assert log.offline is None and len(log.segments) == 0  # every segment closed all the same
+
+
+def test_a_rolled_segment_without_timestamps_rolls_on_the_log_clock(tmp_path):
+    """Kafka's LogSegment.timeWaitedForRoll: with no record timestamp the segment's creation
+    time on the log's clock (Time) counts."""
+    clock = FixedClock(NOW)
+    log = open_log(tmp_path / "t-0", clock, segment_ms=1000)
+    log.append_batches(build_batch(0, [b"a"], None, -1))
+    log.roll()
+    log.append_batches(build_batch(1, [b"b"], None, -1))
+    clock.ms = NOW + 1001
+    log.append_batches(build_batch(2, [b"c"], None, -1))
+    assert bases(log) == [0, 1, 2]
+    log.close()
+
+
+def test_a_batch_of_exactly_segment_bytes_is_taken(tmp_path):
+    data = build_batch(0, [b"x" * 200], None, NOW)
+    log = open_log(tmp_path / "a", segment_bytes=len(data))
+    assert log.append_batches(data) == 1
+    log.close()
+    log = open_log(tmp_path / "b", segment_bytes=len(data) - 1)
+    with pytest.raises(RecordTooLargeError, match=f"^a {len(data)}-byte append exceeds "
+                                                  f"segment.bytes={len(data) - 1}$"):
+        log.append_batches(data)
+    log.close()
+
+
+def test_a_write_that_rolls_midway_starts_each_segment_at_its_first_batch(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=1000, batch_size=300)
+    log.append_lines(b"".join(b"%03d" % i + b"x" * 97 + b"\n" for i in range(30)))
+    assert len(log.segments) > 2
+    for segment in log.segments.all():
+        assert next(iter_batches(segment.log_path.read_bytes())).base_offset == segment.base_offset
+    log.close()
+
+
+def test_batches_are_planned_with_their_keys(tmp_path):
+    log = open_log(tmp_path / "t-0", batch_size=4096)
+    log.append([b"v"] * 40, keys=[b"k" * 500] * 40)
+    sizes = [b.size_in_bytes for b in iter_batches(log_file(tmp_path / "t-0", 0).read_bytes())]
+    assert len(sizes) > 1 and max(sizes) <= 4096
+    log.close()
+
+
+def test_the_record_at_fault_is_named_by_its_offset_delta(tmp_path):
+    log = open_log(tmp_path / "t-0", message_timestamp_before_max_ms=1000)
+    with pytest.raises(InvalidTimestampError, match="of the record at offset delta 1 is out"):
+        log.append_as_leader(build_batch(5, [b"a", b"b"], None, [NOW, NOW - 1001]))
+    log.close()
+
+
+def test_append_lines_compresses_at_the_topic_level(tmp_path):
+    sizes = []
+    for level in (1, 9):
+        log = open_log(tmp_path / str(level), compression_type="gzip",
+                       compression_gzip_level=level)
+        log.append_lines(b"".join(bytes(range(i % 50, i % 50 + 100)) * 3 + b"\n"
+                                  for i in range(200)))
+        sizes.append(log.segments.active.size)
+        log.close()
+    assert sizes[1] < sizes[0]
+
+
+def test_a_key_separator_missing_past_the_first_line_of_a_batch(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    with pytest.raises(KeySeparatorMissingError, match="in line 2$"):
+        log.append_lines(b"a\t1\nb 2\nc\t3\n", b"\t")
+    log.close()
+
+
+def test_markers_that_roll_index_their_aborted_transactions(tmp_path):
+    """A coordinator's append of several markers that rolls goes batch by batch too, each
+    ABORT's transaction into the .txnindex of the segment the marker lands in."""
+    from storage.isolation import IsolationLevel
+
+    log = open_log(tmp_path / "t-0", segment_bytes=600)
+    log.append_as_leader(producer_batch(0, 2, pid=1, is_transactional=True))
+    log.append_as_leader(producer_batch(0, 1, pid=2, size=150, is_transactional=True))
+    data = b"".join(build_control_batch(0, pid, 0, ControlRecordType.ABORT, timestamp_ms=NOW)
+                    for pid in (1, 2))
+    assert log.append_as_leader(data) == (3, 4) and bases(log) == [0, 4]
+    assert [t.producer_id for t in log.segments.all()[0].txn_index.all_aborted_txns()] == [1]
+    assert [t.producer_id for t in log.segments.active.txn_index.all_aborted_txns()] == [2]
+    assert log.reader.records_from(0, 10, IsolationLevel.READ_COMMITTED) == []
+    log.close()
