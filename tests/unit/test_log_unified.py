@@ -11,7 +11,8 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from helpers.waits import DEADLINE_S, joined
 from storage import LogConfig
-from storage.clock import FixedClock
+from storage.clock import FixedClock, now_ms
+from storage.dir_watch import RACY_NS
 from storage.errors import (
     KeySeparatorMissingError,
     LogCleaningAbortedError,
@@ -265,15 +266,15 @@ def test_append_lines_cuts_batches_at_batch_size(tmp_path):
 
 
 def test_a_line_of_exactly_max_message_bytes_is_taken(tmp_path):
-    line = b"x" * 300 + b"\n"
-    probe = open_log(tmp_path / "probe")
+    line = b"x" * 300 + b"\n"  # larger than batch.size: it goes alone (a producer's rule)
+    probe = open_log(tmp_path / "probe", batch_size=100)
     probe.append_lines(line)
     size = probe.segments.active.size
     probe.close()
-    log = open_log(tmp_path / "a", max_message_bytes=size)
+    log = open_log(tmp_path / "a", max_message_bytes=size, batch_size=100)
     assert log.append_lines(line) == range(0, 1)
     log.close()
-    log = open_log(tmp_path / "b", max_message_bytes=size - 1)
+    log = open_log(tmp_path / "b", max_message_bytes=size - 1, batch_size=100)
     with pytest.raises(RecordTooLargeError, match=f"^a line is {size} bytes as a batch, more than "
                                                   f"max.message.bytes={size - 1} "):
         log.append_lines(line)
@@ -333,6 +334,18 @@ def test_an_oversized_record_is_named_by_its_line(tmp_path):
     with pytest.raises(RecordTooLargeError, match=r"^the record at line 3 is \d+ bytes as a batch"):
         log.append([b"a", b"b", b"x" * 600], timestamps=[NOW, NOW, NOW])
     assert log.log_end_offset == 0
+    log.close()
+
+
+def test_appends_are_stamped_with_the_leader_epoch(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    log.append_batches(build_batch(0, [b"a"], None, NOW, partition_leader_epoch=3))
+    log.append([b"b"], timestamps=[NOW])  # (records sections)
+    log.append([b"c"])
+    log.append_lines(b"d\n")
+    log.append_as_leader(build_batch(0, [b"e"], None, NOW))
+    assert [b.partition_leader_epoch for b in iter_batches(
+        log_file(tmp_path / "t-0", 0).read_bytes())] == [3] * 5
     log.close()
 
 
@@ -536,6 +549,13 @@ def test_timed_out_transactions_are_aborted_with_a_bumped_epoch(tmp_path):
     assert [(t.producer_id, t.producer_epoch) for t in aborted] == [(1, 4)]
     assert markers(log) == [(ControlRecordType.ABORT, 0, 1, NOW + 5000)]
     assert log.producer_state.active_producers[1].producer_epoch == 5
+    # the coordinator's epoch stays; without a time given, the log's clock is now
+    log.append_as_leader(producer_batch(0, pid=2, is_transactional=True))
+    log.abort_transaction(2, 0, coordinator_epoch=2)
+    log.append_as_leader(producer_batch(1, pid=2, is_transactional=True))
+    clock.ms = NOW + 6001
+    assert [t.producer_id for t in log.abort_timed_out_transactions(1000)] == [2]
+    assert markers(log)[-1] == (ControlRecordType.ABORT, 2, 5, NOW + 6001)
     log.close()
 
 
@@ -570,9 +590,10 @@ def test_last_records_of_active_producers_start_at_offset_0(tmp_path):
 
 def test_catch_up_says_whether_anything_changed(tmp_path, caplog):
     part = tmp_path / "t-0"
-    writer = open_log(part, segment_bytes=300)
+    writer = open_log(part, segment_bytes=600)
     writer.append([b"a"])
-    follower = Log(part, "t", 0, LogConfig(), writable=False, clock=FixedClock(NOW))
+    follower_clock = FixedClock(NOW)
+    follower = Log(part, "t", 0, LogConfig(), writable=False, clock=follower_clock)
     assert not writer.catch_up() and not follower.catch_up()
     writer.append([b"b" * 200])
     writer.append([b"c" * 200])  # rolls
@@ -580,6 +601,9 @@ def test_catch_up_says_whether_anything_changed(tmp_path, caplog):
         assert follower.catch_up()
     assert "t-0 follows its directory: segments 0..2, offsets 0..3" in caplog.messages
     assert follower.log_end_offset == 3 and not follower.catch_up()
+    # past the directory's racy window (storage.dir_watch): it is not listed again, and the
+    # active segment alone says what was appended
+    follower_clock.ms = now_ms() + 2 * RACY_NS // 1_000_000
     writer.append([b"d"])  # into the active segment: no file changes
     assert follower.catch_up() and follower.log_end_offset == 4
     assert follower.catch_up(log_start_offset=1)  # DeleteRecords moved it (the checkpoint)
@@ -590,6 +614,7 @@ def test_catch_up_says_whether_anything_changed(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="storage.log"):
         assert not follower.catch_up()
     warned = [r for r in caplog.records if r.msg.startswith("%s: new bytes that are not whole")]
+    assert warned[0].args[0] == "t-0"
     assert isinstance(warned[0].args[1], (CorruptRecordError, InvalidRecordError))
     follower.close()
     writer.close()
