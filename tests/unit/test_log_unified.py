@@ -329,11 +329,20 @@ def test_nowait_refusals_say_what_would_wait(tmp_path):
 
 # -- append (records sections) ------------------------------------------------------------------
 
-def test_an_oversized_record_is_named_by_its_line(tmp_path):
-    log = open_log(tmp_path / "t-0", max_message_bytes=500, batch_size=16384)
-    with pytest.raises(RecordTooLargeError, match=r"^the record at line 3 is \d+ bytes as a batch"):
+@pytest.mark.parametrize("batch_size", [16384, 1], ids=["one batch", "a batch a record"])
+def test_an_oversized_record_is_named_by_its_line(tmp_path, batch_size):
+    probe = open_log(tmp_path / "probe")
+    probe.append([b"x" * 600], timestamps=[NOW])
+    size = probe.segments.active.size  # the record alone as a batch
+    probe.close()
+    log = open_log(tmp_path / "t-0", max_message_bytes=500, batch_size=batch_size)
+    with pytest.raises(RecordTooLargeError, match=rf"^the record at line 3 is {size} bytes as a "
+                                                  r"batch, more than max.message.bytes=500 "):
         log.append([b"a", b"b", b"x" * 600], timestamps=[NOW, NOW, NOW])
     assert log.log_end_offset == 0
+    log.close()
+    log = open_log(tmp_path / "u-0", max_message_bytes=size, batch_size=batch_size)
+    assert log.append([b"a", b"b", b"x" * 600], timestamps=[NOW, NOW, NOW]) == 0  # exactly
     log.close()
 
 
