@@ -227,11 +227,9 @@ class Log:
                 timestamp, config.timestamp_type == TimestampType.LOG_APPEND_TIME,
                 self.leader_epoch, crc32c, key_separator, compress_section, codec,
                 limit - RECORD_BATCH_OVERHEAD)
-            if batches is None:  # (the codec names the first line of the batch it refused)
-                line = largest + next(i for i, text in enumerate(
-                    bytes(lines).split(b"\n")[largest - 1:]) if key_separator not in text)
+            if batches is None:  # (the codec names the line: a batch stops before it)
                 raise KeySeparatorMissingError(
-                    f"no key separator {bytes(key_separator)!r} in line {line}", line)
+                    f"no key separator {bytes(key_separator)!r} in line {largest}", largest)
             if largest + RECORD_BATCH_OVERHEAD > limit:  # only a record alone gets here
                 raise RecordTooLargeError(
                     f"a line is {largest + RECORD_BATCH_OVERHEAD} bytes as a batch, more than"
