@@ -154,6 +154,9 @@ def test_control_batch_matches_reference_example():
                                 partition_leader_epoch=0)
     assert built == expected
     assert len(built) == 78
+    # coordinatorEpoch 0 when not given (the Spark writer's markers)
+    assert build_control_batch(5, 1000, 0, ControlRecordType.COMMIT, timestamp_ms=1700000000000,
+                               partition_leader_epoch=0) == expected
 
 
 @needs_fixture
@@ -195,7 +198,8 @@ def test_control_batch_read_by_kafka_python(marker):
 
 
 def test_control_batch_rejects_non_marker_types():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^Invalid control record type for end transaction "
+                       r"marker: LEADER_CHANGE$"):
         build_control_batch(0, 1, 0, ControlRecordType.LEADER_CHANGE, timestamp_ms=0)
 
 
