@@ -125,10 +125,10 @@ def next_batch(buf, pos: int = 0, end: int | None = None) -> tuple[Framed, int]:
 
 def is_v2_header(buf, at: int = 0) -> bool:
     """Whether ``buf[at:]`` starts with a whole v2 batch header: its 61 bytes, magic 2 and a
-    size the header fits in (:func:`next_batch` on the header alone). The batch itself may run
-    past ``buf``."""
+    size the header fits in. The batch itself may run past ``buf`` (:func:`next_batch` says
+    PARTIAL then)."""
     return (len(buf) - at >= RECORD_BATCH_OVERHEAD
-            and next_batch(buf, at, at + RECORD_BATCH_OVERHEAD)[0] in (_WHOLE, _PARTIAL))
+            and next_batch(buf, at)[0] in (_WHOLE, _PARTIAL))
 
 
 def next_batch_size(buf, pos: int = 0, max_size: int = _INT32_MAX) -> int | None:

@@ -22,15 +22,6 @@ class TimestampType(enum.IntEnum):
         """Kafka's display name: 'NoTimestampType', 'CreateTime' or 'LogAppendTime'."""
         return _KAFKA_NAMES[self]
 
-    @classmethod
-    def for_name(cls, name: str) -> "TimestampType":
-        """The type named ``name`` ('CreateTime', 'LogAppendTime', 'NoTimestampType'), as
-        ``TimestampType.forName``. Raises ValueError for anything else."""
-        for member, kafka_name in _KAFKA_NAMES.items():
-            if kafka_name == name:
-                return member
-        raise ValueError(f"Invalid timestamp type {name!r}")
-
 
 _KAFKA_NAMES = {
     TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",

@@ -105,6 +105,22 @@ def test_control_key_cannot_encode_unknown():
         encode_control_record_key(ControlRecordType.UNKNOWN)
 
 
+def test_control_key_errors_are_kafkas():
+    """ControlRecordType.parse's messages, which a dump or a consumer reports."""
+    with pytest.raises(InvalidRecordError, match=r"^Invalid value size found for end control "
+                       r"record key\. Must have at least 4 bytes, but found only 3$"):
+        decode_control_record_key(b"\x00\x00\x00")
+    with pytest.raises(InvalidRecordError, match=r"at least 4 bytes, but found only null$"):
+        decode_control_record_key(None)
+    with pytest.raises(InvalidRecordError, match=r"^Invalid version found for control record: "
+                       r"-1\. May indicate data corruption$"):
+        decode_control_record_key(struct.pack(">hh", -1, 1))
+    with pytest.raises(ValueError, match=r"^Cannot serialize UNKNOWN control record type$"):
+        encode_control_record_key(ControlRecordType.UNKNOWN)
+    with pytest.raises(ValueError, match=r"^control record key field out of range: "):
+        encode_control_record_key(ControlRecordType.COMMIT, version=1 << 15)
+
+
 def test_marker_value_round_trip_and_leniency():
     assert encode_end_txn_marker_value(7) == bytes.fromhex("000000000007")
     assert decode_end_txn_marker_value(bytes.fromhex("000000000007")) == (0, 7)
@@ -113,6 +129,18 @@ def test_marker_value_round_trip_and_leniency():
         with pytest.raises(InvalidRecordError):
             decode_end_txn_marker_value(bad)
     with pytest.raises(ValueError):
+        encode_end_txn_marker_value(2**31)
+
+
+def test_marker_value_errors_are_kafkas():
+    """EndTransactionMarker.deserializeValue's messages."""
+    with pytest.raises(InvalidRecordError, match=r"^Invalid value size found for end transaction "
+                       r"marker\. Must have at least 6 bytes, but found only 5$"):
+        decode_end_txn_marker_value(b"\x00" * 5)
+    with pytest.raises(InvalidRecordError, match=r"^Invalid version found for end transaction "
+                       r"marker: -1\. May indicate data corruption$"):
+        decode_end_txn_marker_value(bytes.fromhex("ffff00000007"))
+    with pytest.raises(ValueError, match=r"^end transaction marker field out of range: "):
         encode_end_txn_marker_value(2**31)
 
 
@@ -126,6 +154,9 @@ def test_control_batch_matches_reference_example():
                                 partition_leader_epoch=0)
     assert built == expected
     assert len(built) == 78
+    # coordinatorEpoch 0 when not given (the Spark writer's markers)
+    assert build_control_batch(5, 1000, 0, ControlRecordType.COMMIT, timestamp_ms=1700000000000,
+                               partition_leader_epoch=0) == expected
 
 
 @needs_fixture
@@ -167,7 +198,8 @@ def test_control_batch_read_by_kafka_python(marker):
 
 
 def test_control_batch_rejects_non_marker_types():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^Invalid control record type for end transaction "
+                       r"marker: LEADER_CHANGE$"):
         build_control_batch(0, 1, 0, ControlRecordType.LEADER_CHANGE, timestamp_ms=0)
 
 

@@ -24,6 +24,7 @@ from storage.records import (
     Record,
     RecordBatch,
     TimestampType,
+    batch_at,
     build_batch,
     iter_batches,
     whole_batch_at,
@@ -567,3 +568,22 @@ def test_first_record_from_time_is_searchfortimestamp():
                                        log_append_time=1000))
     assert appended.first_record_from_time(900, 0).offset == 0  # every record reads as 1000
     assert appended.first_record_from_time(1001, 0) is None
+
+
+def test_last_sequence_at_the_wrap_and_without_a_producer():
+    """DefaultRecordBatch.incrementSequence at its boundaries (DefaultRecordBatchTest)."""
+    def last_sequence(base_sequence, records):
+        return RecordBatch(build_batch(0, [b"a"] * records, None, TS, producer_id=7,
+                                       producer_epoch=0, base_sequence=base_sequence)).last_sequence
+    assert last_sequence(0, 3) == 2
+    assert last_sequence((1 << 31) - 3, 3) == (1 << 31) - 1  # reaches Integer.MAX_VALUE
+    assert last_sequence((1 << 31) - 2, 3) == 0  # one past it wraps to 0
+    assert last_sequence(-1, 3) == -1  # NO_SEQUENCE stays
+
+
+def test_batch_at_picks_the_class_by_the_magic():
+    legacy = bytearray(EXAMPLE_2_7)
+    legacy[MAGIC_OFFSET] = 1
+    assert type(batch_at(EXAMPLE_2_7)) is RecordBatch
+    assert type(batch_at(b"\x00" + bytes(legacy), 1)) is LegacyRecordBatch
+    assert batch_at(b"\x00" + EXAMPLE_2_7, 1).base_offset == 0

@@ -12,6 +12,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from helpers.records import EXAMPLE_2_7, EXAMPLE_2_8
 from storage.errors import CorruptRecordError
+from storage.records.batch import build_batch
 from storage.records._c.scan import batch_ends
 from storage.records.framing import (
     CRC_OFFSET,
@@ -140,3 +141,35 @@ def test_next_batch_size_as_byte_buffer_log_input_stream():
     assert next_batch_size(EXAMPLE_2_7, 0, size - LOG_OVERHEAD) == size
     with pytest.raises(CorruptRecordError):
         next_batch_size(with_length(EXAMPLE_2_7, -1))
+
+
+def test_header_fields_at_the_start_by_default_and_inside_longer_bytes():
+    batch = build_batch(10, [b"a", b"b", b"c"], timestamps=1, offset_deltas=[0, 2, 5])
+    buf = b"\xff" * 7 + batch
+    assert (entry_size(batch), base_offset_at(batch), records_count_at(batch),
+            last_offset_delta_at(batch)) == (len(batch), 10, 3, 5)
+    assert (entry_size(buf, 7), base_offset_at(buf, 7), records_count_at(buf, 7),
+            last_offset_delta_at(buf, 7)) == (len(batch), 10, 3, 5)
+
+
+def test_a_v2_entry_of_exactly_its_header_is_a_batch():
+    """61 bytes, no record: the smallest v2 batch (DefaultRecordBatch's
+    RECORD_BATCH_OVERHEAD), as the cleaner may leave one."""
+    header = with_length(EXAMPLE_2_7, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD)[:RECORD_BATCH_OVERHEAD]
+    assert next_batch(header) == (Framed.WHOLE, RECORD_BATCH_OVERHEAD)
+    assert is_v2_header(header)
+    assert next_batch(with_length(header, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD - 1)) == (
+        Framed.SHORT_V2, RECORD_BATCH_OVERHEAD - 1)
+
+
+def test_is_v2_header_counts_the_bytes_after_the_position():
+    assert not is_v2_header(b"\x00" * 5 + EXAMPLE_2_7[:RECORD_BATCH_OVERHEAD - 1], 5)
+    assert is_v2_header(b"\x00" * 5 + EXAMPLE_2_7[:RECORD_BATCH_OVERHEAD], 5)
+
+
+def test_next_batch_size_at_its_boundaries():
+    # the bytes after the position count, not the buffer's length
+    assert next_batch_size(b"\x00" * 5 + EXAMPLE_2_7[:11], 5) is None
+    assert next_batch_size(b"\x00" * 5 + EXAMPLE_2_7[:16], 5) is None
+    # the smallest entry (LegacyRecord.RECORD_OVERHEAD_V0, 14) is framed (13 is refused above)
+    assert next_batch_size(with_length(EXAMPLE_2_7, 14)[:17]) == LOG_OVERHEAD + 14

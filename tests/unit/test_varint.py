@@ -110,3 +110,20 @@ def test_varint_matches_kafka_python(n):
     kp_encode_varint(n, out.append)
     assert encode_varint(n) == bytes(out)
     assert kp_decode_varint(encode_varint(n), 0)[0] == n
+
+
+def test_errors_say_which_kind_where_and_why():
+    """A corrupt record's message is all `kfs verify` and the mount's log show of it."""
+    with pytest.raises(CorruptRecordError, match=r"^varint at position 1 is longer than 5 bytes$"):
+        decode_varint(b"\x00" + b"\x80" * 5 + b"\x00", 1)
+    with pytest.raises(CorruptRecordError, match=r"^varlong at position 0 is longer than 10 "):
+        decode_varlong(b"\x80" * 11)
+    with pytest.raises(CorruptRecordError,
+                       match=r"^varint at position 2 runs off the end of the buffer$"):
+        decode_varint(b"\x00\x00\x80", 2)
+    with pytest.raises(CorruptRecordError, match=r"^varlong at position 0 runs off the end"):
+        decode_varlong(b"\xff" * 9)
+    with pytest.raises(ValueError, match=r"^varint out of int32 range: 2147483648$"):
+        encode_varint(1 << 31)
+    with pytest.raises(ValueError, match=r"^varlong out of int64 range: -9223372036854775809$"):
+        encode_varlong(-(1 << 63) - 1)
