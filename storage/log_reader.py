@@ -320,7 +320,7 @@ class LogReader:
         buffer = bytearray(_COLUMN_BLOCK) if buffer is None else buffer  # (copied out of)
         first, skip = -1, None
         for segment, position, stop in ranges:
-            blocks = BatchBlocks(segment, position, stop, buffer=buffer)
+            blocks = BatchBlocks(segment, position, stop, buffer=buffer, read_ahead=True)
             for block in blocks:
                 if first < 0:  # the aborted transactions from where the batches start
                     first = base_offset_at(block)

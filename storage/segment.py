@@ -72,36 +72,95 @@ class BatchBlocks:
     block and says how far with :meth:`advance`; iteration ends at ``end``, at a torn batch
     (not yet wholly written, or cut) and at a block not advanced (bytes that are not batches,
     or the consumer's stop). ``segment`` is anything with ``size``, ``read_into`` and
-    ``read_at`` as :class:`LogSegment` has them."""
+    ``read_at`` as :class:`LogSegment` has them.
+
+    ``read_ahead=True`` (a bulk reader: its consumer decodes each block whole): while a block
+    is consumed the next one is read into a second buffer by a thread of its own
+    (``start_read_into``, where the segment's source reads so), the tail of the batch the
+    consumer stopped before copied in front of it. A block stays valid until the next is asked
+    for, either way."""
 
     def __init__(self, segment, position: int, end: int | None = None,
-                 block_size: int = _RECOVER_BLOCK, buffer=None) -> None:
+                 block_size: int = _RECOVER_BLOCK, buffer=None, read_ahead: bool = False) -> None:
         self.segment = segment
         self.position = position
         self.end = segment.size if end is None else end
         self._buffer = memoryview(bytearray(block_size) if buffer is None else buffer)
+        self._read_ahead = read_ahead
+        self._spare: memoryview | None = None  # the second buffer, made when first read into
 
     def __iter__(self) -> Iterator[memoryview | bytes]:
         segment = self.segment
-        # (17 bytes or fewer left in the file: a torn entry, nothing more to read)
-        while self.position < self.end and self.position + HEADER_SIZE_UP_TO_MAGIC < segment.size:
-            start = self.position
-            block = segment.read_into(self._buffer[:self.end - start], start)
-            if len(block) < RECORD_BATCH_OVERHEAD and start + len(block) < segment.size:
-                # cut by ``end`` before a whole header: the header from the file
-                block = segment.read_at(start, min(RECORD_BATCH_OVERHEAD, segment.size - start))
-            framed, size = next_batch(block)
-            if framed in (Framed.PARTIAL, Framed.LEGACY) and size > len(block):
-                if start + size > segment.size:
+        ahead = None  # the next block being read: (its position, buffer, pending read)
+        try:
+            # (17 bytes or fewer left in the file: a torn entry, nothing more to read)
+            while self.position < self.end and \
+                    self.position + HEADER_SIZE_UP_TO_MAGIC < segment.size:
+                start = self.position
+                block, into = self._block_read_ahead(ahead, start) if ahead else (None, None)
+                ahead = None
+                if block is None:
+                    block, into = segment.read_into(self._buffer[:self.end - start], start), \
+                        self._buffer
+                whole = block
+                if len(block) < RECORD_BATCH_OVERHEAD and start + len(block) < segment.size:
+                    # cut by ``end`` before a whole header: the header from the file
+                    block = segment.read_at(start, min(RECORD_BATCH_OVERHEAD, segment.size - start))
+                framed, size = next_batch(block)
+                if framed in (Framed.PARTIAL, Framed.LEGACY) and size > len(block):
+                    if start + size > segment.size:
+                        return
+                    block = segment.read_at(start, size)
+                if self._read_ahead and block is whole:
+                    ahead = self._start_next(block, into, start + len(block))
+                yield block
+                if self.position == start:
                     return
-                block = segment.read_at(start, size)
-            yield block
-            if self.position == start:
-                return
+        finally:
+            if ahead:  # (the thread must be done with the buffer before anyone else uses it)
+                try:
+                    ahead[2].wait()
+                except OSError:
+                    pass  # bytes nobody asked for
 
     def advance(self, consumed: int) -> None:
         """The consumer took ``consumed`` bytes of the last block."""
         self.position += consumed
+
+    # a block read ahead starts this far into its buffer: room for the tail of the block
+    # before it (the batch the consumer stopped before), copied in front when it is taken
+    _TAIL_ROOM_SHARE = 8
+
+    def _start_next(self, block: memoryview, into: memoryview, position: int):
+        """The read of the bytes after ``block`` (in the buffer ``into``, ending at
+        ``position``), started into the other buffer after the tail's room: (position, that
+        buffer, the pending read, ``block``); None when there is nothing after it or the
+        segment's source does not read ahead."""
+        stop = min(self.end, self.segment.size)
+        if position >= stop:
+            return None
+        if self._spare is None:
+            self._spare = memoryview(bytearray(len(self._buffer)))
+        target = self._spare if into is self._buffer else self._buffer
+        room = len(target) // self._TAIL_ROOM_SHARE
+        pending = self.segment.start_read_into(target[room:room + stop - position], position)
+        if pending is None:
+            self._read_ahead = False  # (its source reads as it is asked)
+            return None
+        return position, target, pending, block
+
+    def _block_read_ahead(self, ahead, start: int) -> tuple[memoryview | None, memoryview]:
+        """(the block from ``start``, its buffer): the tail of the last block (from ``start``
+        to where the read ahead begins) copied in front of the bytes read ahead; None when the
+        tail does not fit its room (the block is then read whole from ``start``)."""
+        position, target, pending, last = ahead
+        read = pending.wait()
+        room = len(target) // self._TAIL_ROOM_SHARE
+        tail = position - start
+        if not 0 <= tail <= room:
+            return None, target
+        target[room - tail:room] = last[len(last) - tail:]
+        return target[room - tail:room + len(read)], target
 
 
 class LogSegment:
@@ -329,8 +388,16 @@ class LogSegment:
     def read_into(self, buffer: bytearray, position: int) -> memoryview:
         """Up to ``len(buffer)`` bytes of the .log from ``position``, up to the segment size,
         read into ``buffer`` (reused by bulk readers: fresh pages cost more than the copy)."""
-        view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
-        return self.source.read_into(view, position)
+        return self.source.read_into(self._up_to_size(buffer, position), position)
+
+    def start_read_into(self, buffer, position: int):
+        """:meth:`read_into` begun on a thread of its own (``SegmentSource.start_read_into``):
+        a pending read whose ``wait()`` gives the part of ``buffer`` filled, or None where the
+        source does not read ahead so."""
+        return self.source.start_read_into(self._up_to_size(buffer, position), position)
+
+    def _up_to_size(self, buffer, position: int) -> memoryview:
+        return memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
 
     def scan_batches(self, position: int, end: int | None = None,
                      nowait: bool = False) -> Iterator[tuple[int, Batch]]:

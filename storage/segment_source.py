@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage.open_files import PooledFile
+from storage.records._c.scan import PendingRead  # the read ahead of a scan's next block
 
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 
@@ -55,6 +56,13 @@ class SegmentSource:
         """Up to ``len(view)`` bytes of the ``.log`` from ``position`` read into ``view``;
         the part of ``view`` filled."""
         raise NotImplementedError
+
+    def start_read_into(self, view: memoryview, position: int) -> PendingLocalRead | None:
+        """:meth:`read_into` begun on a thread of its own, so that a scan reads its next block
+        while it decodes this one: ``wait()`` on the result gives the part of ``view`` filled
+        (raising as :meth:`read_into` does). None: this source does not read ahead so (the
+        default; an object store's reads ahead by request, ``read_ahead_until``)."""
+        return None
 
     def read_index(self, path: Path) -> IndexContents:
         """The index file ``path`` of this segment (one of its ``.index``, ``.timeindex``,
@@ -120,8 +128,39 @@ class LocalSegmentSource(SegmentSource):
         with self._file as fd:
             return view[:os.preadv(fd, [view], position)]
 
+    def start_read_into(self, view: memoryview, position: int) -> PendingLocalRead:
+        return PendingLocalRead(self._file, view, position)
+
     def read_index(self, path: Path) -> IndexContents:
         return read_local_index(path)
+
+
+class PendingLocalRead:
+    """``view`` being filled from ``file`` (a ``PooledFile``) at ``position`` by a thread
+    without the GIL (the compiled ``PendingRead``): the page-cache copy of a scan's next block
+    overlaps the decode of this one. The descriptor is held in use (never closed by the pool)
+    and ``view`` held until :meth:`wait`, which every caller must reach."""
+
+    def __init__(self, file: PooledFile, view: memoryview, position: int) -> None:
+        self._file, self._view = file, view
+        fd = file.__enter__()
+        try:
+            self._read = PendingRead(fd, view, position)
+        except BaseException:
+            file.__exit__(None, None, None)
+            raise
+        self._waited = False
+
+    def wait(self) -> memoryview:
+        """The part of ``view`` filled (short only at the end of the file); raises OSError as
+        the read failed. Once only."""
+        if self._waited:
+            raise ValueError("a read is waited for once")
+        self._waited = True
+        try:
+            return self._view[:self._read.wait()]
+        finally:
+            self._file.__exit__(None, None, None)
 
 
 class FileRecords:
@@ -137,8 +176,14 @@ class FileRecords:
         return self.source.read_at(position, size, nowait)
 
     def read_into(self, buffer, position: int) -> memoryview:
-        view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
-        return self.source.read_into(view, position)
+        return self.source.read_into(self._view(buffer, position), position)
+
+    def start_read_into(self, buffer, position: int) -> PendingLocalRead | None:
+        return self.source.start_read_into(self._view(buffer, position), position)
+
+    def _view(self, buffer, position: int) -> memoryview:
+        """``buffer`` cut to the bytes from ``position`` to the ``.log``'s size."""
+        return memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
 
 
 def read_local_index(path: Path) -> IndexContents:

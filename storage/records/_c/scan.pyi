@@ -76,3 +76,12 @@ class SegmentScan:
         entry every ``interval`` bytes (``LogSegment.recover``)."""
     def epoch_starts(self) -> list[tuple[int, int]]:
         """(leader epoch, base offset) where the batches' partitionLeaderEpoch rises."""
+
+class PendingRead:
+    """``buffer`` (writable) filled from the descriptor ``fd`` at ``position`` (bytes) by a
+    thread of its own, without the GIL; ``fd`` must stay open until :meth:`wait`. A read never
+    waited for is waited for when dropped."""
+    def __init__(self, fd: int, buffer: _Buffer, position: int) -> None: ...
+    def wait(self) -> int:
+        """The bytes read (short only at the end of the file); raises OSError as ``pread``
+        failed."""

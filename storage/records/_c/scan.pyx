@@ -1,9 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The compiled twin of ``storage.segment``'s scans: batch boundaries, the producer batches a
-replay needs, and ``SegmentScan``, the checks of recovery and verify."""
+replay needs, ``SegmentScan``, the checks of recovery and verify, and ``PendingRead``, a scan's
+next block read while it decodes this one."""
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memset
 
@@ -11,6 +12,8 @@ from storage.records._c.frame cimport *
 from storage.records._c.buffers cimport (
     Growable, OwnedBuffer, grow, put_bytes, put_int32, put_int64, release, reserve, take,
 )
+
+import os
 
 from storage.errors import CorruptRecordError
 
@@ -491,3 +494,89 @@ def producer_batches(buf):
         PyBuffer_Release(&view)
     return positions, pos
 
+
+
+# -- a scan's next block read while the current one is decoded --------------------------------
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    int pthread_create(pthread_t* thread, const void* attr, void* (*run)(void*) noexcept nogil,
+                       void* arg)
+    int pthread_join(pthread_t thread, void** result)
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t pread(int fd, void* buf, size_t count, long long offset)
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+    int EINTR
+
+
+cdef struct _Read:
+    int fd
+    char* data
+    size_t size
+    long long position
+    ssize_t done  # bytes read, or -1 with ``error`` set
+    int error
+
+
+cdef void* _pread_all(void* arg) noexcept nogil:
+    """pread until ``size`` bytes or the end of the file (a regular file's pread is short
+    only there, or when a signal interrupts it)."""
+    cdef _Read* read = <_Read*>arg
+    cdef ssize_t n
+    read.done = 0
+    while <size_t>read.done < read.size:
+        n = pread(read.fd, read.data + read.done, read.size - read.done,
+                  read.position + read.done)
+        if n > 0:
+            read.done += n
+        elif n == 0:
+            break
+        elif errno != EINTR:
+            read.error = errno
+            read.done = -1
+            break
+    return NULL
+
+
+cdef class PendingRead:
+    """``buffer`` filled from ``fd`` at ``position`` by a thread of its own, without the GIL,
+    while the caller goes on: :meth:`wait` gives the bytes read. The buffer is held (not
+    resizable, not freed) and ``fd`` must stay open until the read is waited for; one never
+    waited for is waited for when dropped."""
+    cdef Py_buffer _view
+    cdef _Read _read
+    cdef pthread_t _thread
+    cdef bint _running
+
+    def __cinit__(self, int fd, buffer, long long position):
+        PyObject_GetBuffer(buffer, &self._view, PyBUF_WRITABLE)
+        self._read.fd = fd
+        self._read.data = <char*>self._view.buf
+        self._read.size = self._view.len
+        self._read.position = position
+        self._read.error = 0
+        cdef int failed = pthread_create(&self._thread, NULL, _pread_all, &self._read)
+        if failed:  # (no thread to be had: read here)
+            _pread_all(&self._read)
+        self._running = not failed
+
+    def wait(self) -> int:
+        """The number of bytes read (short only at the end of the file). Raises OSError as
+        ``pread`` failed."""
+        self._join()
+        if self._read.done < 0:
+            raise OSError(self._read.error, os.strerror(self._read.error))
+        return self._read.done
+
+    cdef void _join(self) noexcept:
+        if self._running:
+            with nogil:
+                pthread_join(self._thread, NULL)
+            self._running = False
+
+    def __dealloc__(self):
+        self._join()
+        PyBuffer_Release(&self._view)
