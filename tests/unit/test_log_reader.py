@@ -13,7 +13,7 @@ from storage.damage import LogDamage
 from storage.errors import CorruptRecordError
 from storage.isolation import IsolationLevel
 from storage.log import Log
-from storage.log_reader import LogReader
+from storage.log_reader import _COLUMN_BLOCK, LogReader
 from storage.records import build_batch
 from storage.records.framing import base_offset_at
 from storage.segment import LogSegment
@@ -455,8 +455,9 @@ def test_columns_come_in_batches_of_about_max_rows(tmp_path):
     path = tmp_path / "t-0"
     path.mkdir()
     log = Log(path, "t", 0, LogConfig())
-    for offset in range(3):  # 600 KB each: a 1 MiB block holds one whole
-        log.append_batches(build_batch(offset, [bytes([65 + offset]) * 600_000], None, 1000))
+    for offset in range(3):  # 0.6 of a block each: a block holds one whole
+        value = bytes([65 + offset]) * (_COLUMN_BLOCK * 6 // 10)
+        log.append_batches(build_batch(offset, [value], None, 1000))
     got = [b.column("offset").to_pylist() for b in log.reader.read_columns(0, max_rows=1)]
     assert got == [[0], [1], [2]]
     got = [b.column("offset").to_pylist() for b in log.reader.read_columns(0, max_rows=2)]
