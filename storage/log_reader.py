@@ -275,14 +275,14 @@ class LogReader:
 
     def read_columns(self, start: int, end: int | None = None,
                      isolation: IsolationLevel = READ_UNCOMMITTED, headers: bool = False,
-                     max_rows: int = 32768) -> Iterator[pa.RecordBatch]:
+                     max_rows: int = 32768, read_ahead: bool = False) -> Iterator[pa.RecordBatch]:
         """The data records with offsets in [start, end) as Arrow record batches of about
         ``max_rows`` rows (columns of ``storage.records.RecordColumns``), decoded by
-        :meth:`decode_range`. Same records as :meth:`record_lists`."""
+        :meth:`decode_range` (``read_ahead`` as there). Same records as :meth:`record_lists`."""
         from storage.records.columns import RecordColumns  # pyarrow: only for column readers
 
         columns = RecordColumns(headers)
-        for _ in self.decode_range(columns, start, end, isolation):
+        for _ in self.decode_range(columns, start, end, isolation, read_ahead=read_ahead):
             if columns.num_rows >= max_rows or columns.data_bytes >= _MAX_COLUMN_BYTES:
                 yield columns.to_arrow()
         if columns.num_rows:
@@ -291,14 +291,18 @@ class LogReader:
     def decode_range(self, sink: RecordSink, start: int, end: int | None = None,
                      isolation: IsolationLevel = READ_UNCOMMITTED, *,
                      segment: LogSegment | None = None, position: int = 0,
-                     stop: int | None = None, buffer=None) -> Iterator[tuple[int, int]]:
+                     stop: int | None = None, buffer=None,
+                     read_ahead: bool = False) -> Iterator[tuple[int, int]]:
         """The one decode of a range of the log, for every bulk reader: the data records with
         offsets in [start, end) go into ``sink`` (a :class:`RecordSink`: Arrow columns for
         Spark, a text stream's renderer, the columns a coordinator topic's schemas decode),
         as a reader at ``isolation`` sees them: control batches, and with read_committed
         aborted transactions' batches, left out here and nowhere else (the compiled codec
         skips them; CRC-checked). Blocks of whole batches (``BatchBlocks``) are read into
-        ``buffer`` (reused; default one of _COLUMN_BLOCK bytes).
+        ``buffer`` (reused; default one of _COLUMN_BLOCK bytes). ``read_ahead``: the next block
+        read by a thread of its own while this one decodes (``BatchBlocks``): for a reader that
+        has a core to spare (the library's one stream), not for one of a core's worth of
+        readers (Spark's tasks), whose extra threads would wait for a core.
 
         Without ``segment``: [start, end) is clipped to the log start offset and the visible
         end, the offset index finds the first batch and the segments are read on, each no
@@ -323,7 +327,7 @@ class LogReader:
         buffer = bytearray(_COLUMN_BLOCK) if buffer is None else buffer  # (copied out of)
         first, skip = -1, None
         for segment, position, stop in ranges:
-            blocks = BatchBlocks(segment, position, stop, buffer=buffer, read_ahead=True)
+            blocks = BatchBlocks(segment, position, stop, buffer=buffer, read_ahead=read_ahead)
             for block in blocks:
                 if first < 0:  # the aborted transactions from where the batches start
                     first = base_offset_at(block)

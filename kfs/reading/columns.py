@@ -55,7 +55,8 @@ ROWS_PER_ARROW_BATCH = 32768
 def read_log_range(log: PartitionLog, rng: OffsetRange, include_headers: bool,
                    fail_on_data_loss: bool = True,
                    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                   rows_per_batch: int = ROWS_PER_ARROW_BATCH) -> Iterator[pa.RecordBatch]:
+                   rows_per_batch: int = ROWS_PER_ARROW_BATCH,
+                   read_ahead: bool = False) -> Iterator[pa.RecordBatch]:
     """Arrow batches (:data:`ARROW_SCHEMA`, or :data:`ARROW_SCHEMA_WITH_HEADERS` with
     ``include_headers``; at most about ``rows_per_batch`` rows each) of every data record of
     ``rng`` in ``log`` (an open partition log), in offset order (``isolation``: with
@@ -63,7 +64,7 @@ def read_log_range(log: PartitionLog, rng: OffsetRange, include_headers: bool,
     Headers are decoded only with ``include_headers``. Raises DataLossError when the range
     starts below the log start offset (retention ran since it was planned) and
     ``fail_on_data_loss`` (else the lost offsets are skipped); CorruptRecordError for a batch
-    that fails its CRC."""
+    that fails its CRC. ``read_ahead``: as ``LogReader.decode_range``."""
     start = rng.start
     if start < log.log_start_offset:
         if fail_on_data_loss:
@@ -72,7 +73,8 @@ def read_log_range(log: PartitionLog, rng: OffsetRange, include_headers: bool,
                 "before they were read; set failOnDataLoss=false to skip them")
         start = log.log_start_offset
     yield from in_spark_schema(log.reader.read_columns(start, rng.end, isolation,
-                                                       include_headers, rows_per_batch),
+                                                       include_headers, rows_per_batch,
+                                                       read_ahead),
                                rng.topic, rng.partition)
 
 
