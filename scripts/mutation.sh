@@ -61,7 +61,7 @@ declare -A MODULE_TESTS=(
   [records/framing]="tests/unit/test_framing.py tests/unit/test_batch.py"
   [records/control]="tests/engine/test_transactions.py --deselect=tests/engine/test_transactions.py::test_kfs_dump_of_a_kafka_snapshot_gives_kafka_dump_log_lines"
   [records/record]="tests/unit/test_batch.py tests/unit/test_legacy.py"
-  [records/batch]="tests/unit/test_batch.py"
+  [records/batch]="tests/unit/test_batch.py tests/unit/test_columns.py"
   [record_cache]="tests/unit/test_record_cache.py tests/engine/test_log.py"
   [segment]="tests/unit/test_segment.py tests/unit/test_legacy.py tests/engine/test_log.py tests/engine/test_log_follow.py tests/unit/test_index.py tests/unit/test_log_reader.py tests/unit/test_log_loader.py tests/engine/test_transactions.py --deselect=tests/engine/test_transactions.py::test_kfs_dump_of_a_kafka_snapshot_gives_kafka_dump_log_lines"
   [segment_source]="tests/unit/test_segment_source.py tests/unit/test_open_files.py tests/unit/test_metadata_image.py tests/unit/test_remote_metadata.py tests/engine/test_log.py tests/engine/test_directory.py tests/engine/test_remote_log.py tests/engine/test_tiered_log.py"

@@ -222,9 +222,9 @@ class RecordBatch(BatchSpan):
                                              timestamp, min_offset)
 
     def add_to(self, columns, start: int = 0, end: int = (1 << 63) - 1) -> int:
-        """Decode the records with offsets in [``start``, ``end``) into ``columns`` (a
-        ``storage.records.columns.RecordColumns``); returns how many. Errors as
-        :meth:`records`."""
+        """Decode the records with offsets in [``start``, ``end``) into ``columns`` (the
+        compiled ``ColumnBuilder`` behind ``storage.records.columns.RecordColumns``); returns
+        how many. Errors as :meth:`records`."""
         if self.records_count == 0:
             return 0
         return columns.add_section(self.records_section(), *self._decode_args()[:4],

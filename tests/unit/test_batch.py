@@ -587,3 +587,152 @@ def test_batch_at_picks_the_class_by_the_magic():
     assert type(batch_at(EXAMPLE_2_7)) is RecordBatch
     assert type(batch_at(b"\x00" + bytes(legacy), 1)) is LegacyRecordBatch
     assert batch_at(b"\x00" + EXAMPLE_2_7, 1).base_offset == 0
+
+
+# -- the errors' words and the edges mutation testing found unpinned ---------------------
+
+
+def test_a_short_header_says_where_and_how_many_bytes():
+    buf = bytes(10) + EXAMPLE_2_7[:30]
+    with pytest.raises(CorruptRecordError, match=r"^record batch header at position 10 needs 61 "
+                                                 r"bytes, only 30 available$"):
+        RecordBatch(buf, 10)
+    with pytest.raises(CorruptRecordError, match=r"only 0 available$"):
+        RecordBatch(buf, 45)  # past the end: none, not a negative count
+
+
+def test_a_short_header_reads_its_magic_only_when_the_byte_is_there():
+    legacy = bytes(7) + EXAMPLE_2_7[:16] + b"\x01" + EXAMPLE_2_7[17:30]
+    with pytest.raises(InvalidRecordError, match=r"^record batch at position 7 has magic 1; "
+                                                 r"only magic 2 is read here$"):
+        RecordBatch(legacy, 7)  # 17 bytes from the header: the magic is there
+    with pytest.raises(CorruptRecordError, match="only 16 available"):
+        RecordBatch(legacy[:7 + 16], 7)  # 16: it is not
+
+
+def test_a_whole_header_of_another_magic_names_it_and_its_position():
+    edited = bytes(3) + EXAMPLE_2_7[:16] + b"\x03" + EXAMPLE_2_7[17:]
+    with pytest.raises(InvalidRecordError, match=r"^record batch at position 3 has magic 3;"):
+        RecordBatch(edited, 3)
+
+
+def test_batch_at_dispatches_on_a_magic_only_when_the_byte_is_there():
+    buf = bytes(10) + EXAMPLE_2_7[:10]
+    with pytest.raises(CorruptRecordError, match="at position 10 needs 61 bytes, only 10"):
+        batch_at(buf, 10)
+    with pytest.raises(CorruptRecordError, match="only 16 available"):
+        batch_at(EXAMPLE_2_7[:16])
+
+
+def test_a_truncated_batch_names_its_offset_for_its_crc_and_its_records():
+    batch = build_batch(42, [b"a" * 50], None, TS)
+    cut = RecordBatch(batch[:-10])
+    for read in (cut.ensure_valid, cut.records):
+        with pytest.raises(CorruptRecordError, match=rf"^record batch at offset 42 is truncated: "
+                                                     rf"{len(batch)} bytes declared, "
+                                                     rf"{len(batch) - 10} available$"):
+            read()
+
+
+def test_a_one_record_batch_is_found_by_offset_and_by_time():
+    one = RecordBatch(build_batch(7, [b"v"], [b"k"], TS))
+    assert (one.record_at(7).offset, one.record_at(7).value) == (7, b"v")
+    found = one.first_record_from_time(TS, 0)
+    assert (found.offset, found.timestamp) == (7, TS)
+
+
+def test_add_to_takes_every_record_by_default_and_none_of_an_empty_batch():
+    from storage.records.columns import ColumnBuilder, RecordColumns
+
+    builder = ColumnBuilder(False)
+    assert RecordBatch(build_batch(0, [b"a", b"b"], None, TS)).add_to(builder) == 2
+    columns = RecordColumns(False, builder)
+    assert columns.to_arrow().column("offset").to_pylist() == [0, 1]
+    empty = bytearray(build_batch(5, [b"a"], None, TS))
+    struct.pack_into(">i", empty, 57, 0)  # recordsCount 0: the cleaner's empty batch
+    assert RecordBatch(with_crc(bytes(empty))).add_to(builder) == 0
+
+
+def test_whole_batch_at_says_the_record_size_below_the_least_overhead():
+    tiny = EXAMPLE_2_7[:8] + struct.pack(">i", 10) + EXAMPLE_2_7[12:]
+    with pytest.raises(CorruptRecordError, match=r"^Found record size 10 smaller than minimum "
+                                                 r"record overhead \(14\) at position 0$"):
+        whole_batch_at(tiny)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"values": []}, r"^a record batch needs at least one record$"),
+    ({"values": [b"a"], "keys": [b"k", b"k"]}, r"^keys has 2 entries for 1 values$"),
+    ({"values": [b"a"], "headers": []}, r"^headers has 0 entries for 1 values$"),
+    ({"values": [b"a"], "offset_deltas": [0, 1]}, r"^offset_deltas has 2 entries for 1 values$"),
+    ({"values": [b"a", b"b"], "timestamps": [TS]}, r"^timestamps has 1 entries for 2 values$"),
+    ({"values": [b"a"], "timestamps": -2}, r"^Invalid negative timestamp -2$"),
+    ({"values": [b"a"], "timestamp_type": TimestampType.LOG_APPEND_TIME},
+     r"^a LogAppendTime batch needs log_append_time$"),
+    ({"values": [b"a"], "timestamp_type": TimestampType.NO_TIMESTAMP_TYPE},
+     r"^TimestampType must be set for magic >= 0$"),
+    ({"values": [b"a", b"b"], "last_offset_delta": 0},
+     r"^last_offset_delta 0 is below the last record's 1$"),
+    ({"values": [b"a"], "last_offset_delta": 1 << 31},
+     r"^offset delta 2147483648 does not fit in an int32$"),
+    ({"values": [b"a", b"b"], "offset_deltas": [3, 3]},
+     r"^Illegal offset delta 3 following 3 \(offsets must increase monotonically\)$"),
+    ({"values": [b"a"], "producer_epoch": 1 << 15}, r"^batch header field out of range: "),
+])
+def test_build_refuses_in_words(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        build_batch(0, **{"timestamps": TS, **kwargs})
+
+
+def test_the_last_offset_delta_may_be_the_largest_int32():
+    batch = RecordBatch(build_batch(0, [b"a"], None, TS, last_offset_delta=(1 << 31) - 1))
+    assert batch.last_offset == (1 << 31) - 1
+
+
+def test_seal_batch_sets_only_the_attributes_asked():
+    from storage.records import encode_records
+    from storage.records.batch import seal_batch
+
+    records = encode_records([b"a"], None, [0], None, None)
+    plain = RecordBatch(seal_batch(records, 1, 0, TS, TS, 0))
+    assert plain.attributes == 0
+    flagged = RecordBatch(seal_batch(records, 1, 0, TS, TS, 0, codec=CompressionType.GZIP,
+                                     log_append=True, is_transactional=True,
+                                     delete_horizon=True))
+    assert flagged.attributes == 0x01 | 0x08 | 0x10 | 0x40
+    assert flagged.is_transactional and flagged.has_delete_horizon and not flagged.is_control_batch
+    assert flagged.timestamp_type == TimestampType.LOG_APPEND_TIME
+    control = RecordBatch(seal_batch(records, 1, 0, TS, TS, 0, is_control=True))
+    assert control.attributes == 0x20
+
+
+def test_the_compression_level_reaches_the_codec():
+    values = [b'{"order": %d, "item": "widget-%d", "qty": %d}' % (i, i * 7 % 13, i % 5)
+              for i in range(2000)]
+    fast = build_batch(0, values, None, TS, codec=CompressionType.GZIP, level=1)
+    best = build_batch(0, values, None, TS, codec=CompressionType.GZIP, level=9)
+    assert len(best) < len(fast)
+    assert [r.value for r in RecordBatch(fast).records()] == values
+    assert [r.value for r in RecordBatch(best).records()] == values
+
+
+def test_assign_offsets_and_log_append_time_stamp_the_batch_where_it_is():
+    from storage.records import assign_offsets, set_log_append_time
+
+    first = build_batch(0, [b"x"], None, TS)
+    second = build_batch(0, [b"a", b"b"], [b"k", None], [TS + 5, TS + 9],
+                         codec=CompressionType.LZ4, producer_id=9, producer_epoch=1,
+                         base_sequence=0, is_transactional=True)
+    buf = bytearray(first + second)
+    pos = len(first)
+    assign_offsets(buf, pos, 1000, 7)
+    set_log_append_time(buf, pos, TS + 100)
+    assert bytes(buf[:pos]) == first  # the batch before it untouched
+    batch = RecordBatch(buf, pos)
+    batch.ensure_valid()  # the CRC recomputed over the new attributes and max timestamp
+    assert (batch.base_offset, batch.last_offset, batch.partition_leader_epoch) == (1000, 1001, 7)
+    assert batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert batch.max_timestamp == TS + 100 and batch.base_timestamp == TS + 5
+    assert batch.compression_type == CompressionType.LZ4 and batch.is_transactional
+    assert [(r.offset, r.timestamp, r.key) for r in batch.records()] == [
+        (1000, TS + 100, b"k"), (1001, TS + 100, None)]
