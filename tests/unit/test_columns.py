@@ -15,6 +15,7 @@ from kafka.partitioner.default import murmur2 as oracle_murmur2
 from helpers.paths import KAFKA_WRITTEN
 from helpers.records import PROPERTY, batches, kp_build, kp_decode
 from storage.clock import now_ms
+from storage.errors import CorruptRecordError
 from storage.isolation import IsolationLevel
 from storage.records import (
     CompressionType,
@@ -237,3 +238,90 @@ def test_arrow_rows_sealed_in_place_are_build_batchs_transactional_batch():
     assert batch[:16] == b"an earlier batch"
     assert batch[16:] == build_batch(0, values, None, 1763811234567, producer_id=77, producer_epoch=0,
                                 base_sequence=5, is_transactional=True)
+
+
+# -- the legacy path, add_run's options and the builder given: what mutation testing found ---
+
+
+def legacy_entries(base: int, values: list[bytes], codec: int = 0) -> bytes:
+    """v1 log entries as kafka-python's producer writes them: one per record, or (with a
+    codec) one wrapper at the last offset around relative inner offsets."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=codec, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i if codec else base + i, 1_700_000_000_000 + i, b"k%d" % i, value)
+    data = bytearray(builder.build())
+    if codec:
+        data[0:8] = (base + len(values) - 1).to_bytes(8, "big")  # (outside the CRC)
+    return bytes(data)
+
+
+def test_add_block_takes_a_legacy_entry_as_kafka_bounds_it():
+    from storage.records.columns import ColumnBuilder, add_block
+
+    data = legacy_entries(10, [b"a", b"b", b"c"])
+    size = len(data) // 3
+    columns = RecordColumns(False, ColumnBuilder(False))
+    assert add_block(columns._builder, data, 0, 1 << 62) == (size, False)
+    assert add_block(columns._builder, data, 0, 11) == (size, True)  # its last offset: end - 1
+    assert add_block(columns._builder, data, 11, 1 << 62) == (size, False)  # below start: none
+    assert add_block(columns._builder, data, 0, 10) == (0, True)  # at end: nothing taken
+    assert columns.to_arrow().column("offset").to_pylist() == [10, 10]
+    assert add_block(columns._builder, data[:size - 1], 0, 1 << 62) == (0, False)  # cut
+    assert add_block(columns._builder, bytes(40), 0, 1 << 62) == (0, False)  # not a batch
+    bad = bytearray(data)
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        add_block(columns._builder, bytes(bad[2 * size:]), 0, 1 << 62)
+
+
+def test_add_block_checks_a_v2_run_s_crc():
+    from storage.records.columns import add_block
+
+    bad = bytearray(build_batch(0, [b"a"], None, 1000))
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC-32C mismatch"):
+        add_block(RecordColumns()._builder, bytes(bad), 0, 1 << 62)
+
+
+def test_add_batch_takes_a_legacy_wrapper_s_records_in_range():
+    from storage.records.legacy import LegacyRecordBatch
+
+    wrapper = LegacyRecordBatch(legacy_entries(0, [b"a", b"b", b"c"], codec=1), 0)
+    cols = RecordColumns()
+    assert cols.add_batch(wrapper) == 3
+    assert cols.add_batch(wrapper, 1, 2) == 1
+    rows = cols.to_arrow().to_pylist()
+    assert [(r["offset"], r["key"], r["value"]) for r in rows] == [
+        (0, b"k0", b"a"), (1, b"k1", b"b"), (2, b"k2", b"c"), (1, b"k1", b"b")]
+    assert [r["timestamp"] for r in rows] == [1_700_000_000_000 + i for i in (0, 1, 2, 1)]
+    assert {r["timestamp_type"] for r in rows} == {0}
+
+
+def test_add_run_checks_crcs_unless_told_and_skips_what_skip_names():
+    plain = build_batch(0, [b"a", b"b"], None, 1000)
+    txn = build_batch(2, [b"t"], None, 1000, producer_id=7, producer_epoch=0, base_sequence=0,
+                      is_transactional=True)
+    cols = RecordColumns()
+    assert cols.add_run(plain + txn) == (len(plain + txn), False)
+    assert cols.add_run(plain + txn, 1, 3, skip=lambda pid, base: pid == 7 and base == 2) == (
+        len(plain + txn), True)
+    assert cols.to_arrow().column("offset").to_pylist() == [0, 1, 2, 1]
+    bad = bytearray(plain)
+    bad[plain.rindex(b"b")] = ord("c")  # a value's byte: the CRC no longer holds
+    with pytest.raises(CorruptRecordError, match="CRC-32C mismatch"):
+        cols.add_run(bytes(bad))
+    assert cols.add_run(bytes(bad), check_crc=False)[0] == len(plain)
+    assert cols.to_arrow().column("value").to_pylist() == [b"a", b"c"]
+
+
+def test_columns_hold_headers_only_when_asked_and_decode_into_the_builder_given():
+    from storage.records.columns import ColumnBuilder
+
+    data = build_batch(0, [b"a"], None, 1000, [[("h", b"1")]])
+    assert "headers" not in RecordColumns().to_arrow().schema.names
+    builder = ColumnBuilder(False)
+    cols = RecordColumns(builder=builder)
+    cols.add_run(data)
+    assert builder.num_rows == 1 and cols.num_rows == 1

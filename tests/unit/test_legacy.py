@@ -468,3 +468,44 @@ def test_small_entries_up_to_the_end_of_a_segment(tmp_path, writable):
     assert log.segments.active.size == len(data)
     mgr.close()
     assert log_file(part, 0).stat().st_size == len(data) + (0 if writable else 20)
+
+
+# -- the errors' words and the header's edges (what mutation testing found unpinned) ---------
+
+
+def test_a_cut_entry_says_where_and_how_many_bytes():
+    v0 = message(3, 0, 0, b"v")
+    with pytest.raises(CorruptRecordError, match=r"^legacy message at position 5 is cut short: "
+                                                 r"10 bytes$"):
+        LegacyRecordBatch(bytes(5) + v0[:10], 5)
+    with pytest.raises(CorruptRecordError, match=r"cut short: 0 bytes$"):
+        LegacyRecordBatch(v0, len(v0) + 4)
+    with pytest.raises(InvalidRecordError, match=r"^legacy message at position 0 has magic 3; "
+                                                 r"only 0 and 1 are legacy$"):
+        LegacyRecordBatch(v0[:16] + b"\x03" + v0[17:])
+
+
+def test_an_entry_with_exactly_its_header_is_parsed_and_not_complete():
+    v1 = message(3, 1, 0, b"value")
+    entry = LegacyRecordBatch(v1[:26])  # v1's header: 26 bytes
+    assert entry.offset == 3 and not entry.is_complete
+
+
+def test_a_message_ending_inside_a_length_says_so():
+    body = bytes((0, 0)) + struct.pack(">i", 2) + b"ab" + b"\x00\x00"  # the value's length cut
+    entry = struct.pack(">qiI", 8, len(body) + 4, zlib.crc32(body)) + body
+    with pytest.raises(CorruptRecordError, match=r"^legacy message at offset 8 ends inside its "
+                                                 r"key or value length$"):
+        LegacyRecordBatch(entry).records()
+
+
+def test_a_wrapper_s_insides_are_named_in_words():
+    nested = wrapper(1, CompressionType.GZIP,
+                     wrapper(1, CompressionType.GZIP, message(0, 1, 0, b"v"), offset=0))
+    with pytest.raises(InvalidRecordError, match=r"^Inner messages must not be compressed$"):
+        LegacyRecordBatch(nested).records()
+    small = bytearray(message(0, 1, 0, b"v0"))
+    struct.pack_into(">i", small, 8, 20)  # 14 or more, but below v1's 22
+    with pytest.raises(CorruptRecordError, match=r"^inner message at offset 0 is 20 bytes, "
+                                                 r"below the v1 overhead$"):
+        LegacyRecordBatch(wrapper(1, CompressionType.GZIP, bytes(small), offset=0)).records()
