@@ -302,7 +302,7 @@ def test_add_batch_takes_a_legacy_wrapper_s_records_in_range():
 def test_add_run_checks_crcs_unless_told_and_skips_what_skip_names():
     plain = build_batch(0, [b"a", b"b"], None, 1000)
     txn = build_batch(2, [b"t"], None, 1000, producer_id=7, producer_epoch=0, base_sequence=0,
-                      is_transactional=True)
+                      is_transactional=True, codec=CompressionType.LZ4)
     cols = RecordColumns()
     assert cols.add_run(plain + txn) == (len(plain + txn), False)
     assert cols.add_run(plain + txn, 1, 3, skip=lambda pid, base: pid == 7 and base == 2) == (
@@ -325,3 +325,5 @@ def test_columns_hold_headers_only_when_asked_and_decode_into_the_builder_given(
     cols = RecordColumns(builder=builder)
     cols.add_run(data)
     assert builder.num_rows == 1 and cols.num_rows == 1
+    assert cols.add_block(data) == (len(data), False)  # from offset 0 by default
+    assert cols.to_arrow().column("offset").to_pylist() == [0, 0]

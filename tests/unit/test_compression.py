@@ -450,3 +450,81 @@ def test_default_cap_lets_deflate_reach_its_maximum_ratio():
     stream = compress(CompressionType.GZIP, data, 9)
     assert len(stream) * DECOMPRESSED_RATIO >= len(data)
     assert decompress(CompressionType.GZIP, stream) == data
+
+
+# -- xerial snappy framing as snappy-java's SnappyInputStream reads it: its edges, in words ---
+
+
+def xerial_chunk(data: bytes) -> bytes:
+    block = snappy.compress(data)
+    return struct.pack(">i", len(block)) + block
+
+
+def test_concatenated_xerial_streams_are_read_whole_and_each_header_checked():
+    first = XERIAL_HEADER + xerial_chunk(b"one ")
+    second = XERIAL_HEADER + xerial_chunk(b"two")
+    assert decompress(CompressionType.SNAPPY, first + second) == b"one two"
+    assert decompress(CompressionType.SNAPPY, first + XERIAL_HEADER) == b"one "  # header only
+    old = bytes.fromhex("82 534e4150505900 00000000 ffffffff")  # version 0, then its compat
+    for stream in (old + xerial_chunk(b"x"), first + old + xerial_chunk(b"x")):
+        with pytest.raises(CorruptRecordError, match=r"^incompatible snappy stream version 0$"):
+            decompress(CompressionType.SNAPPY, stream)
+
+
+def test_xerial_stream_edges_are_errors_in_words_or_a_silent_end():
+    first = XERIAL_HEADER + xerial_chunk(b"one ")
+    cases = {
+        r"^empty snappy stream$": b"",
+        r"^insufficient header size in a concatenated snappy stream$": first + XERIAL_HEADER[:15],
+        r"^invalid snappy chunk length -5$": first + struct.pack(">i", -5),
+        r"^truncated snappy chunk: 10 bytes declared, 3 left$": first + struct.pack(">i", 10)
+        + b"abc",
+    }
+    for words, stream in cases.items():
+        with pytest.raises(CorruptRecordError, match=words):
+            decompress(CompressionType.SNAPPY, stream)
+    # a partial length, and the magic's head followed by no magic, end the stream silently
+    assert decompress(CompressionType.SNAPPY, first + b"\x00\x00\x01") == b"one "
+    assert decompress(CompressionType.SNAPPY, first + XERIAL_HEADER[:4] + bytes(12)) == b"one "
+
+
+@pytest.mark.parametrize("codec, name", [(CompressionType.GZIP, "gzip"),
+                                         (CompressionType.SNAPPY, "snappy"),
+                                         (CompressionType.LZ4, "lz4"),
+                                         (CompressionType.ZSTD, "zstd")])
+def test_a_stream_past_its_cap_or_cut_names_its_codec(codec, name):
+    data = bytes(range(256)) * 2000  # 512 KB: more than one step of every codec's output
+    stream = compress(codec, data)
+    assert decompress(codec, stream, max_size=len(data)) == data  # exactly at the cap
+    with pytest.raises(CorruptRecordError,
+                       match=rf"^{name} stream expands past the decompression cap$"):
+        decompress(codec, stream, max_size=len(data) - 1)
+    if codec != CompressionType.SNAPPY:  # (a raw snappy block has no end to cut)
+        with pytest.raises(CorruptRecordError, match=rf"^truncated {name} (stream|frame)$"):
+            decompress(codec, stream[:len(stream) // 2])
+
+
+@pytest.mark.parametrize("size", [128, 20_000])  # a preamble of 2 and of 3 varint bytes
+def test_a_raw_snappy_block_s_preamble_is_held_to_the_cap(size):
+    block = snappy.compress(bytes(range(128)) * (size // 128) + bytes(size % 128))
+    assert decompress(CompressionType.SNAPPY, block, max_size=size) == snappy.uncompress(block)
+    with pytest.raises(CorruptRecordError, match=r"^snappy stream expands past"):
+        decompress(CompressionType.SNAPPY, block, max_size=size - 1)
+
+
+def test_a_raw_snappy_block_claiming_more_than_it_can_expand_to_says_so():
+    with pytest.raises(CorruptRecordError, match=r"^snappy block of 6 bytes declares 4294967295 "
+                                                 r"uncompressed bytes$"):
+        decompress(CompressionType.SNAPPY, b"\xff\xff\xff\xff\x0f\x00")
+
+
+def test_a_magic_0_lz4_frame_with_its_content_size_is_read_whatever_its_header_checksum():
+    # Kafka 0.8-0.9's lz4 (magic 0) hashed the frame's magic into HC (KAFKA-3160); readers
+    # of magic 0 skip the check. A frame with the content-size flag has a 10-byte descriptor.
+    data = b"kafka " * 100
+    frame = bytearray(lz4.frame.compress(data, store_size=True, content_checksum=False))
+    assert frame[4] & 0x08  # FLG: the content size follows BD
+    frame[14] ^= 0xFF  # HC after magic, FLG, BD and the 8-byte size: wrong now
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.LZ4, bytes(frame), magic=1)
+    assert decompress(CompressionType.LZ4, bytes(frame), magic=0) == data

@@ -509,3 +509,21 @@ def test_a_wrapper_s_insides_are_named_in_words():
     with pytest.raises(CorruptRecordError, match=r"^inner message at offset 0 is 20 bytes, "
                                                  r"below the v1 overhead$"):
         LegacyRecordBatch(wrapper(1, CompressionType.GZIP, bytes(small), offset=0)).records()
+
+
+def test_a_plain_entry_s_crc_is_its_record_s_and_a_wrapper_past_its_last_inner_has_a_gap():
+    plain = LegacyRecordBatch(message(3, 1, 0, b"v"))
+    assert plain.record_crcs() == [plain.crc]
+    inner = b"".join(message(i, 1, 0, b"v%d" % i) for i in range(3))
+    late = LegacyRecordBatch(wrapper(1, CompressionType.GZIP, inner, offset=20))  # inner 18..20
+    assert [r.offset for r in late.records()] == [18, 19, 20]
+    early = LegacyRecordBatch(wrapper(0, CompressionType.GZIP, inner, offset=5))  # v0: absolute
+    assert [r.offset for r in early.records()] == [0, 1, 2]
+    assert early.record_at(4) is None and early.record_at(5) is None  # past the last inner
+
+
+def test_a_truncated_entry_names_its_offset():
+    entry = message(3, 1, 0, b"value")
+    with pytest.raises(CorruptRecordError, match=r"^legacy message at offset 3 is truncated: "
+                                                 rf"{len(entry)} bytes declared, 30 available$"):
+        LegacyRecordBatch(entry[:30]).records()
