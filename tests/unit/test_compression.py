@@ -528,3 +528,36 @@ def test_a_magic_0_lz4_frame_with_its_content_size_is_read_whatever_its_header_c
     with pytest.raises(CorruptRecordError):
         decompress(CompressionType.LZ4, bytes(frame), magic=1)
     assert decompress(CompressionType.LZ4, bytes(frame), magic=0) == data
+
+
+def test_a_zstd_frame_is_kafka_s_no_checksum_no_content_size_at_the_level_asked():
+    # zstd-jni's ZstdOutputStream as Kafka drives it: no pledged size, no checksum
+    data = b"".join(b"record %d of a topic\n" % i for i in range(5000))
+    frame = compress(CompressionType.ZSTD, data)
+    descriptor = frame[4]  # Frame_Header_Descriptor
+    assert frame[:4] == b"\x28\xb5\x2f\xfd" and descriptor & 0x04 == 0  # no checksum flag
+    assert descriptor >> 6 == 0 and not descriptor & 0x20  # no content size, not single-segment
+    fast = compress(CompressionType.ZSTD, data, level=1)
+    best = compress(CompressionType.ZSTD, data, level=19)
+    assert len(best) < len(fast) and compress(CompressionType.ZSTD, data, level=1) == fast
+    assert decompress(CompressionType.ZSTD, best) == decompress(CompressionType.ZSTD, fast) == data
+
+
+def test_lz4_s_default_level_is_the_fast_compressor_any_other_hc():
+    # Kafka's Lz4BlockOutputStream: level 9 (the default) takes lz4-java's fastCompressor,
+    # any other level highCompressor(level)
+    import lz4.block
+
+    data = b"".join(b"event %d: %s\n" % (i, b"abc" * (i % 7)) for i in range(3000))[:60_000]
+    for level, mode in ((None, {"mode": "default"}),
+                        (12, {"mode": "high_compression", "compression": 12})):
+        frame = compress(CompressionType.LZ4, data, level)
+        (size,) = struct.unpack_from("<I", frame, 7)
+        assert frame[11:11 + size] == lz4.block.compress(data, store_size=False, **mode), level
+
+
+def test_an_unknown_codec_name_or_level_is_refused_in_words():
+    with pytest.raises(InvalidConfigError, match=r"^Unknown compression name: 'brotli'$"):
+        CompressionType.for_name("brotli")
+    with pytest.raises(InvalidConfigError, match=r"^invalid gzip compression level: 42$"):
+        compress(CompressionType.GZIP, b"x", 42)
