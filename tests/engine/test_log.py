@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from helpers.waits import DEADLINE_S, Deadline, joined
+from helpers.waits import DEADLINE_S, Deadline, held_by_another_thread, joined
 from storage import LogConfig, LogManager
 from storage.clock import now_ms
 from storage.errors import (
@@ -877,22 +877,8 @@ def test_nowait_append_refuses_whatever_would_wait_and_changes_nothing(tmp_path)
     with pytest.raises(BlockingIOError):  # the third unflushed record would flush
         log.append_lines(b"2\n3\n", nowait=True)
     assert log.log_end_offset == 1
-    held, done = threading.Event(), threading.Event()
-
-    def hold_the_lock():  # another thread appending, flushing or checking retention
-        with log._lock:
-            held.set()
-            done.wait(DEADLINE_S)  # (set by the test once it tried; the bound ends a hang only)
-
-    holder = threading.Thread(target=hold_the_lock, name="lock holder")
-    holder.start()
-    assert held.wait(DEADLINE_S), "the holder thread never took the lock"
-    try:
-        with pytest.raises(BlockingIOError):
-            log.append_lines(b"2\n", nowait=True)
-    finally:
-        done.set()
-        joined(holder)
+    with held_by_another_thread(log._lock), pytest.raises(BlockingIOError):
+        log.append_lines(b"2\n", nowait=True)
     assert log.append_lines(b"2\n3\n") == range(1, 3) and log.recovery_point == 3
     log.close()
 

@@ -14,12 +14,13 @@ what the wait is for, so on a busy machine a test waits longer, never differentl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
 import threading
 import time
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 from kfs.mount_table import alive
 
@@ -101,6 +102,27 @@ def joined(thread: threading.Thread, timeout: float = DEADLINE_S) -> None:
     """Wait for ``thread`` to end; AssertionError naming it if it did not within ``timeout``."""
     thread.join(timeout)
     assert not thread.is_alive(), f"the thread {thread.name} did not end within {timeout:g} s"
+
+
+@contextlib.contextmanager
+def held_by_another_thread(lock) -> Iterator[None]:
+    """``lock`` taken by a thread of its own for the ``with`` body (another writer appending,
+    flushing or checking retention), given back and the thread joined after it."""
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            done.wait(DEADLINE_S)  # (set once the body ran; the bound ends a hang only)
+
+    holder = threading.Thread(target=hold, name="lock holder")
+    holder.start()
+    try:
+        assert held.wait(DEADLINE_S), "the holder thread never took the lock"
+        yield
+    finally:
+        done.set()
+        joined(holder)
 
 
 class Lines:

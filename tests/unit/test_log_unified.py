@@ -4,12 +4,11 @@ each test pins a rule a mutation of ``storage/log.py`` would break)."""
 
 import errno
 import logging
-import threading
 
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from helpers.waits import DEADLINE_S, joined
+from helpers.waits import held_by_another_thread
 from storage import LogConfig
 from storage.clock import FixedClock, now_ms
 from storage.dir_watch import RACY_NS
@@ -292,23 +291,10 @@ def test_a_keyed_line_without_separator_past_the_first_of_its_batch(tmp_path):
 
 def test_a_busy_log_refuses_a_nowait_append_with_eagain(tmp_path):
     log = open_log(tmp_path / "t-0")
-    held, done = threading.Event(), threading.Event()
-
-    def hold_the_lock():
-        with log._lock:
-            held.set()
-            done.wait(DEADLINE_S)  # (set by the test once it tried; the bound ends a hang only)
-
-    holder = threading.Thread(target=hold_the_lock, name="lock holder")
-    holder.start()
-    assert held.wait(DEADLINE_S), "the holder thread never took the lock"
-    try:
+    with held_by_another_thread(log._lock):
         with pytest.raises(BlockingIOError, match="^.Errno 11. t-0 is busy$") as info:
             log.append_lines(b"a\n", nowait=True)
-        assert info.value.errno == errno.EAGAIN
-    finally:
-        done.set()
-        joined(holder)
+    assert info.value.errno == errno.EAGAIN
     log.close()
 
 
