@@ -68,7 +68,7 @@ declare -A MODULE_TESTS=(
   [records/legacy]="tests/unit/test_legacy.py tests/unit/test_batch.py"
   [record_cache]="tests/unit/test_record_cache.py tests/engine/test_log.py"
   [segment]="tests/unit/test_segment.py tests/unit/test_legacy.py tests/engine/test_log.py tests/engine/test_log_follow.py tests/unit/test_index.py tests/unit/test_log_reader.py tests/unit/test_log_loader.py tests/engine/test_transactions.py --deselect=tests/engine/test_transactions.py::test_kfs_dump_of_a_kafka_snapshot_gives_kafka_dump_log_lines"
-  [segment_source]="tests/unit/test_segment_source.py tests/unit/test_open_files.py tests/unit/test_metadata_image.py tests/unit/test_remote_metadata.py tests/engine/test_log.py tests/engine/test_directory.py tests/engine/test_remote_log.py tests/engine/test_tiered_log.py"
+  [segment_source]="tests/unit/test_segment_source.py tests/unit/test_batch_blocks.py tests/unit/test_open_files.py tests/unit/test_metadata_image.py tests/unit/test_remote_metadata.py tests/engine/test_log.py tests/engine/test_directory.py tests/engine/test_remote_log.py tests/engine/test_tiered_log.py"
   [salvage]="tests/unit/test_salvage.py tests/tools/test_repair.py tests/engine/test_log.py"
   [time_index]="tests/unit/test_index.py tests/engine/test_log.py"
   [topic_partition]="tests/unit/test_topic_partition.py tests/engine/test_log.py"

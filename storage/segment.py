@@ -72,7 +72,7 @@ class BatchBlocks:
     block and says how far with :meth:`advance`; iteration ends at ``end``, at a torn batch
     (not yet wholly written, or cut) and at a block not advanced (bytes that are not batches,
     or the consumer's stop). ``segment`` is anything with ``size``, ``read_into`` and
-    ``read_at`` as :class:`LogSegment` has them.
+    ``read_at`` as :class:`LogSegment` has them (and, to read ahead, ``start_read_into``).
 
     ``read_ahead=True`` (a bulk reader: its consumer decodes each block whole): while a block
     is consumed the next one is read into a second buffer by a thread of its own

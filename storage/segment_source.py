@@ -176,14 +176,8 @@ class FileRecords:
         return self.source.read_at(position, size, nowait)
 
     def read_into(self, buffer, position: int) -> memoryview:
-        return self.source.read_into(self._view(buffer, position), position)
-
-    def start_read_into(self, buffer, position: int) -> PendingLocalRead | None:
-        return self.source.start_read_into(self._view(buffer, position), position)
-
-    def _view(self, buffer, position: int) -> memoryview:
-        """``buffer`` cut to the bytes from ``position`` to the ``.log``'s size."""
-        return memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
+        view = memoryview(buffer)[:max(min(len(buffer), self.size - position), 0)]
+        return self.source.read_into(view, position)
 
 
 def read_local_index(path: Path) -> IndexContents:
