@@ -69,3 +69,13 @@ def test_read_ahead_stops_at_end(tmp_path):
         seen += [bytes(block[a:a + len(built[0])]) for a in starts]
         blocks.advance(starts[-1] + len(built[0]) if starts else 0)
     assert seen == built[:120] and segment._file.users == 0
+
+
+def test_a_pending_read_holds_the_descriptor_until_waited_for_once(tmp_path):
+    segment, built = write_segment(tmp_path, [100] * 3)
+    pending = segment.start_read_into(bytearray(BLOCK), 0)
+    assert segment._file.users == 1  # (the pool cannot close it under the reading thread)
+    assert bytes(pending.wait()) == b"".join(built) and segment._file.users == 0
+    with pytest.raises(ValueError, match="^a read is waited for once$"):
+        pending.wait()
+    assert segment._file.users == 0  # (given back once, not twice)
