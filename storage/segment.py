@@ -15,6 +15,7 @@ import os
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -63,6 +64,14 @@ _RECOVER_BLOCK = 1024 * 1024  # bytes read at a time while validating whole batc
 Batch = RecordBatch | LegacyRecordBatch
 
 
+class _ReadAhead(NamedTuple):
+    """The next block being read while the last one is consumed (``BatchBlocks``)."""
+    position: int  # where in the .log the read begins
+    buffer: memoryview  # the buffer it fills, after the tail's room
+    pending: object  # the pending read (``SegmentSource.start_read_into``)
+    last: memoryview  # the block consumed meanwhile, whose tail goes in front
+
+
 class BatchBlocks:
     """The batches of a segment's ``.log`` that start in [``position``, ``end``) (``end``
     defaults to the segment's size), as blocks for the compiled walkers (Kafka's
@@ -91,7 +100,7 @@ class BatchBlocks:
 
     def __iter__(self) -> Iterator[memoryview | bytes]:
         segment = self.segment
-        ahead = None  # the next block being read: (its position, buffer, pending read)
+        ahead: _ReadAhead | None = None
         try:
             # (17 bytes or fewer left in the file: a torn entry, nothing more to read)
             while self.position < self.end and \
@@ -119,7 +128,7 @@ class BatchBlocks:
         finally:
             if ahead:  # (the thread must be done with the buffer before anyone else uses it)
                 try:
-                    ahead[2].wait()
+                    ahead.pending.wait()
                 except OSError:
                     pass  # bytes nobody asked for
 
@@ -131,11 +140,11 @@ class BatchBlocks:
     # before it (the batch the consumer stopped before), copied in front when it is taken
     _TAIL_ROOM_SHARE = 8
 
-    def _start_next(self, block: memoryview, into: memoryview, position: int):
+    def _start_next(self, block: memoryview, into: memoryview, position: int
+                    ) -> _ReadAhead | None:
         """The read of the bytes after ``block`` (in the buffer ``into``, ending at
-        ``position``), started into the other buffer after the tail's room: (position, that
-        buffer, the pending read, ``block``); None when there is nothing after it or the
-        segment's source does not read ahead."""
+        ``position``), started into the other buffer after the tail's room; None when there is
+        nothing after it or the segment's source does not read ahead."""
         stop = min(self.end, self.segment.size)
         if position >= stop:
             return None
@@ -147,9 +156,10 @@ class BatchBlocks:
         if pending is None:
             self._read_ahead = False  # (its source reads as it is asked)
             return None
-        return position, target, pending, block
+        return _ReadAhead(position, target, pending, block)
 
-    def _block_read_ahead(self, ahead, start: int) -> tuple[memoryview | None, memoryview]:
+    def _block_read_ahead(self, ahead: _ReadAhead, start: int
+                          ) -> tuple[memoryview | None, memoryview]:
         """(the block from ``start``, its buffer): the tail of the last block (from ``start``
         to where the read ahead begins) copied in front of the bytes read ahead; None when the
         tail does not fit its room (the block is then read whole from ``start``)."""
